@@ -1,0 +1,40 @@
+# gpuledger — make targets. `make run` runs the demo on the embedded ledger,
+# `make test` runs every test. Benchmarks stay out of `make test`.
+
+GO      ?= go
+PKGS    ?= ./...
+RUNARGS ?=
+FUZZTIME ?= 10s
+
+.PHONY: run build test bench lint fuzz clean
+
+# Simulates last month of examples/cluster.yaml through the whole loop, writes
+# gpuledger-demo/chargeback-YYYY-MM.{csv,xlsx}, then serves the API on
+# 127.0.0.1:8080 until interrupted. `make run RUNARGS=-serve=false` exits
+# after the reports.
+run: build
+	./bin/gpuledger demo $(RUNARGS)
+
+build:
+	$(GO) build -o bin/gpuledger ./cmd/gpuledger
+
+test:
+	$(GO) test -count=1 $(PKGS)
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+lint:
+	gofmt -l . | tee /dev/stderr | (! read)
+	$(GO) vet $(PKGS)
+
+# Runs each fuzz target for FUZZTIME.
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzParseMicros -fuzztime=$(FUZZTIME) ./ledger
+	$(GO) test -run='^$$' -fuzz=FuzzSplit -fuzztime=$(FUZZTIME) ./attribution
+	$(GO) test -run='^$$' -fuzz=FuzzAttribution -fuzztime=$(FUZZTIME) ./attribution
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./config
+	$(GO) test -run='^$$' -fuzz=FuzzParseExposition -fuzztime=$(FUZZTIME) ./ingest
+
+clean:
+	rm -rf bin gpuledger-demo

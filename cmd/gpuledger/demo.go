@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpuledger/gpuledger/api"
+	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
+	"github.com/gpuledger/gpuledger/reports"
+)
+
+func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("demo", `Simulates a month of the configured cluster as fast as the machine allows: a job mix is
+admitted FIFO within Kueue quotas, the cluster's dcgm-exporter and kube-state-metrics
+telemetry is rendered every scrape interval as text exposition, parsed, attributed to
+teams and written to the embedded ledger. Then it writes the month's chargeback
+(chargeback-YYYY-MM.csv and .xlsx) into -out, prints a summary, and serves the API
+until interrupted (-serve=false to exit after the reports).`, stdout)
+	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file")
+	cluster := fs.String("cluster", "", "cluster of the configuration to simulate; empty for the only one")
+	out := fs.String("out", "gpuledger-demo", "folder for the reports and, unless -ledger.path is set, the ledger")
+	ledgerPath := fs.String("ledger.path", "", "embedded ledger directory (default <out>/ledger); it is cleared first")
+	monthFlag := fs.String("month", "", "month to simulate, YYYY-MM (default: the previous calendar month)")
+	seed := fs.Uint64("seed", 1, "random seed of the job mix; the same seed gives the same ledger")
+	load := fs.Float64("load", 0.85, "offered load as a fraction of each queue's nominal quota")
+	interval := fs.Duration("scrape.interval", 15*time.Second, "exporter scrape interval")
+	serve := fs.Bool("serve", true, "serve the API after the reports until interrupted")
+	listen := fs.String("http.listenAddr", "127.0.0.1:8080", "address the API listens on")
+	newLogger := logFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := newLogger()
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return fmt.Errorf("%w\nfix the file, or run from the repository root so that examples/cluster.yaml is found", err)
+	}
+	month := ledger.StepMonth.Truncate(time.Now().UTC()).AddDate(0, -1, 0)
+	if *monthFlag != "" {
+		if month, err = time.Parse("2006-01", *monthFlag); err != nil {
+			return usageError{fmt.Sprintf("-month=%q is not a month; want YYYY-MM such as 2026-10", *monthFlag)}
+		}
+	}
+	if *interval < time.Second {
+		return usageError{fmt.Sprintf("-scrape.interval=%s is too short; want at least 1s", *interval)}
+	}
+	if *ledgerPath == "" {
+		*ledgerPath = filepath.Join(*out, "ledger")
+	}
+	if err := os.RemoveAll(*ledgerPath); err != nil {
+		return fmt.Errorf("clear ledger directory: %w", err)
+	}
+	store, err := embedded.Open(*ledgerPath, embedded.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	cl, err := cfg.Cluster(*cluster)
+	if err != nil {
+		return err
+	}
+	start := month
+	end := month.AddDate(0, 1, 0)
+	fmt.Fprintf(stdout, "Simulating %s (%d days) of cluster %s, scrape every %s, seed %d.\n",
+		month.Format("January 2006"), int(end.Sub(start).Hours()/24), cl.Name, *interval, *seed)
+	began := time.Now()
+	res, err := simulate(ctx, simOptions{
+		cfg: cfg, cluster: *cluster, start: start, end: end, scrapeInterval: *interval,
+		seed: *seed, load: *load, store: store,
+		progress: func(done, total time.Duration, samples uint64) {
+			el := time.Since(began)
+			eta := time.Duration(float64(el) * float64(total-done) / float64(max(done, 1)))
+			fmt.Fprintf(os.Stderr, "\rday %2d/%d  %6.1fM samples  %5.1fs elapsed  ETA %4.1fs ",
+				int(done.Hours()/24), int(total.Hours()/24), float64(samples)/1e6, el.Seconds(), eta.Seconds())
+		},
+	})
+	fmt.Fprintln(os.Stderr)
+	if err != nil {
+		return err
+	}
+	took := time.Since(began)
+
+	ropts := reports.Options{Currency: cfg.Currency, Teams: cfg.TeamNames(), Budgets: cfg.TeamBudgets(), Cluster: res.model.Cluster}
+	cb, err := reports.Build(ctx, store, month, ropts)
+	if err != nil {
+		return err
+	}
+	paths, err := writeReport(cb, *out, []string{"csv", "xlsx"})
+	if err != nil {
+		return err
+	}
+	printSummary(stdout, res, cb, took)
+	for _, p := range paths {
+		fmt.Fprintf(stdout, "wrote %s\n", p)
+	}
+	if !*serve {
+		return nil
+	}
+	srv := api.New(api.Options{Store: store, Report: ropts, Logger: log})
+	srv.PublishIngestStats(res.ingest, res.attribution)
+	m := month.Format("2006-01")
+	fmt.Fprintf(stdout, "\nServing on http://%s (Ctrl-C to stop). Try:\n", *listen)
+	fmt.Fprintf(stdout, "  curl 'http://%s/api/v1/cost?from=%s&to=%s&step=month&groupBy=team'\n", *listen, m, end.Format("2006-01"))
+	fmt.Fprintf(stdout, "  curl -OJ 'http://%s/api/v1/reports/chargeback/%s?format=xlsx'\n", *listen, m)
+	fmt.Fprintf(stdout, "  curl http://%s/metrics\n", *listen)
+	if err := srv.ListenAndServe(ctx, *listen); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w; pass another -http.listenAddr, or -serve=false", err)
+	}
+	return nil
+}
+
+// writeReport writes cb in each format into dir and returns the paths.
+func writeReport(cb *reports.Chargeback, dir string, formats []string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create report folder: %w", err)
+	}
+	var paths []string
+	for _, f := range formats {
+		p := filepath.Join(dir, cb.FileBase()+"."+f)
+		w, err := os.Create(p)
+		if err != nil {
+			return nil, fmt.Errorf("create report: %w", err)
+		}
+		switch f {
+		case "csv":
+			err = cb.WriteCSV(w)
+		case "xlsx":
+			err = cb.WriteXLSX(w)
+		default:
+			err = fmt.Errorf("format %q: want csv or xlsx", f)
+		}
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, fmt.Errorf("write %s: %w", p, err)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+func printSummary(w io.Writer, res *simResult, cb *reports.Chargeback, took time.Duration) {
+	fmt.Fprintf(w, "\nJobs: %d submitted, %d admitted, %d finished, %d still pending; mean wait %s.\n",
+		res.sim.Submitted, res.sim.Admitted, res.sim.Finished, res.sim.Pending, res.sim.MeanWait.Round(time.Second))
+	fmt.Fprintf(w, "Telemetry: %d scrapes, %.1f MB of exposition, %d samples attributed in %s (%.1fM samples/s); %d ledger rows.\n",
+		res.scrapes, float64(res.bytes)/1e6, res.attribution.Accepted, took.Round(100*time.Millisecond),
+		float64(res.ingest.Samples)/took.Seconds()/1e6, res.rows)
+	if len(res.attribution.Rejected) > 0 {
+		var rs []string
+		for r, n := range res.attribution.Rejected {
+			rs = append(rs, fmt.Sprintf("%s=%d", r, n))
+		}
+		sort.Strings(rs)
+		fmt.Fprintf(w, "Rejected samples: %v\n", rs)
+	}
+	fmt.Fprintf(w, "\nChargeback %s (%s):\n", cb.Month.Format("2006-01"), cb.Currency)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "team\tGPU-hours\tefficiency\tcost\tidle cost\tbudget\tvariance\t")
+	lines := append(cb.Lines, cb.Total)
+	for i := range lines {
+		l := &lines[i]
+		budget, variance := "", ""
+		if l.HasBudget {
+			budget, variance = money(l.BudgetMicros), money(l.VarianceMicros())
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f%%\t%s\t%s\t%s\t%s\t\n", l.Team, l.GPUHours, l.EfficiencyPct(),
+			money(l.CostMicros), money(l.IdleCostMicros), budget, variance)
+	}
+	tw.Flush()
+	hours := cb.Total.GPUHours / float64(len(res.model.GPUs))
+	fmt.Fprintf(w, "Cluster cost %s = %d GPUs at their rates for %.0f hours; every hour reconciles to the micro.\n\n",
+		money(cb.Total.CostMicros), len(res.model.GPUs), hours)
+}
+
+// money formats micro-units as a whole-cent amount for display.
+func money(v int64) string {
+	s := ledger.FormatMicros(v)
+	return s[:len(s)-4]
+}

@@ -1,0 +1,117 @@
+// Command gpuledger attributes GPU cost to teams from dcgm-exporter
+// telemetry and Kueue queues, keeps the hourly ledger, and serves chargeback
+// reports and a cost API.
+//
+// Usage: gpuledger <command> [flags]; gpuledger <command> -help.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout io.Writer) error
+}
+
+var commands = []command{
+	{"demo", "simulate a month of the example cluster through the whole loop, write reports, serve the API", runDemo},
+	{"serve", "serve the cost API and report downloads from a ledger", runServe},
+	{"report", "write a month's chargeback (CSV and XLSX) from a ledger", runReport},
+	{"validate", "check a configuration file and list every problem", runValidate},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "gpuledger: GPU cost attribution and chargeback for Kubernetes clusters.\n\nUsage: gpuledger <command> [flags]\n\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, "\nRun 'gpuledger <command> -help' for a command's flags.\n")
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(os.Stderr, "gpuledger: %v\n", err)
+		}
+		var ue usageError
+		if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return usageError{"no command given; run 'gpuledger -help' for the list"}
+		}
+		return nil
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout)
+		}
+	}
+	return usageError{fmt.Sprintf("unknown command %q; want one of %s (see 'gpuledger -help')", args[0], commandNames())}
+}
+
+func commandNames() string {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// newFlagSet returns a flag set whose -help prints the command's summary and
+// flags to stdout.
+func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprintf(stdout, "Usage: gpuledger %s [flags]\n\n%s\n\nFlags:\n", name, synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// logFlags registers -log.level and returns a constructor for the logger.
+func logFlags(fs *flag.FlagSet) func() *slog.Logger {
+	level := fs.String("log.level", "info", "minimum level logged to stderr: debug, info, warn or error")
+	return func() *slog.Logger {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(*level)); err != nil {
+			l = slog.LevelInfo
+		}
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/gpuledger/gpuledger/config"
+)
+
+func runValidate(_ context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("validate", "Checks a configuration file strictly (unknown keys are errors) and lists every problem\nwith its file:line:column, the field, the value and what was expected.", stdout)
+	path := fs.String("config", "", "configuration file to check (required), such as examples/cluster.yaml")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usageError{"validate needs -config FILE, such as -config examples/cluster.yaml"}
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	gpus, nodes := 0, 0
+	for _, c := range cfg.Clusters {
+		for _, n := range c.Nodes {
+			nodes++
+			gpus += n.GPUs
+		}
+	}
+	fmt.Fprintf(stdout, "%s: ok: %d cluster(s), %d nodes, %d GPUs, %d ClusterQueues, %d LocalQueues, %d teams\n",
+		*path, len(cfg.Clusters), nodes, gpus, len(cfg.ClusterQueues), len(cfg.LocalQueues), len(cfg.Teams))
+	return nil
+}

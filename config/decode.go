@@ -1,0 +1,243 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// Problem is one thing wrong with a config file, at a position.
+type Problem struct {
+	Line, Column int
+	// Path is the field, such as clusterQueues[1].flavors[0].name.
+	Path string
+	Msg  string
+}
+
+// Error lists every problem found in one config file.
+type Error struct {
+	File     string
+	Problems []Problem
+}
+
+// Error formats one problem a line, as file:line:column: path: message.
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d problem(s):", e.File, len(e.Problems))
+	for _, p := range e.Problems {
+		fmt.Fprintf(&b, "\n  %s:%d:%d: %s: %s", e.File, p.Line, p.Column, p.Path, p.Msg)
+	}
+	return b.String()
+}
+
+// Load reads and checks the config file at path. On any problem it returns
+// an *Error listing all of them.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w; pass an existing file with -config (see examples/)", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse checks data, the contents of file. On any problem it returns an
+// *Error listing all of them, sorted by position.
+func Parse(data []byte, file string) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, &Error{File: file, Problems: []Problem{{Line: 1, Column: 1, Path: "(file)", Msg: "not valid YAML: " + err.Error()}}}
+	}
+	d := &decoder{pos: make(map[string]*yaml.Node)}
+	var c Config
+	if len(root.Content) == 0 {
+		d.add(&root, "(file)", "the file is empty; want a mapping with clusters, resourceFlavors, clusterQueues, localQueues, teams and prices")
+	} else {
+		d.decode(root.Content[0], reflect.ValueOf(&c).Elem(), "")
+	}
+	c.validate(d)
+	if len(d.problems) > 0 {
+		sort.SliceStable(d.problems, func(i, j int) bool {
+			a, b := d.problems[i], d.problems[j]
+			if a.Line != b.Line {
+				return a.Line < b.Line
+			}
+			return a.Column < b.Column
+		})
+		return nil, &Error{File: file, Problems: d.problems}
+	}
+	return &c, nil
+}
+
+type decoder struct {
+	problems []Problem
+	pos      map[string]*yaml.Node
+}
+
+// add records a problem at node n (or, when n is nil, at the nearest
+// ancestor of path that has a position).
+func (d *decoder) add(n *yaml.Node, path, format string, args ...any) {
+	if n == nil {
+		n = d.nodeFor(path)
+	}
+	p := Problem{Path: path, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		p.Line, p.Column = n.Line, n.Column
+	}
+	d.problems = append(d.problems, p)
+}
+
+func (d *decoder) nodeFor(path string) *yaml.Node {
+	for path != "" {
+		if n := d.pos[path]; n != nil {
+			return n
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return d.pos[""]
+}
+
+var moneyType = reflect.TypeFor[Money]()
+
+func join(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "nothing"
+}
+
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	d.pos[path] = n
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return
+	}
+	if v.Type() == moneyType {
+		if n.Kind != yaml.ScalarNode {
+			d.add(n, path, "%s is not an amount; want a decimal such as 12.50", kindName(n))
+			return
+		}
+		m, err := ledger.ParseMicros(n.Value)
+		if err != nil {
+			d.add(n, path, "%v", err)
+			return
+		}
+		v.Set(reflect.ValueOf(Money{Micros: m, Set: true}))
+		return
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			d.add(n, path, "%s is not a mapping; want fields %s", kindName(n), strings.Join(fieldNames(v.Type()), ", "))
+			return
+		}
+		seen := make(map[string]bool)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			fp := join(path, k.Value)
+			if seen[k.Value] {
+				d.add(k, fp, "field %q is given twice", k.Value)
+				continue
+			}
+			seen[k.Value] = true
+			f, ok := fieldByTag(v, k.Value)
+			if !ok {
+				d.add(k, fp, "unknown field %q; want one of %s", k.Value, strings.Join(fieldNames(v.Type()), ", "))
+				continue
+			}
+			d.pos[fp] = k
+			d.decode(val, f, fp)
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.add(n, path, "%s is not a list; want a list", kindName(n))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, e := range n.Content {
+			d.decode(e, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+		v.Set(s)
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			d.add(n, path, "%s is not a mapping; want key: value pairs", kindName(n))
+			return
+		}
+		m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := reflect.New(v.Type().Key()).Elem()
+			d.decode(n.Content[i], k, path)
+			e := reflect.New(v.Type().Elem()).Elem()
+			d.decode(n.Content[i+1], e, join(path, n.Content[i].Value))
+			m.SetMapIndex(k, e)
+		}
+		v.Set(m)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		d.decode(n, p.Elem(), path)
+		v.Set(p)
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			d.add(n, path, "%s is not a string; want a string", kindName(n))
+			return
+		}
+		v.SetString(n.Value)
+	case reflect.Int:
+		if n.Kind != yaml.ScalarNode {
+			d.add(n, path, "%s is not an integer; want a whole number", kindName(n))
+			return
+		}
+		i, err := strconv.Atoi(n.Value)
+		if err != nil {
+			d.add(n, path, "%q is not an integer; want a whole number", n.Value)
+			return
+		}
+		v.SetInt(int64(i))
+	default:
+		panic(fmt.Sprintf("config: no decoder for %s", v.Type()))
+	}
+}
+
+func fieldByTag(v reflect.Value, name string) (reflect.Value, bool) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag == name {
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
+}
+
+func fieldNames(t reflect.Type) []string {
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag != "" {
+			names = append(names, tag)
+		}
+	}
+	return names
+}

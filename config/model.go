@@ -1,0 +1,92 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/gpuledger/gpuledger/attribution"
+)
+
+func sortStrings(s []string) { slices.Sort(s) }
+
+// Cluster returns the named cluster, or the only one when name is empty.
+func (c *Config) Cluster(name string) (*Cluster, error) {
+	if name == "" && len(c.Clusters) == 1 {
+		return &c.Clusters[0], nil
+	}
+	for i := range c.Clusters {
+		if c.Clusters[i].Name == name {
+			return &c.Clusters[i], nil
+		}
+	}
+	names := make([]string, len(c.Clusters))
+	for i := range c.Clusters {
+		names[i] = c.Clusters[i].Name
+	}
+	return nil, fmt.Errorf("cluster %q is not in the config; want one of %v", name, names)
+}
+
+// PriceMicros returns the per-GPU-hour price of a flavor.
+func (c *Config) PriceMicros(flavor string) int64 {
+	for _, p := range c.Prices {
+		if p.Flavor == flavor {
+			return p.PerGPUHour.Micros
+		}
+	}
+	return 0
+}
+
+// TeamBudgets returns each team's monthly budget in micro-units.
+func (c *Config) TeamBudgets() map[string]int64 {
+	m := make(map[string]int64, len(c.Teams))
+	for _, t := range c.Teams {
+		m[t.Name] = t.MonthlyBudget.Micros
+	}
+	return m
+}
+
+// TeamNames returns the teams in config order.
+func (c *Config) TeamNames() []string {
+	names := make([]string, len(c.Teams))
+	for i, t := range c.Teams {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// AttributionModel returns the cost model of one cluster: every GPU of its
+// nodes priced at its flavor's rate, and the queue and team mappings.
+func (c *Config) AttributionModel(cluster string) (*attribution.Model, error) {
+	cl, err := c.Cluster(cluster)
+	if err != nil {
+		return nil, err
+	}
+	m := &attribution.Model{
+		Cluster:           cl.Name,
+		LocalQueues:       make(map[attribution.QueueRef]string, len(c.LocalQueues)),
+		ClusterQueueTeams: make(map[string]string),
+		NamespaceTeams:    make(map[string]string),
+	}
+	for _, n := range cl.Nodes {
+		rate := c.PriceMicros(n.Flavor)
+		for i := 0; i < n.GPUs; i++ {
+			m.GPUs = append(m.GPUs, attribution.GPU{
+				Node: n.Name, Index: strconv.Itoa(i), Model: n.GPUModel,
+				Flavor: n.Flavor, RateMicrosPerHour: rate, MIG: n.MIG,
+			})
+		}
+	}
+	for _, lq := range c.LocalQueues {
+		m.LocalQueues[attribution.QueueRef{Namespace: lq.Namespace, Name: lq.Name}] = lq.ClusterQueue
+	}
+	for _, t := range c.Teams {
+		for _, cq := range t.ClusterQueues {
+			m.ClusterQueueTeams[cq] = t.Name
+		}
+		for _, ns := range t.Namespaces {
+			m.NamespaceTeams[ns] = t.Name
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,181 @@
+// Package ingest gets telemetry into gpuledger: it parses what dcgm-exporter,
+// kube-state-metrics and Kueue publish (Prometheus text exposition, with the
+// VictoriaMetrics parser) into attribution's samples, normalising the label
+// spellings real deployments produce: Hostname or hostname; namespace, pod
+// and container or their exported_ forms after a scrape with honorLabels
+// false; and the old uuid, pod_name, pod_namespace and container_name.
+//
+// It owns parsing and label normalisation only; what a sample costs is
+// package attribution's business.
+package ingest
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
+
+	"github.com/gpuledger/gpuledger/attribution"
+)
+
+// Sink receives parsed samples. *attribution.Attributor implements it.
+type Sink interface {
+	Add(s *attribution.Sample)
+	AddPod(p attribution.PodInfo)
+}
+
+// Metric names ingest reads; every other series is skipped.
+const (
+	MetricGPUUtil         = "DCGM_FI_DEV_GPU_UTIL"
+	MetricGREngineActive  = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+	MetricFBUsed          = "DCGM_FI_DEV_FB_USED"
+	MetricPowerUsage      = "DCGM_FI_DEV_POWER_USAGE"
+	MetricTotalEnergy     = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+	MetricKubePodLabels   = "kube_pod_labels"
+	LabelQueueDCGM        = "kueue_x_k8s_io_queue_name"
+	LabelQueueKubeState   = "label_kueue_x_k8s_io_queue_name"
+	maxRecordedLineErrors = 10
+)
+
+func fieldOf(metric string) attribution.Field {
+	switch metric {
+	case MetricGPUUtil:
+		return attribution.FieldGPUUtil
+	case MetricGREngineActive:
+		return attribution.FieldGREngineActive
+	case MetricFBUsed:
+		return attribution.FieldFBUsed
+	case MetricPowerUsage:
+		return attribution.FieldPowerUsage
+	case MetricTotalEnergy:
+		return attribution.FieldTotalEnergy
+	}
+	return attribution.FieldUnknown
+}
+
+// Stats counts what a Parser saw.
+type Stats struct {
+	// Lines is the number of sample lines parsed.
+	Lines uint64
+	// Samples is the number of DCGM samples passed to the sink.
+	Samples uint64
+	// Pods is the number of kube_pod_labels series passed to the sink.
+	Pods uint64
+	// Skipped counts series of metrics ingest does not read.
+	Skipped uint64
+	// Invalid counts lines that are not valid exposition.
+	Invalid uint64
+	// MissingLabels counts DCGM series without a Hostname or gpu label.
+	MissingLabels uint64
+}
+
+// Parser parses exposition bodies. It reuses its buffers between calls and
+// is not safe for concurrent use.
+type Parser struct {
+	rows   prometheus.Rows
+	sample attribution.Sample
+	stats  Stats
+	// errs holds the first invalid lines' messages, for the caller to report.
+	errs []string
+}
+
+// Stats returns the counters so far.
+func (p *Parser) Stats() Stats { return p.stats }
+
+// ParseExposition parses one Prometheus text exposition body, such as one
+// scrape of dcgm-exporter, and passes its samples to sink. Lines without a
+// timestamp get defaultMs (the scrape time, in Unix milliseconds). Invalid
+// lines are skipped and counted; the returned error describes the first few
+// of them, after every valid line was delivered.
+//
+// body is only read during the call; nothing keeps a reference to it.
+func (p *Parser) ParseExposition(body []byte, defaultMs int64, sink Sink) error {
+	p.errs = p.errs[:0]
+	invalid := p.stats.Invalid
+	// The rows alias body. They are only read during this call and
+	// overwritten by the next; the sink copies what it keeps.
+	p.rows.UnmarshalWithErrLogger(unsafe.String(unsafe.SliceData(body), len(body)), p.logLineError)
+	for i := range p.rows.Rows {
+		p.handleRow(&p.rows.Rows[i], defaultMs, sink)
+	}
+	p.stats.Lines += uint64(len(p.rows.Rows))
+	if n := p.stats.Invalid - invalid; n > 0 {
+		return fmt.Errorf("%d invalid exposition line(s) skipped, first: %s", n, p.errs[0])
+	}
+	return nil
+}
+
+func (p *Parser) logLineError(s string) {
+	p.stats.Invalid++
+	if len(p.errs) < maxRecordedLineErrors {
+		p.errs = append(p.errs, s)
+	}
+}
+
+func (p *Parser) handleRow(r *prometheus.Row, defaultMs int64, sink Sink) {
+	ts := r.Timestamp
+	if ts == 0 {
+		ts = defaultMs
+	}
+	if r.Metric == MetricKubePodLabels {
+		var pi attribution.PodInfo
+		for _, t := range r.Tags {
+			switch t.Key {
+			case "namespace":
+				pi.Namespace = t.Value
+			case "pod":
+				pi.Pod = t.Value
+			case LabelQueueKubeState:
+				pi.Queue = t.Value
+			}
+		}
+		if pi.Pod != "" && pi.Queue != "" {
+			p.stats.Pods++
+			sink.AddPod(pi)
+		}
+		return
+	}
+	f := fieldOf(r.Metric)
+	if f == attribution.FieldUnknown {
+		p.stats.Skipped++
+		return
+	}
+	s := &p.sample
+	*s = attribution.Sample{TimeMs: ts, Field: f, Value: r.Value}
+	// With honorLabels false a scrape renames the exporter's namespace, pod
+	// and container to exported_*, and the plain names then describe the
+	// exporter itself: the exported_ spelling wins when both are present.
+	var expNS, expPod bool
+	for _, t := range r.Tags {
+		switch t.Key {
+		case "Hostname", "hostname":
+			s.Node = t.Value
+		case "gpu":
+			s.GPU = t.Value
+		case "GPU_I_PROFILE":
+			s.Profile = t.Value
+		case "GPU_I_ID":
+			s.Instance = t.Value
+		case "namespace", "pod_namespace":
+			if !expNS {
+				s.Namespace = t.Value
+			}
+		case "exported_namespace":
+			s.Namespace, expNS = t.Value, true
+		case "pod", "pod_name":
+			if !expPod {
+				s.Pod = t.Value
+			}
+		case "exported_pod":
+			s.Pod, expPod = t.Value, true
+		case LabelQueueDCGM:
+			s.Queue = t.Value
+		}
+	}
+	if s.Node == "" || s.GPU == "" {
+		p.stats.MissingLabels++
+		return
+	}
+	p.stats.Samples++
+	sink.Add(s)
+}

@@ -1,0 +1,239 @@
+// Package embedded is gpuledger's default ledger.Store: an in-process SQLite
+// database (modernc.org/sqlite, pure Go, no cgo) in one file on local disk.
+// It needs no server, which is what the demo and small clusters want; large
+// fleets use the ClickHouse store.
+//
+// Money columns are SQLite INTEGERs of micro-units: SUM over them is exact
+// (SQLite raises an error rather than overflow).
+package embedded
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// FileName is the database file inside the ledger directory.
+const FileName = "ledger.db"
+
+const schemaVersion = 1
+
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS ledger_rows (
+		hour               INTEGER NOT NULL, -- Unix seconds, start of the hour
+		cluster            TEXT    NOT NULL,
+		team               TEXT    NOT NULL,
+		namespace          TEXT    NOT NULL,
+		local_queue        TEXT    NOT NULL,
+		cluster_queue      TEXT    NOT NULL,
+		flavor             TEXT    NOT NULL,
+		gpu_seconds        REAL    NOT NULL,
+		active_gpu_seconds REAL    NOT NULL,
+		cost_micros        INTEGER NOT NULL,
+		idle_cost_micros   INTEGER NOT NULL,
+		energy_joules      REAL    NOT NULL,
+		PRIMARY KEY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor)
+	) WITHOUT ROWID`,
+	`CREATE INDEX IF NOT EXISTS ledger_rows_hour ON ledger_rows (hour)`,
+}
+
+// Options configures Open.
+type Options struct {
+	// Logger receives start-up messages; nil discards them.
+	Logger *slog.Logger
+}
+
+// Store is the embedded ledger.Store.
+type Store struct {
+	db  *sql.DB
+	log *slog.Logger
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the ledger in directory dir.
+func Open(dir string, opts Options) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create ledger directory: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	// One connection: SQLite serialises writers anyway, and this keeps the
+	// pragmas and transactions on a single handle.
+	db.SetMaxOpenConns(1)
+	s := &Store{db: db, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if err := s.migrate(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	s.log.Info("ledger opened", "path", path)
+	return s, nil
+}
+
+func (s *Store) migrate() error {
+	var v int
+	if err := s.db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("schema version %d is newer than this binary's %d; upgrade gpuledger", v, schemaVersion)
+	}
+	for _, q := range schema {
+		if _, err := s.db.Exec(q); err != nil {
+			return fmt.Errorf("apply schema: %w", err)
+		}
+	}
+	_, err := s.db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion))
+	return err
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+type clusterHour struct {
+	cluster string
+	hour    int64
+}
+
+// WriteHours replaces, in one transaction, the rows of every (cluster, hour)
+// present in rows.
+func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row) (err error) {
+	if len(rows) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin ledger write: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, tx.Rollback())
+		}
+	}()
+	del, err := tx.PrepareContext(ctx, `DELETE FROM ledger_rows WHERE cluster = ? AND hour = ?`)
+	if err != nil {
+		return fmt.Errorf("prepare delete: %w", err)
+	}
+	defer del.Close()
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO ledger_rows
+		(hour, cluster, team, namespace, local_queue, cluster_queue, flavor,
+		 gpu_seconds, active_gpu_seconds, cost_micros, idle_cost_micros, energy_joules)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("prepare insert: %w", err)
+	}
+	defer ins.Close()
+	done := make(map[clusterHour]bool)
+	for i := range rows {
+		r := &rows[i]
+		if !r.Hour.Equal(r.Hour.Truncate(time.Hour)) {
+			return fmt.Errorf("row %d: hour %s is not the start of an hour", i, r.Hour)
+		}
+		k := clusterHour{r.Cluster, r.Hour.Unix()}
+		if !done[k] {
+			if _, err := del.ExecContext(ctx, k.cluster, k.hour); err != nil {
+				return fmt.Errorf("clear hour %s of %s: %w", r.Hour.UTC().Format(time.RFC3339), r.Cluster, err)
+			}
+			done[k] = true
+		}
+		if _, err := ins.ExecContext(ctx, k.hour, r.Cluster, r.Team, r.Namespace, r.LocalQueue, r.ClusterQueue, r.Flavor,
+			r.GPUSeconds, r.ActiveGPUSeconds, r.CostMicros, r.IdleCostMicros, r.EnergyJoules); err != nil {
+			return fmt.Errorf("insert row %d of %d: %w", i, len(rows), err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit %d ledger rows: %w", len(rows), err)
+	}
+	return nil
+}
+
+var dimColumns = map[ledger.Dimension]string{
+	ledger.DimCluster:      "cluster",
+	ledger.DimTeam:         "team",
+	ledger.DimNamespace:    "namespace",
+	ledger.DimLocalQueue:   "local_queue",
+	ledger.DimClusterQueue: "cluster_queue",
+	ledger.DimFlavor:       "flavor",
+}
+
+// Query sums rows per bucket and GroupBy dimensions.
+func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error) {
+	var bucket string
+	switch q.Step {
+	case ledger.StepHour:
+		bucket = "hour"
+	case ledger.StepDay:
+		bucket = "hour - hour % 86400"
+	case ledger.StepMonth:
+		bucket = "CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)"
+	default:
+		return nil, fmt.Errorf("query step %d: want hour, day or month", q.Step)
+	}
+	group := make(map[ledger.Dimension]bool)
+	for _, d := range q.GroupBy {
+		if _, ok := dimColumns[d]; !ok {
+			return nil, fmt.Errorf("query groupBy %q: want one of %v", d, ledger.Dimensions)
+		}
+		group[d] = true
+	}
+	cols := []string{bucket + " AS b"}
+	groupCols := []string{"b"}
+	for _, d := range ledger.Dimensions {
+		if group[d] {
+			cols = append(cols, dimColumns[d])
+			groupCols = append(groupCols, dimColumns[d])
+		} else {
+			cols = append(cols, "''")
+		}
+	}
+	where := []string{"hour >= ?", "hour < ?"}
+	args := []any{q.From.Unix(), q.To.Unix()}
+	if q.Cluster != "" {
+		where = append(where, "cluster = ?")
+		args = append(args, q.Cluster)
+	}
+	if q.Team != "" {
+		where = append(where, "team = ?")
+		args = append(args, q.Team)
+	}
+	sqlText := fmt.Sprintf(`SELECT %s, SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros), SUM(energy_joules)
+		FROM ledger_rows WHERE %s GROUP BY %s ORDER BY %s`,
+		strings.Join(cols, ", "), strings.Join(where, " AND "), strings.Join(groupCols, ", "), strings.Join(groupCols, ", "))
+	rs, err := s.db.QueryContext(ctx, sqlText, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query ledger: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.Row
+	for rs.Next() {
+		var r ledger.Row
+		var b int64
+		if err := rs.Scan(&b, &r.Cluster, &r.Team, &r.Namespace, &r.LocalQueue, &r.ClusterQueue, &r.Flavor,
+			&r.GPUSeconds, &r.ActiveGPUSeconds, &r.CostMicros, &r.IdleCostMicros, &r.EnergyJoules); err != nil {
+			return nil, fmt.Errorf("scan ledger row: %w", err)
+		}
+		r.Hour = time.Unix(b, 0).UTC()
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read ledger rows: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,167 @@
+// Package ledger owns gpuledger's hourly cost rows and the Store contract that
+// every ledger backend implements. It holds no cost logic: rows are computed by
+// package attribution and read by reports, api, admission and capacity.
+//
+// Money is always integer micro-units of the configured currency (1 USD =
+// 1,000,000 micros); usage quantities are float64 GPU-seconds, because a MIG
+// slice or a time-slice share is a fraction of a GPU.
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// Team names that the ledger reserves. Configured team names are DNS-1123
+// labels, which cannot contain '_', so these never collide with a real team.
+const (
+	// TeamUnallocated marks capacity held by nobody: GPUs or MIG slices that no
+	// pod held, and GPU time for which no telemetry arrived.
+	TeamUnallocated = "_unallocated"
+	// TeamUnowned marks capacity held by a pod whose namespace and queue
+	// belong to no configured team.
+	TeamUnowned = "_unowned"
+)
+
+// Key is the identity of a ledger row: one hour of one cluster's GPU capacity
+// for one combination of owner dimensions. Two rows with equal keys are the
+// same row.
+type Key struct {
+	// Hour is the start of the hour, in UTC.
+	Hour time.Time
+	// Cluster is the configured cluster name.
+	Cluster string
+	// Team is the owning team, TeamUnallocated or TeamUnowned.
+	Team string
+	// Namespace of the pod that held the GPU; empty for unallocated capacity.
+	Namespace string
+	// LocalQueue is the Kueue LocalQueue name (in Namespace); empty when the
+	// pod carried no queue label.
+	LocalQueue string
+	// ClusterQueue the LocalQueue points to; empty when unknown.
+	ClusterQueue string
+	// Flavor is the ResourceFlavor of the node whose GPU was held.
+	Flavor string
+}
+
+// Row is one ledger row. For every cluster and hour, the sum of CostMicros
+// over all rows equals the cluster's GPU cost for that hour, to the micro.
+type Row struct {
+	Key
+	// GPUSeconds is the GPU time held, in whole-GPU equivalents: a 3g.40gb
+	// MIG slice held for an hour counts 3/7 × 3600.
+	GPUSeconds float64
+	// ActiveGPUSeconds is the part of GPUSeconds during which the GPU was
+	// busy (GPUSeconds × DCGM activity).
+	ActiveGPUSeconds float64
+	// CostMicros is the cost of the GPU time held, at the flavor's rate.
+	CostMicros int64
+	// IdleCostMicros is the part of CostMicros spent while the GPU was held
+	// but inactive. For TeamUnallocated rows it equals CostMicros.
+	IdleCostMicros int64
+	// EnergyJoules is the energy the held GPUs drew, from DCGM power.
+	EnergyJoules float64
+}
+
+// Step is the width of the buckets a query aggregates into.
+type Step int
+
+// Steps a query can aggregate into. Buckets are aligned in UTC.
+const (
+	StepHour Step = iota + 1
+	StepDay
+	StepMonth
+)
+
+// ParseStep parses "hour", "day" or "month".
+func ParseStep(s string) (Step, bool) {
+	switch s {
+	case "hour":
+		return StepHour, true
+	case "day":
+		return StepDay, true
+	case "month":
+		return StepMonth, true
+	}
+	return 0, false
+}
+
+// String returns the name ParseStep accepts.
+func (s Step) String() string {
+	switch s {
+	case StepHour:
+		return "hour"
+	case StepDay:
+		return "day"
+	case StepMonth:
+		return "month"
+	}
+	return "unknown"
+}
+
+// Truncate returns the start of the bucket of width s that holds t, in UTC.
+func (s Step) Truncate(t time.Time) time.Time {
+	t = t.UTC()
+	switch s {
+	case StepDay:
+		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+	case StepMonth:
+		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	}
+	return t.Truncate(time.Hour)
+}
+
+// Dimension names a Key field a query can group by.
+type Dimension string
+
+// Dimensions a query can group by.
+const (
+	DimCluster      Dimension = "cluster"
+	DimTeam         Dimension = "team"
+	DimNamespace    Dimension = "namespace"
+	DimLocalQueue   Dimension = "localQueue"
+	DimClusterQueue Dimension = "clusterQueue"
+	DimFlavor       Dimension = "flavor"
+)
+
+// Dimensions lists every dimension a query can group by, in Key order.
+var Dimensions = []Dimension{DimCluster, DimTeam, DimNamespace, DimLocalQueue, DimClusterQueue, DimFlavor}
+
+// Query selects rows with From <= Hour < To, keeps those matching every
+// non-empty filter, and sums them per Step bucket and GroupBy dimensions.
+type Query struct {
+	From, To time.Time
+	Step     Step
+	// GroupBy lists the Key dimensions kept in the result; the others are
+	// summed over and left empty.
+	GroupBy []Dimension
+	// Cluster and Team filter on equality when not empty.
+	Cluster string
+	Team    string
+}
+
+// Store is the contract every ledger backend implements (embedded, ClickHouse).
+//
+// Rows are written per cluster-hour: WriteHours replaces all rows of every
+// (cluster, hour) present in rows, so rewriting an hour after a crash or a
+// re-run never doubles it. A Store is safe for concurrent use. The caller owns
+// the rows it passes and the Store owns nothing it returns after the call.
+type Store interface {
+	// WriteHours atomically replaces the rows of every (cluster, hour) that
+	// appears in rows.
+	WriteHours(ctx context.Context, rows []Row) error
+	// Query returns the aggregated rows, ordered by Hour then by the Key's
+	// dimensions. Each returned Row's Hour is its bucket start.
+	Query(ctx context.Context, q Query) ([]Row, error)
+	// Close releases the Store's resources.
+	Close() error
+}
+
+// Add adds r's measures to s, leaving s's Key unchanged.
+func (s *Row) Add(r *Row) {
+	s.GPUSeconds += r.GPUSeconds
+	s.ActiveGPUSeconds += r.ActiveGPUSeconds
+	s.CostMicros += r.CostMicros
+	s.IdleCostMicros += r.IdleCostMicros
+	s.EnergyJoules += r.EnergyJoules
+}

@@ -1,0 +1,204 @@
+// Package reports renders the monthly chargeback from the ledger: a CSV with
+// exact decimal amounts and an XLSX workbook (excelize) with a summary sheet,
+// a chart of cost by team, daily costs and a sheet explaining the method.
+//
+// It reads ledger.Store only; it computes no cost itself, it sums rows.
+package reports
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// Options says how to label and budget a report.
+type Options struct {
+	// Currency of the amounts, such as USD.
+	Currency string
+	// Teams lists the configured teams in the order the report shows them;
+	// a team with no usage still gets a line.
+	Teams []string
+	// Budgets maps a team to its monthly budget in micro-units.
+	Budgets map[string]int64
+	// Cluster restricts the report to one cluster; empty for all.
+	Cluster string
+}
+
+// Line is one team's month.
+type Line struct {
+	Team             string
+	GPUHoursByFlavor map[string]float64
+	GPUHours         float64
+	ActiveGPUHours   float64
+	CostMicros       int64
+	IdleCostMicros   int64
+	EnergyKWh        float64
+	BudgetMicros     int64
+	HasBudget        bool
+}
+
+// EfficiencyPct is active GPU-hours over held GPU-hours, in percent.
+func (l *Line) EfficiencyPct() float64 {
+	if l.GPUHours == 0 {
+		return 0
+	}
+	return 100 * l.ActiveGPUHours / l.GPUHours
+}
+
+// VarianceMicros is budget minus cost: positive when under budget.
+func (l *Line) VarianceMicros() int64 { return l.BudgetMicros - l.CostMicros }
+
+// Chargeback is one month's report.
+type Chargeback struct {
+	Month    time.Time
+	Currency string
+	Cluster  string
+	Flavors  []string
+	// Lines holds the teams in configured order, then any other team seen,
+	// then ledger.TeamUnowned and ledger.TeamUnallocated.
+	Lines []Line
+	Total Line
+	// Days holds each day's cost per team, for the daily sheet.
+	Days []Day
+}
+
+// Day is one day's cost per team.
+type Day struct {
+	Date       time.Time
+	CostMicros map[string]int64
+}
+
+// Build sums the ledger's rows of the month that contains month.
+func Build(ctx context.Context, store ledger.Store, month time.Time, opts Options) (*Chargeback, error) {
+	from := ledger.StepMonth.Truncate(month)
+	to := from.AddDate(0, 1, 0)
+	rows, err := store.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepMonth,
+		GroupBy: []ledger.Dimension{ledger.DimTeam, ledger.DimFlavor}, Cluster: opts.Cluster})
+	if err != nil {
+		return nil, fmt.Errorf("chargeback for %s: %w", from.Format("2006-01"), err)
+	}
+	cb := &Chargeback{Month: from, Currency: opts.Currency, Cluster: opts.Cluster}
+	lines := make(map[string]*Line)
+	order := slices.Clone(opts.Teams)
+	line := func(team string) *Line {
+		l := lines[team]
+		if l == nil {
+			l = &Line{Team: team, GPUHoursByFlavor: make(map[string]float64)}
+			l.BudgetMicros, l.HasBudget = opts.Budgets[team]
+			lines[team] = l
+		}
+		return l
+	}
+	for _, t := range opts.Teams {
+		line(t)
+	}
+	flavors := make(map[string]bool)
+	for i := range rows {
+		r := &rows[i]
+		if _, ok := lines[r.Team]; !ok && r.Team != ledger.TeamUnowned && r.Team != ledger.TeamUnallocated {
+			order = append(order, r.Team)
+		}
+		l := line(r.Team)
+		l.GPUHoursByFlavor[r.Flavor] += r.GPUSeconds / 3600
+		l.GPUHours += r.GPUSeconds / 3600
+		l.ActiveGPUHours += r.ActiveGPUSeconds / 3600
+		l.CostMicros += r.CostMicros
+		l.IdleCostMicros += r.IdleCostMicros
+		l.EnergyKWh += r.EnergyJoules / 3.6e6
+		flavors[r.Flavor] = true
+	}
+	order = append(order, ledger.TeamUnowned, ledger.TeamUnallocated)
+	cb.Total = Line{Team: "TOTAL", GPUHoursByFlavor: make(map[string]float64)}
+	for _, t := range order {
+		l := line(t)
+		cb.Lines = append(cb.Lines, *l)
+		for f, h := range l.GPUHoursByFlavor {
+			cb.Total.GPUHoursByFlavor[f] += h
+		}
+		cb.Total.GPUHours += l.GPUHours
+		cb.Total.ActiveGPUHours += l.ActiveGPUHours
+		cb.Total.CostMicros += l.CostMicros
+		cb.Total.IdleCostMicros += l.IdleCostMicros
+		cb.Total.EnergyKWh += l.EnergyKWh
+		if l.HasBudget {
+			cb.Total.BudgetMicros += l.BudgetMicros
+			cb.Total.HasBudget = true
+		}
+	}
+	for f := range flavors {
+		cb.Flavors = append(cb.Flavors, f)
+	}
+	slices.Sort(cb.Flavors)
+
+	days, err := store.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepDay,
+		GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: opts.Cluster})
+	if err != nil {
+		return nil, fmt.Errorf("daily costs for %s: %w", from.Format("2006-01"), err)
+	}
+	for i := range days {
+		r := &days[i]
+		if n := len(cb.Days); n == 0 || !cb.Days[n-1].Date.Equal(r.Hour) {
+			cb.Days = append(cb.Days, Day{Date: r.Hour, CostMicros: make(map[string]int64)})
+		}
+		cb.Days[len(cb.Days)-1].CostMicros[r.Team] += r.CostMicros
+	}
+	return cb, nil
+}
+
+// FileBase returns the report's file name without extension:
+// chargeback-YYYY-MM.
+func (cb *Chargeback) FileBase() string { return "chargeback-" + cb.Month.Format("2006-01") }
+
+func (cb *Chargeback) header() []string {
+	h := []string{"team"}
+	for _, f := range cb.Flavors {
+		h = append(h, "gpu_hours_"+f)
+	}
+	return append(h, "gpu_hours", "active_gpu_hours", "efficiency_pct", "cost", "idle_cost", "energy_kwh",
+		"budget", "variance", "currency")
+}
+
+func (cb *Chargeback) record(l *Line) []string {
+	rec := []string{l.Team}
+	for _, f := range cb.Flavors {
+		rec = append(rec, strconv.FormatFloat(l.GPUHoursByFlavor[f], 'f', 3, 64))
+	}
+	rec = append(rec,
+		strconv.FormatFloat(l.GPUHours, 'f', 3, 64),
+		strconv.FormatFloat(l.ActiveGPUHours, 'f', 3, 64),
+		strconv.FormatFloat(l.EfficiencyPct(), 'f', 1, 64),
+		ledger.FormatMicros(l.CostMicros),
+		ledger.FormatMicros(l.IdleCostMicros),
+		strconv.FormatFloat(l.EnergyKWh, 'f', 3, 64))
+	if l.HasBudget {
+		rec = append(rec, ledger.FormatMicros(l.BudgetMicros), ledger.FormatMicros(l.VarianceMicros()))
+	} else {
+		rec = append(rec, "", "")
+	}
+	return append(rec, cb.Currency)
+}
+
+// WriteCSV writes one line per team and a TOTAL line, amounts as exact
+// decimals with six places.
+func (cb *Chargeback) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(cb.header()); err != nil {
+		return err
+	}
+	for i := range cb.Lines {
+		if err := cw.Write(cb.record(&cb.Lines[i])); err != nil {
+			return err
+		}
+	}
+	if err := cw.Write(cb.record(&cb.Total)); err != nil {
+		return err
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,175 @@
+package reports
+
+import (
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/xuri/excelize/v2"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// Sheet names of the workbook.
+const (
+	SheetSummary = "Summary"
+	SheetDaily   = "Daily"
+	SheetMethod  = "Method"
+)
+
+// methodText explains every column; it is the workbook's Method sheet and
+// the README's formulas.
+var methodText = []string{
+	"How this chargeback is computed",
+	"",
+	"Source: NVIDIA dcgm-exporter series per GPU and MIG instance, joined to pods through their namespace/pod labels, to Kueue LocalQueues through the pod label kueue.x-k8s.io/queue-name (from the exporter or kube-state-metrics kube_pod_labels), to ClusterQueues and to teams through the configuration file.",
+	"Intervals: a sample counts from its timestamp until the device's next sample (gaps over 5 minutes are not bridged: the last sample counts for one scrape interval and the rest is unobserved).",
+	"GPU-hours: time a pod held a GPU, in whole-GPU equivalents. A MIG slice counts its compute slices over the GPU's (3g.40gb on an H100 = 3/7 GPU).",
+	"Active GPU-hours: GPU-hours x activity, where activity is DCGM_FI_PROF_GR_ENGINE_ACTIVE (0-1) where reported, else DCGM_FI_DEV_GPU_UTIL / 100, else 0.",
+	"Efficiency: active GPU-hours / GPU-hours.",
+	"Cost: every hour, each GPU costs its flavor's price per GPU-hour. That amount is split among the pods that held the GPU (or its MIG slices) in proportion to time held x share, and the rest is unallocated. Each holder's part is split again into active (time x activity) and idle (time x (1 - activity)).",
+	"Idle cost: the part of Cost paid while the GPU was held but inactive. For the _unallocated line it is all of Cost.",
+	"Rounding: amounts are integer micro-units; every split uses largest-remainder rounding, so every hour's lines sum exactly to the cluster's cost (GPU count x price x 1 hour).",
+	"_unallocated: GPU time held by no pod, or with no telemetry. _unowned: GPU time held by pods whose queue and namespace belong to no configured team.",
+	"Energy: DCGM_FI_DEV_POWER_USAGE integrated over the time held, MIG slices taking their share of the GPU's power.",
+	"Variance: budget - cost; positive means under budget.",
+}
+
+// WriteXLSX writes the workbook: Summary (one row per team, a TOTAL row and
+// a chart of cost by team), Daily (cost per team per day) and Method.
+func (cb *Chargeback) WriteXLSX(w io.Writer) error {
+	f := excelize.NewFile()
+	defer f.Close()
+	if err := f.SetSheetName("Sheet1", SheetSummary); err != nil {
+		return err
+	}
+	if err := cb.writeSummary(f); err != nil {
+		return fmt.Errorf("summary sheet: %w", err)
+	}
+	if err := cb.writeDaily(f); err != nil {
+		return fmt.Errorf("daily sheet: %w", err)
+	}
+	if err := writeMethod(f); err != nil {
+		return fmt.Errorf("method sheet: %w", err)
+	}
+	_, err := f.WriteTo(w)
+	return err
+}
+
+func cell(col, row int) string {
+	name, _ := excelize.CoordinatesToCellName(col, row)
+	return name
+}
+
+func (cb *Chargeback) writeSummary(f *excelize.File) error {
+	s := SheetSummary
+	title := fmt.Sprintf("GPU chargeback %s", cb.Month.Format("January 2006"))
+	if cb.Cluster != "" {
+		title += " — cluster " + cb.Cluster
+	}
+	if err := f.SetCellStr(s, "A1", title); err != nil {
+		return err
+	}
+	header := cb.header()
+	if err := f.SetSheetRow(s, "A3", &header); err != nil {
+		return err
+	}
+	bold, err := f.NewStyle(&excelize.Style{Font: &excelize.Font{Bold: true}})
+	if err != nil {
+		return err
+	}
+	money, err := f.NewStyle(&excelize.Style{NumFmt: 4}) // #,##0.00
+	if err != nil {
+		return err
+	}
+	lines := append(slices.Clone(cb.Lines), cb.Total)
+	costCol := 1 + len(cb.Flavors) + 4
+	for i := range lines {
+		l := &lines[i]
+		row := 4 + i
+		vals := []any{l.Team}
+		for _, fl := range cb.Flavors {
+			vals = append(vals, round3(l.GPUHoursByFlavor[fl]))
+		}
+		vals = append(vals, round3(l.GPUHours), round3(l.ActiveGPUHours), round1(l.EfficiencyPct()),
+			ledger.MicrosToFloat(l.CostMicros), ledger.MicrosToFloat(l.IdleCostMicros), round3(l.EnergyKWh))
+		if l.HasBudget {
+			vals = append(vals, ledger.MicrosToFloat(l.BudgetMicros), ledger.MicrosToFloat(l.VarianceMicros()))
+		} else {
+			vals = append(vals, nil, nil)
+		}
+		vals = append(vals, cb.Currency)
+		if err := f.SetSheetRow(s, cell(1, row), &vals); err != nil {
+			return err
+		}
+		if err := f.SetCellStyle(s, cell(costCol+1, row), cell(costCol+2, row), money); err != nil {
+			return err
+		}
+		if err := f.SetCellStyle(s, cell(costCol+4, row), cell(costCol+5, row), money); err != nil {
+			return err
+		}
+	}
+	last := 3 + len(lines)
+	if err := f.SetCellStyle(s, "A3", cell(len(header), 3), bold); err != nil {
+		return err
+	}
+	if err := f.SetCellStyle(s, cell(1, last), cell(len(header), last), bold); err != nil {
+		return err
+	}
+	if err := f.SetColWidth(s, "A", "A", 16); err != nil {
+		return err
+	}
+	col, _ := excelize.ColumnNumberToName(costCol + 1)
+	idleCol, _ := excelize.ColumnNumberToName(costCol + 2)
+	// The chart leaves out the TOTAL row.
+	return f.AddChart(s, cell(2, last+3), &excelize.Chart{
+		Type: excelize.Col,
+		Series: []excelize.ChartSeries{
+			{Name: fmt.Sprintf("%s!$%s$3", s, col), Categories: fmt.Sprintf("%s!$A$4:$A$%d", s, last-1), Values: fmt.Sprintf("%s!$%s$4:$%s$%d", s, col, col, last-1)},
+			{Name: fmt.Sprintf("%s!$%s$3", s, idleCol), Categories: fmt.Sprintf("%s!$A$4:$A$%d", s, last-1), Values: fmt.Sprintf("%s!$%s$4:$%s$%d", s, idleCol, idleCol, last-1)},
+		},
+		Title:     excelize.ChartTitle{Paragraph: []excelize.RichTextRun{{Text: "Cost by team (" + cb.Currency + ")"}}},
+		Legend:    excelize.ChartLegend{Position: "bottom"},
+		Dimension: excelize.ChartDimension{Width: 720, Height: 360},
+	})
+}
+
+func (cb *Chargeback) writeDaily(f *excelize.File) error {
+	s := SheetDaily
+	if _, err := f.NewSheet(s); err != nil {
+		return err
+	}
+	teams := make([]string, len(cb.Lines))
+	for i := range cb.Lines {
+		teams[i] = cb.Lines[i].Team
+	}
+	header := append([]string{"date"}, teams...)
+	if err := f.SetSheetRow(s, "A1", &header); err != nil {
+		return err
+	}
+	for i, d := range cb.Days {
+		vals := []any{d.Date.Format("2006-01-02")}
+		for _, t := range teams {
+			vals = append(vals, ledger.MicrosToFloat(d.CostMicros[t]))
+		}
+		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeMethod(f *excelize.File) error {
+	if _, err := f.NewSheet(SheetMethod); err != nil {
+		return err
+	}
+	for i, line := range methodText {
+		if err := f.SetCellStr(SheetMethod, cell(1, 1+i), line); err != nil {
+			return err
+		}
+	}
+	return f.SetColWidth(SheetMethod, "A", "A", 140)
+}
+
+func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
+func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }

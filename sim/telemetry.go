@@ -1,0 +1,266 @@
+package sim
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DriverVersion is the NVIDIA driver the modelled nodes report.
+const DriverVersion = "570.133.20"
+
+// Telemetry renders the cluster's exporters scrape by scrape: for every
+// scrape instant, the dcgm-exporter series of every GPU and MIG instance
+// (with the label set and order dcgm-exporter renders, Kubernetes mapping on)
+// followed by kube-state-metrics' kube_pod_labels for every running pod, as
+// one Prometheus text exposition body. Run must have been called first.
+type Telemetry struct {
+	c        *Cluster
+	next     time.Time
+	end      time.Time
+	interval time.Duration
+	tick     uint64
+	devs     []devState
+	gpus     []*gpuState
+	seenPods map[string]struct{}
+}
+
+type gpuState struct {
+	idleW, maxW float64
+	slices      float64 // 7 under MIG, 1 otherwise
+	load        float64 // busy compute slices this scrape
+	powerW      float64
+	energyMJ    float64
+}
+
+type devState struct {
+	d       *Device
+	gpu     *gpuState
+	share   float64 // compute slices of the device
+	head    []byte  // labels up to the pod attributes, without braces
+	holdIdx int
+	hold    *Hold
+	tail    []byte // the holder's container/namespace/pod labels and '}'
+	act     float64
+	fbMiB   float64
+	fbTotal float64
+}
+
+// NewTelemetry returns scrapes at every interval over [start, end).
+func NewTelemetry(c *Cluster, start, end time.Time, interval time.Duration) *Telemetry {
+	t := &Telemetry{c: c, next: start, end: end, interval: interval, seenPods: make(map[string]struct{})}
+	for _, n := range c.Nodes {
+		idle, maxW := powerEnvelope(n.Model)
+		slices := 1.0
+		if len(n.MIG) > 0 {
+			slices = 7
+		}
+		perGPU := make([]*gpuState, n.GPUs)
+		for g := range perGPU {
+			perGPU[g] = &gpuState{idleW: idle, maxW: maxW, slices: slices, energyMJ: float64(fnvHash(n.Name, g)%1e6) * 1e3}
+			t.gpus = append(t.gpus, perGPU[g])
+		}
+		for _, d := range n.Devices {
+			ds := devState{d: d, gpu: perGPU[d.GPU], share: 1, fbTotal: 81559}
+			if d.Profile != "" {
+				var g, mem int
+				fmt.Sscanf(d.Profile, "%dg.%dgb", &g, &mem)
+				ds.share, ds.fbTotal = float64(g), float64(mem)*1024-500
+			}
+			ds.head = deviceLabels(d)
+			ds.tail = holderLabels(nil, nil)
+			t.devs = append(t.devs, ds)
+		}
+	}
+	return t
+}
+
+func powerEnvelope(model string) (idle, max float64) {
+	switch {
+	case strings.Contains(model, "H100"), strings.Contains(model, "H200"):
+		return 72, 700
+	case strings.Contains(model, "A100"):
+		return 58, 400
+	}
+	return 30, 300
+}
+
+func fnvHash(s string, i int) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	h.Write([]byte{byte(i), byte(i >> 8)})
+	return h.Sum64()
+}
+
+var pciBuses = [...]byte{0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB}
+
+func deviceLabels(d *Device) []byte {
+	h := fnvHash(d.Node.Name, d.GPU)
+	h2 := fnvHash(d.Node.Name+"/uuid", d.GPU)
+	uuid := fmt.Sprintf("GPU-%08x-%04x-%04x-%04x-%012x", uint32(h), uint16(h>>32), uint16(h>>48), uint16(h2), h2>>16&0xffffffffffff)
+	b := fmt.Appendf(nil, `gpu="%d",UUID=%q,pci_bus_id="00000000:%02X:00.0",device="nvidia%d",modelName=%q`,
+		d.GPU, uuid, pciBuses[d.GPU%len(pciBuses)], d.GPU, d.Node.Model)
+	if d.Profile != "" {
+		b = fmt.Appendf(b, `,GPU_I_PROFILE=%q,GPU_I_ID="%d"`, d.Profile, d.Instance)
+	}
+	return fmt.Appendf(b, `,Hostname=%q,DCGM_FI_DRIVER_VERSION=%q`, d.Node.Name, DriverVersion)
+}
+
+func holderLabels(h *Hold, d *Device) []byte {
+	if h == nil {
+		return []byte(`,container="",namespace="",pod=""}`)
+	}
+	return fmt.Appendf(nil, `,container=%q,namespace=%q,pod=%q}`, h.Container, h.Job.Namespace, h.Pod)
+}
+
+// noise returns a deterministic value in [0, 1) for a job and a tick.
+func noise(a, b uint64) float64 {
+	x := a*0x9e3779b97f4a7c15 ^ b*0xbf58476d1ce4e5b9
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / (1 << 53)
+}
+
+// Activity is the busy fraction of a held device at t: the value
+// DCGM_FI_PROF_GR_ENGINE_ACTIVE reports.
+func Activity(h *Hold, t time.Time, tick uint64) float64 {
+	j := h.Job
+	el := t.Sub(h.Start)
+	n := noise(uint64(j.ID), tick)
+	n2 := noise(uint64(j.ID)+7919, tick)
+	switch j.Kind {
+	case KindTraining:
+		switch {
+		case j.Count > 8 && el < 10*time.Minute:
+			return 0 // a multi-node job's first pods wait for the rest
+		case el < 5*time.Minute:
+			return 0.05 * n // loading data and the model
+		case n2 < 0.03:
+			return 0.1 // evaluation or checkpoint
+		}
+		return 0.78 + 0.2*n
+	case KindNotebook:
+		if n < 0.08 {
+			return 0.3 + 0.5*n2
+		}
+		return 0.01 * n2
+	case KindInference:
+		hour := float64(t.Hour()) + float64(t.Minute())/60
+		load := 0.03
+		if hour >= 7 && hour < 21 {
+			load += 0.55 * math.Sin(math.Pi*(hour-7)/14)
+		}
+		return min(load*(0.8+0.4*n), 1)
+	}
+	return 0
+}
+
+type metric struct {
+	name, help, typ string
+	migToo          bool
+	value           func(dst []byte, ds *devState) []byte
+}
+
+var metrics = []metric{
+	{"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gauge", false, func(dst []byte, ds *devState) []byte {
+		return strconv.AppendInt(dst, int64(math.Round(ds.act*100)), 10)
+	}},
+	{"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "gauge", true, func(dst []byte, ds *devState) []byte {
+		return strconv.AppendInt(dst, int64(ds.fbMiB), 10)
+	}},
+	{"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "gauge", true, func(dst []byte, ds *devState) []byte {
+		return strconv.AppendFloat(dst, math.Round(ds.gpu.powerW*1000)/1000, 'f', -1, 64)
+	}},
+	{"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", "counter", true, func(dst []byte, ds *devState) []byte {
+		return strconv.AppendInt(dst, int64(ds.gpu.energyMJ), 10)
+	}},
+	{"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", "gauge", true, func(dst []byte, ds *devState) []byte {
+		return strconv.AppendFloat(dst, math.Round(ds.act*1e6)/1e6, 'f', -1, 64)
+	}},
+}
+
+// Next appends the next scrape's body to dst and returns its time. ok is
+// false after the last scrape.
+func (t *Telemetry) Next(dst []byte) (at time.Time, body []byte, ok bool) {
+	if !t.next.Before(t.end) {
+		return time.Time{}, dst, false
+	}
+	at = t.next
+	t.next = t.next.Add(t.interval)
+	t.tick++
+	for _, g := range t.gpus {
+		g.load = 0
+	}
+	for i := range t.devs {
+		ds := &t.devs[i]
+		holds := ds.d.Holds
+		for ds.holdIdx < len(holds) && !holds[ds.holdIdx].End.After(at) {
+			ds.holdIdx++
+		}
+		var h *Hold
+		if ds.holdIdx < len(holds) && !holds[ds.holdIdx].Start.After(at) {
+			h = &holds[ds.holdIdx]
+		}
+		if h != ds.hold {
+			ds.hold = h
+			ds.tail = holderLabels(h, ds.d)
+		}
+		ds.act, ds.fbMiB = 0, 0
+		if h != nil {
+			ds.act = Activity(h, at, t.tick)
+			ds.fbMiB = math.Min(ds.fbTotal, 2048+ds.fbTotal*(0.3+0.6*ds.act))
+		}
+		ds.gpu.load += ds.act * ds.share
+	}
+	secs := t.interval.Seconds()
+	for _, g := range t.gpus {
+		g.powerW = g.idleW + (g.maxW-g.idleW)*g.load/g.slices
+		g.energyMJ += g.powerW * secs * 1000
+	}
+	for _, m := range metrics {
+		dst = append(dst, "# HELP "...)
+		dst = append(dst, m.name...)
+		dst = append(dst, ' ')
+		dst = append(dst, m.help...)
+		dst = append(dst, "\n# TYPE "...)
+		dst = append(dst, m.name...)
+		dst = append(dst, ' ')
+		dst = append(dst, m.typ...)
+		dst = append(dst, '\n')
+		for i := range t.devs {
+			ds := &t.devs[i]
+			if ds.d.Profile != "" && !m.migToo {
+				continue
+			}
+			dst = append(dst, m.name...)
+			dst = append(dst, '{')
+			dst = append(dst, ds.head...)
+			dst = append(dst, ds.tail...)
+			dst = append(dst, ' ')
+			dst = m.value(dst, ds)
+			dst = append(dst, '\n')
+		}
+	}
+	dst = append(dst, "# HELP kube_pod_labels [STABLE] Kubernetes labels converted to Prometheus labels.\n# TYPE kube_pod_labels gauge\n"...)
+	clear(t.seenPods)
+	for i := range t.devs {
+		h := t.devs[i].hold
+		if h == nil {
+			continue
+		}
+		key := h.Job.Namespace + "/" + h.Pod
+		if _, dup := t.seenPods[key]; dup {
+			continue
+		}
+		t.seenPods[key] = struct{}{}
+		dst = fmt.Appendf(dst, "kube_pod_labels{namespace=%q,pod=%q,uid=\"%08x-0000-4000-8000-%012x\",label_kueue_x_k8s_io_queue_name=%q} 1\n",
+			h.Job.Namespace, h.Pod, uint32(h.Job.ID), uint64(len(h.Pod))<<32|uint64(h.Job.ID), h.Job.Queue)
+	}
+	return at, dst, true
+}
