@@ -54,7 +54,7 @@ func Parse(data []byte, file string) (*Config, error) {
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, &Error{File: file, Problems: []Problem{{Line: 1, Column: 1, Path: "(file)", Msg: "not valid YAML: " + err.Error()}}}
 	}
-	d := &decoder{pos: make(map[string]*yaml.Node)}
+	d := &decoder{pos: make(map[string]*yaml.Node), failed: make(map[string]bool)}
 	var c Config
 	if len(root.Content) == 0 {
 		d.add(&root, "(file)", "the file is empty; want a mapping with clusters, resourceFlavors, clusterQueues, localQueues, teams and prices")
@@ -78,16 +78,23 @@ func Parse(data []byte, file string) (*Config, error) {
 type decoder struct {
 	problems []Problem
 	pos      map[string]*yaml.Node
+	// failed marks the paths with a problem already, so that a value that
+	// could not be decoded is not reported again as missing or zero.
+	failed map[string]bool
 }
 
 // add records a problem at node n (or, when n is nil, at the nearest
 // ancestor of path that has a position).
 func (d *decoder) add(n *yaml.Node, path, format string, args ...any) {
+	if d.failed[path] {
+		return
+	}
+	d.failed[path] = true
 	if n == nil {
 		n = d.nodeFor(path)
 	}
-	p := Problem{Path: path, Msg: fmt.Sprintf(format, args...)}
-	if n != nil {
+	p := Problem{Path: path, Msg: fmt.Sprintf(format, args...), Line: 1, Column: 1}
+	if n != nil && n.Line > 0 {
 		p.Line, p.Column = n.Line, n.Column
 	}
 	d.problems = append(d.problems, p)

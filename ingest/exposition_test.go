@@ -1,0 +1,189 @@
+package ingest
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpuledger/gpuledger/attribution"
+)
+
+// recorder is a Sink that keeps copies of what it gets.
+type recorder struct {
+	samples []attribution.Sample
+	pods    []attribution.PodInfo
+}
+
+func (r *recorder) Add(s *attribution.Sample) {
+	c := *s
+	c.Node, c.GPU, c.Profile, c.Instance = strings.Clone(c.Node), strings.Clone(c.GPU), strings.Clone(c.Profile), strings.Clone(c.Instance)
+	c.Namespace, c.Pod, c.Queue = strings.Clone(c.Namespace), strings.Clone(c.Pod), strings.Clone(c.Queue)
+	r.samples = append(r.samples, c)
+}
+
+func (r *recorder) AddPod(p attribution.PodInfo) {
+	r.pods = append(r.pods, attribution.PodInfo{Namespace: strings.Clone(p.Namespace), Pod: strings.Clone(p.Pod), Queue: strings.Clone(p.Queue)})
+}
+
+// sharedData reads a file of ../shared/data; outside CI a missing file skips
+// the test, under CI=true it fails it.
+func sharedData(t *testing.T, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../../shared/data/" + rel)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("reference data missing under CI: %v", err)
+		}
+		t.Skipf("reference data not here: %v", err)
+	}
+	return b
+}
+
+// TestRealCapture parses a real dcgm-exporter /metrics capture (T4 nodes,
+// and one A10G series with a pod) and checks what reaches attribution.
+func TestRealCapture(t *testing.T) {
+	body := sharedData(t, "dcgm-exporter/samples/t4-a10g-datadog-fixture.prom")
+	var p Parser
+	var r recorder
+	if err := p.ParseExposition(body, 1_700_000_000_000, &r); err != nil {
+		t.Fatal(err)
+	}
+	type key struct {
+		node  string
+		field attribution.Field
+		value float64
+	}
+	got := map[key]bool{}
+	for _, s := range r.samples {
+		if s.TimeMs != 1_700_000_000_000 || s.GPU != "0" || s.Pod != "" || s.Profile != "" {
+			t.Errorf("unexpected sample %+v", s)
+		}
+		got[key{s.Node, s.Field, s.Value}] = true
+	}
+	// Values as the capture has them.
+	for _, k := range []key{
+		{"424773df46e0", attribution.FieldPowerUsage, 8.969},
+		{"424773df46e0", attribution.FieldTotalEnergy, 128996013},
+		{"424773df46e0", attribution.FieldGPUUtil, 0},
+	} {
+		if !got[k] {
+			t.Errorf("missing sample %+v", k)
+		}
+	}
+	st := p.Stats()
+	if st.Invalid != 0 || st.Samples == 0 || st.Skipped == 0 {
+		t.Errorf("stats %+v: want valid samples and skipped series", st)
+	}
+}
+
+// TestRealKubeStateMetrics parses kube-state-metrics' own expected output:
+// it has no kube_pod_labels with a queue, so no pod info comes out, and
+// nothing in it is invalid.
+func TestRealKubeStateMetrics(t *testing.T) {
+	body := sharedData(t, "kube-state-metrics/pod-exposition.prom")
+	var p Parser
+	var r recorder
+	if err := p.ParseExposition(body, 1, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.samples) != 0 || len(r.pods) != 0 || p.Stats().Lines == 0 {
+		t.Errorf("got %d samples, %d pods from %d lines", len(r.samples), len(r.pods), p.Stats().Lines)
+	}
+}
+
+func TestLabelSpellings(t *testing.T) {
+	f := func(line string, want attribution.Sample) {
+		t.Helper()
+		var p Parser
+		var r recorder
+		if err := p.ParseExposition([]byte(line+"\n"), 1000, &r); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.samples) != 1 {
+			t.Fatalf("%s: got %d samples, want 1", line, len(r.samples))
+		}
+		if diff := cmp.Diff(want, r.samples[0]); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", line, diff)
+		}
+	}
+	// Released exporters: Hostname.
+	f(`DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-x",device="nvidia1",modelName="NVIDIA H100 80GB HBM3",Hostname="node-a",container="c",namespace="ns",pod="p"} 87`,
+		attribution.Sample{TimeMs: 1000, Node: "node-a", GPU: "1", Namespace: "ns", Pod: "p", Field: attribution.FieldGPUUtil, Value: 87})
+	// dcgm-exporter main: hostname; explicit timestamp wins over the default.
+	f(`DCGM_FI_DEV_POWER_USAGE{gpu="0",hostname="node-b",namespace="",pod=""} 61.5 1700000000123`,
+		attribution.Sample{TimeMs: 1700000000123, Node: "node-b", GPU: "0", Field: attribution.FieldPowerUsage, Value: 61.5})
+	// Scraped with honorLabels false: exported_* hold the pod, the plain
+	// names the exporter's own pod, whatever their order.
+	f(`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="2",Hostname="node-c",exported_namespace="team-a",exported_pod="train-1",namespace="gpu-operator",pod="nvidia-dcgm-exporter-x"} 0.5`,
+		attribution.Sample{TimeMs: 1000, Node: "node-c", GPU: "2", Namespace: "team-a", Pod: "train-1", Field: attribution.FieldGREngineActive, Value: 0.5})
+	f(`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="2",Hostname="node-c",namespace="gpu-operator",pod="nvidia-dcgm-exporter-x",exported_namespace="team-a",exported_pod="train-1"} 0.5`,
+		attribution.Sample{TimeMs: 1000, Node: "node-c", GPU: "2", Namespace: "team-a", Pod: "train-1", Field: attribution.FieldGREngineActive, Value: 0.5})
+	// Old exporters (-o): uuid, pod_name, pod_namespace; MIG instance labels.
+	f(`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",uuid="GPU-y",device="nvidia0",modelName="NVIDIA A100 80GB PCIe",GPU_I_PROFILE="3g.40gb",GPU_I_ID="2",Hostname="node-d",container_name="w",pod_name="infer-0",pod_namespace="ai-1"} 0.25`,
+		attribution.Sample{TimeMs: 1000, Node: "node-d", GPU: "0", Profile: "3g.40gb", Instance: "2", Namespace: "ai-1", Pod: "infer-0", Field: attribution.FieldGREngineActive, Value: 0.25})
+	// Pod labels enabled: the Kueue queue rides on the series.
+	f(`DCGM_FI_DEV_FB_USED{gpu="3",Hostname="node-e",kueue_x_k8s_io_queue_name="training",namespace="research",pod="p-0"} 40960`,
+		attribution.Sample{TimeMs: 1000, Node: "node-e", GPU: "3", Namespace: "research", Pod: "p-0", Queue: "training", Field: attribution.FieldFBUsed, Value: 40960})
+}
+
+func TestKubePodLabels(t *testing.T) {
+	body := `# TYPE kube_pod_labels gauge
+kube_pod_labels{namespace="research",pod="train-1-0",uid="u1",label_kueue_x_k8s_io_queue_name="training"} 1
+kube_pod_labels{namespace="default",pod="web",uid="u2",label_app="web"} 1
+`
+	var p Parser
+	var r recorder
+	if err := p.ParseExposition([]byte(body), 1, &r); err != nil {
+		t.Fatal(err)
+	}
+	want := []attribution.PodInfo{{Namespace: "research", Pod: "train-1-0", Queue: "training"}}
+	if diff := cmp.Diff(want, r.pods); diff != "" {
+		t.Errorf("pods (-want +got):\n%s", diff)
+	}
+}
+
+// TestInvalidLinesKeepTheRest: bad lines are counted and reported, and every
+// good line around them still reaches the sink.
+func TestInvalidLinesKeepTheRest(t *testing.T) {
+	body := `DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n"} 10
+DCGM_FI_DEV_GPU_UTIL{gpu="1",Hostname="n" 10
+DCGM_FI_DEV_GPU_UTIL{gpu="2",Hostname="n"} ten
+DCGM_FI_DEV_GPU_UTIL{Hostname="n"} 5
+DCGM_FI_DEV_GPU_UTIL{gpu="3",Hostname="n"} 30
+`
+	var p Parser
+	var r recorder
+	err := p.ParseExposition([]byte(body), 1, &r)
+	if err == nil || !strings.Contains(err.Error(), "2 invalid exposition line(s)") || !strings.Contains(err.Error(), `gpu=\"1\"`) {
+		t.Errorf("error %v: want 2 invalid lines reported, the first quoted", err)
+	}
+	if len(r.samples) != 2 || r.samples[0].GPU != "0" || r.samples[1].GPU != "3" {
+		t.Errorf("samples %+v: want gpu 0 and 3", r.samples)
+	}
+	if st := p.Stats(); st.Invalid != 2 || st.MissingLabels != 1 {
+		t.Errorf("stats %+v: want 2 invalid, 1 missing labels", st)
+	}
+}
+
+// FuzzParseExposition: any body parses without panic, and every sample
+// delivered names its device.
+func FuzzParseExposition(f *testing.F) {
+	f.Add([]byte(`DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n",namespace="a",pod="b"} 10`))
+	f.Add([]byte("kube_pod_labels{namespace=\"a\",pod=\"b\",label_kueue_x_k8s_io_queue_name=\"q\"} 1\n# HELP x\n"))
+	f.Add([]byte(`DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n\"x",exported_pod="p"} NaN 12`))
+	if b, err := os.ReadFile("../../shared/data/dcgm-exporter/samples/t4-a10g-datadog-fixture.prom"); err == nil {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var p Parser
+		var r recorder
+		_ = p.ParseExposition(body, 1, &r)
+		for _, s := range r.samples {
+			if s.Node == "" || s.GPU == "" || s.Field == attribution.FieldUnknown {
+				t.Fatalf("sample without device or field: %+v", s)
+			}
+		}
+	})
+}

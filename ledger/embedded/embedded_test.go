@@ -1,0 +1,46 @@
+package embedded
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/ledgertest"
+)
+
+func TestStoreContract(t *testing.T) {
+	ledgertest.Run(t, func(t *testing.T) ledger.Store {
+		s, err := Open(t.TempDir(), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+// TestReopen: rows survive closing and reopening the ledger directory.
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := time.Date(2026, 10, 1, 5, 0, 0, 0, time.UTC)
+	row := ledger.Row{Key: ledger.Key{Hour: h, Cluster: "c", Team: "t"}, CostMicros: 42}
+	if err := s.WriteHours(context.Background(), []ledger.Row{row}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Query(context.Background(), ledger.Query{From: h, To: h.Add(time.Hour), Step: ledger.StepHour})
+	if err != nil || len(got) != 1 || got[0].CostMicros != 42 {
+		t.Errorf("after reopen: %+v, %v", got, err)
+	}
+}
