@@ -82,7 +82,13 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 	if err != nil {
 		return err
 	}
+	boldMoney, err := f.NewStyle(&excelize.Style{NumFmt: 4, Font: &excelize.Font{Bold: true}})
+	if err != nil {
+		return err
+	}
 	lines := append(slices.Clone(cb.Lines), cb.Total)
+	// Columns: team, one per flavor, gpu_hours, active_gpu_hours,
+	// efficiency_pct, then cost, idle_cost, energy_kwh, budget, variance.
 	costCol := 1 + len(cb.Flavors) + 4
 	for i := range lines {
 		l := &lines[i]
@@ -102,10 +108,17 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 		if err := f.SetSheetRow(s, cell(1, row), &vals); err != nil {
 			return err
 		}
-		if err := f.SetCellStyle(s, cell(costCol+1, row), cell(costCol+2, row), money); err != nil {
+		ms := money
+		if i == len(lines)-1 { // TOTAL
+			ms = boldMoney
+			if err := f.SetCellStyle(s, cell(1, row), cell(len(header), row), bold); err != nil {
+				return err
+			}
+		}
+		if err := f.SetCellStyle(s, cell(costCol, row), cell(costCol+1, row), ms); err != nil {
 			return err
 		}
-		if err := f.SetCellStyle(s, cell(costCol+4, row), cell(costCol+5, row), money); err != nil {
+		if err := f.SetCellStyle(s, cell(costCol+3, row), cell(costCol+4, row), ms); err != nil {
 			return err
 		}
 	}
@@ -113,14 +126,11 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 	if err := f.SetCellStyle(s, "A3", cell(len(header), 3), bold); err != nil {
 		return err
 	}
-	if err := f.SetCellStyle(s, cell(1, last), cell(len(header), last), bold); err != nil {
-		return err
-	}
 	if err := f.SetColWidth(s, "A", "A", 16); err != nil {
 		return err
 	}
-	col, _ := excelize.ColumnNumberToName(costCol + 1)
-	idleCol, _ := excelize.ColumnNumberToName(costCol + 2)
+	col, _ := excelize.ColumnNumberToName(costCol)
+	idleCol, _ := excelize.ColumnNumberToName(costCol + 1)
 	// The chart leaves out the TOTAL row.
 	return f.AddChart(s, cell(2, last+3), &excelize.Chart{
 		Type: excelize.Col,

@@ -1,0 +1,141 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/ingest"
+	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
+	"github.com/gpuledger/gpuledger/reports"
+)
+
+func testServer(t *testing.T) *Server {
+	t.Helper()
+	s, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	var rows []ledger.Row
+	for h := 0; h < 48; h++ {
+		hour := time.Date(2026, 10, 1, h, 0, 0, 0, time.UTC)
+		rows = append(rows,
+			ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "c1", Team: "ml", Flavor: "h100"}, GPUSeconds: 3600, ActiveGPUSeconds: 1800, CostMicros: 6_880_000, IdleCostMicros: 3_440_000},
+			ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "c1", Team: ledger.TeamUnallocated, Flavor: "h100"}, GPUSeconds: 3600, CostMicros: 6_880_000, IdleCostMicros: 6_880_000},
+		)
+	}
+	if err := s.WriteHours(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	return New(Options{Store: s, Report: reports.Options{Currency: "USD", Teams: []string{"ml"}, Budgets: map[string]int64{"ml": 1}}})
+}
+
+func get(t *testing.T, srv *Server, url string) (int, http.Header, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, url, nil))
+	body, _ := io.ReadAll(rec.Result().Body)
+	return rec.Code, rec.Header(), string(body)
+}
+
+func TestCost(t *testing.T) {
+	srv := testServer(t)
+	code, _, body := get(t, srv, "/api/v1/cost?from=2026-10-01&to=2026-10-03&step=day&groupBy=team")
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	var resp CostResponse
+	if err := json.Unmarshal([]byte(body), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Points) != 4 || resp.TotalCostMicros != 2*48*6_880_000 || resp.TotalCost != "660.480000" || resp.Currency != "USD" {
+		t.Errorf("response %+v", resp)
+	}
+	p := resp.Points[1]
+	if p.Team != "ml" || p.CostMicros != 24*6_880_000 || p.Cost != "165.120000" || p.GPUHours != 24 || p.ActiveGPUHours != 12 {
+		t.Errorf("point %+v", p)
+	}
+
+	// Filter by team, hourly.
+	_, _, body = get(t, srv, "/api/v1/cost?from=2026-10-01T00:00:00Z&to=2026-10-01T03:00:00Z&step=hour&team=ml")
+	if err := json.Unmarshal([]byte(body), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Points) != 3 || resp.TotalCostMicros != 3*6_880_000 {
+		t.Errorf("hourly for ml: %+v", resp)
+	}
+}
+
+func TestCostBadRequests(t *testing.T) {
+	srv := testServer(t)
+	f := func(query, wantErr string) {
+		t.Helper()
+		code, _, body := get(t, srv, "/api/v1/cost?"+query)
+		if code != http.StatusBadRequest || !strings.Contains(body, wantErr) {
+			t.Errorf("%s: %d %s; want 400 mentioning %q", query, code, body, wantErr)
+		}
+	}
+	f("to=2026-10-02", `from=\"\" is not a time`)
+	f("from=yesterday&to=2026-10-02", `from=\"yesterday\" is not a time`)
+	f("from=2026-10-02&to=2026-10-01", "is not after from")
+	f("from=2026-10-01&to=2026-10-02&step=week", `step=\"week\" is not a step`)
+	f("from=2026-10-01&to=2026-10-02&groupBy=team,pod", `unknown dimension \"pod\"`)
+	f("from=2020-01-01&to=2026-10-02", "is longer than")
+}
+
+func TestChargebackDownload(t *testing.T) {
+	srv := testServer(t)
+	code, h, body := get(t, srv, "/api/v1/reports/chargeback/2026-10?format=csv")
+	if code != http.StatusOK || !strings.Contains(h.Get("Content-Disposition"), "chargeback-2026-10.csv") {
+		t.Fatalf("status %d, headers %v", code, h)
+	}
+	if !strings.Contains(body, "\nml,48.000,48.000,24.000,50.0,330.240000,165.120000,") {
+		t.Errorf("csv:\n%s", body)
+	}
+	if !strings.Contains(body, "TOTAL,96.000,96.000,24.000,25.0,660.480000") {
+		t.Errorf("csv total:\n%s", body)
+	}
+	code, h, body = get(t, srv, "/api/v1/reports/chargeback/2026-10")
+	if code != http.StatusOK || !strings.HasPrefix(body, "PK") || !strings.Contains(h.Get("Content-Type"), "spreadsheetml") {
+		t.Errorf("xlsx: status %d, type %s", code, h.Get("Content-Type"))
+	}
+	if code, _, body = get(t, srv, "/api/v1/reports/chargeback/October"); code != http.StatusBadRequest || !strings.Contains(body, "want YYYY-MM") {
+		t.Errorf("bad month: %d %s", code, body)
+	}
+	if code, _, body = get(t, srv, "/api/v1/reports/chargeback/2026-10?format=pdf"); code != http.StatusBadRequest {
+		t.Errorf("bad format: %d %s", code, body)
+	}
+}
+
+func TestHealthAndMetrics(t *testing.T) {
+	srv := testServer(t)
+	if code, _, body := get(t, srv, "/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("healthz: %d %q", code, body)
+	}
+	get(t, srv, "/api/v1/cost?from=x")
+	srv.PublishIngestStats(ingest.Stats{Samples: 10, Invalid: 2}, attribution.Stats{Accepted: 8, Rejected: map[attribution.Reason]uint64{attribution.ReasonLate: 3}})
+	_, _, body := get(t, srv, "/metrics")
+	for _, want := range []string{
+		`gpuledger_http_requests_total{path="/api/v1/cost",code="400"} 1`,
+		`gpuledger_http_requests_total{path="/healthz",code="200"} 1`,
+		`gpuledger_ingest_samples_total 10`,
+		`gpuledger_ingest_rejected_samples_total{reason="late"} 3`,
+		`gpuledger_ingest_rejected_samples_total{reason="invalid_line"} 2`,
+		`gpuledger_http_request_duration_seconds_bucket`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, body)
+		}
+	}
+	if code, _, _ := get(t, srv, "/nope"); code != http.StatusNotFound {
+		t.Errorf("unknown path: %d", code)
+	}
+}

@@ -1,0 +1,105 @@
+package reports
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := "testdata/" + name
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", name, diff)
+	}
+}
+
+// testChargeback builds October 2026 from two days of rows: ml on h100 and
+// a100, ds on h100, an unowned pod, unallocated capacity, and a row in
+// November that must not be counted.
+func testChargeback(t *testing.T) *Chargeback {
+	t.Helper()
+	s, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var rows []ledger.Row
+	add := func(day, hour int, team, flavor string, secs, active float64, cost, idle int64) {
+		h := time.Date(2026, 10, day, hour, 0, 0, 0, time.UTC)
+		rows = append(rows, ledger.Row{Key: ledger.Key{Hour: h, Cluster: "c1", Team: team, Namespace: team, Flavor: flavor},
+			GPUSeconds: secs, ActiveGPUSeconds: active, CostMicros: cost, IdleCostMicros: idle, EnergyJoules: secs * 500})
+	}
+	add(1, 0, "ml", "h100", 7200, 6000, 13_760_000, 2_293_334)
+	add(1, 0, "ml", "a100", 3600, 1800, 3_430_900, 1_715_450)
+	add(1, 0, "ds", "h100", 3600, 360, 6_880_000, 6_192_000)
+	add(1, 0, ledger.TeamUnowned, "h100", 1800, 0, 3_440_000, 3_440_000)
+	add(1, 0, ledger.TeamUnallocated, "h100", 1800, 0, 3_440_000, 3_440_000)
+	add(2, 13, "ml", "h100", 3600, 3600, 6_880_000, 0)
+	add(2, 13, ledger.TeamUnallocated, "h100", 10800, 0, 20_640_000, 20_640_000)
+	rows = append(rows, ledger.Row{Key: ledger.Key{Hour: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Cluster: "c1", Team: "ml", Flavor: "h100"}, CostMicros: 1})
+	if err := s.WriteHours(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := Build(context.Background(), s, time.Date(2026, 10, 15, 0, 0, 0, 0, time.UTC), Options{
+		Currency: "USD", Teams: []string{"ml", "vision", "ds"},
+		Budgets: map[string]int64{"ml": 20_000_000, "ds": 5_000_000, "vision": 1_000_000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cb
+}
+
+func TestChargebackCSV(t *testing.T) {
+	cb := testChargeback(t)
+	if cb.FileBase() != "chargeback-2026-10" {
+		t.Errorf("file base %q", cb.FileBase())
+	}
+	// The month reconciles: the lines sum to everything the ledger holds
+	// for October.
+	var sum int64
+	for _, l := range cb.Lines {
+		sum += l.CostMicros
+	}
+	if want := int64(58_470_900); sum != want || cb.Total.CostMicros != want {
+		t.Errorf("lines sum to %d, total %d; want %d", sum, cb.Total.CostMicros, want)
+	}
+	var b bytes.Buffer
+	if err := cb.WriteCSV(&b); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "chargeback.csv", b.String())
+}
+
+func TestChargebackXLSX(t *testing.T) {
+	cb := testChargeback(t)
+	var b bytes.Buffer
+	if err := cb.WriteXLSX(&b); err != nil {
+		t.Fatal(err)
+	}
+	dump, err := DumpXLSX(b.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "chargeback.xlsx.txt", dump)
+}
