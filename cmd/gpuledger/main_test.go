@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
+)
+
+// chdirRoot runs the test from the repository root, as the README's
+// commands are run.
+func chdirRoot(t *testing.T) {
+	t.Helper()
+	t.Chdir("../..")
+}
+
+// TestDemoMonth runs the demo as a user would (-serve=false), then checks
+// the files it wrote and that every hour of the month reconciles: the rows
+// of each hour sum to the cluster's GPUs × their rates × 1 h, to the micro,
+// with no negative amount.
+func TestDemoMonth(t *testing.T) {
+	chdirRoot(t)
+	out := t.TempDir()
+	var stdout bytes.Buffer
+	err := run(context.Background(), []string{"demo", "-serve=false", "-month=2026-10", "-out=" + out, "-log.level=warn"}, &stdout)
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, stdout.String())
+	}
+	for _, f := range []string{"chargeback-2026-10.csv", "chargeback-2026-10.xlsx"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("report %s: %v", f, err)
+		}
+	}
+	for _, want := range []string{"Chargeback 2026-10 (USD)", "ml-research", "_unallocated", "every hour reconciles"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	if strings.Contains(stdout.String(), "Rejected samples") {
+		t.Errorf("the demo's own telemetry had rejected samples:\n%s", stdout.String())
+	}
+
+	cfg, err := config.Load("examples/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := cfg.AttributionModel("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := embedded.Open(filepath.Join(out, "ledger"), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	from := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	to := from.AddDate(0, 1, 0)
+	rows, err := store.Query(context.Background(), ledger.Query{From: from, To: to, Step: ledger.StepHour, GroupBy: ledger.Dimensions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perHour := map[time.Time]int64{}
+	teams := map[string]int64{}
+	for _, r := range rows {
+		perHour[r.Hour] += r.CostMicros
+		teams[r.Team] += r.CostMicros
+		if r.CostMicros < 0 || r.IdleCostMicros < 0 || r.IdleCostMicros > r.CostMicros || r.GPUSeconds < 0 || r.EnergyJoules < 0 {
+			t.Errorf("row out of bounds: %+v", r)
+		}
+	}
+	if len(perHour) != 31*24 {
+		t.Errorf("%d hours in the ledger, want %d", len(perHour), 31*24)
+	}
+	want := model.HourlyCostMicros()
+	for h, c := range perHour {
+		if c != want {
+			t.Errorf("hour %s sums to %d micros, want %d", h.Format(time.RFC3339), c, want)
+		}
+	}
+	for _, team := range []string{"ml-research", "vision", "nlp", "data-science", ledger.TeamUnallocated} {
+		if teams[team] <= 0 {
+			t.Errorf("team %s has no cost: %v", team, teams)
+		}
+	}
+}
+
+func TestValidateCommand(t *testing.T) {
+	chdirRoot(t)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"validate", "-config", "examples/cluster.yaml"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "ok: 1 cluster(s), 8 nodes, 64 GPUs") {
+		t.Errorf("output %q", out.String())
+	}
+	err := run(context.Background(), []string{"validate", "-config", "config/testdata/references.bad.yaml"}, &out)
+	var cerr *config.Error
+	if !errors.As(err, &cerr) || len(cerr.Problems) < 20 {
+		t.Errorf("bad config: %v", err)
+	}
+	var ue usageError
+	if err := run(context.Background(), []string{"validate"}, &out); !errors.As(err, &ue) {
+		t.Errorf("validate without -config: %v", err)
+	}
+}
+
+func TestEveryCommandHasHelp(t *testing.T) {
+	for _, c := range commands {
+		var out bytes.Buffer
+		err := run(context.Background(), []string{c.name, "-help"}, &out)
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "Usage: gpuledger "+c.name) {
+			t.Errorf("%s -help: %v\n%s", c.name, err, out.String())
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"-help"}, &out); err != nil || !strings.Contains(out.String(), "Commands:") {
+		t.Errorf("-help: %v %s", err, out.String())
+	}
+	var ue usageError
+	if err := run(context.Background(), []string{"frobnicate"}, &out); !errors.As(err, &ue) || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("unknown command: %v", err)
+	}
+}
