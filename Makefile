@@ -25,7 +25,7 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
 lint:
-	gofmt -l . | tee /dev/stderr | (! read)
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
 # Runs each fuzz target for FUZZTIME.
