@@ -35,10 +35,7 @@ func (c *Config) validate(d *decoder) {
 	for i, f := range c.ResourceFlavors {
 		p := fmt.Sprintf("resourceFlavors[%d].name", i)
 		checkName(d, p, f.Name, dnsName, "a DNS subdomain name such as h100-80gb")
-		if flavors[f.Name] {
-			d.add(nil, p, "flavor %q is defined twice", f.Name)
-		}
-		flavors[f.Name] = true
+		unique(d, flavors, p, "flavor %q is defined twice", f.Name)
 	}
 	flavorRef := func(p, name string) {
 		if name == "" {
@@ -56,10 +53,7 @@ func (c *Config) validate(d *decoder) {
 	for i, cl := range c.Clusters {
 		p := fmt.Sprintf("clusters[%d]", i)
 		checkName(d, p+".name", cl.Name, dnsName, "a DNS subdomain name such as gpu-prod-1")
-		if clusters[cl.Name] {
-			d.add(nil, p+".name", "cluster %q is defined twice", cl.Name)
-		}
-		clusters[cl.Name] = true
+		unique(d, clusters, p+".name", "cluster %q is defined twice", cl.Name)
 		if len(cl.Nodes) == 0 {
 			d.add(nil, p+".nodes", "missing; want the cluster's GPU nodes")
 		}
@@ -105,10 +99,7 @@ func (c *Config) validate(d *decoder) {
 	for i, cq := range c.ClusterQueues {
 		p := fmt.Sprintf("clusterQueues[%d]", i)
 		checkName(d, p+".name", cq.Name, dnsName, "a DNS subdomain name such as research")
-		if cqs[cq.Name] {
-			d.add(nil, p+".name", "ClusterQueue %q is defined twice", cq.Name)
-		}
-		cqs[cq.Name] = true
+		unique(d, cqs, p+".name", "ClusterQueue %q is defined twice", cq.Name)
 		if cq.Cohort != "" {
 			checkName(d, p+".cohort", cq.Cohort, dnsName, "a DNS subdomain name")
 		}
@@ -159,10 +150,7 @@ func (c *Config) validate(d *decoder) {
 		checkName(d, p+".namespace", lq.Namespace, dnsLabel, "a namespace name (DNS label)")
 		checkName(d, p+".name", lq.Name, dnsName, "a DNS subdomain name")
 		k := lq.Namespace + "/" + lq.Name
-		if lqs[k] {
-			d.add(nil, p+".name", "LocalQueue %q is defined twice", k)
-		}
-		lqs[k] = true
+		unique(d, lqs, p+".name", "LocalQueue %q is defined twice", k)
 		cqRef(p+".clusterQueue", lq.ClusterQueue)
 	}
 
@@ -172,10 +160,7 @@ func (c *Config) validate(d *decoder) {
 	for i, t := range c.Teams {
 		p := fmt.Sprintf("teams[%d]", i)
 		checkName(d, p+".name", t.Name, dnsLabel, "a DNS label such as ml-research")
-		if teams[t.Name] {
-			d.add(nil, p+".name", "team %q is defined twice", t.Name)
-		}
-		teams[t.Name] = true
+		unique(d, teams, p+".name", "team %q is defined twice", t.Name)
 		for j, cq := range t.ClusterQueues {
 			cp := fmt.Sprintf("%s.clusterQueues[%d]", p, j)
 			cqRef(cp, cq)
@@ -204,10 +189,7 @@ func (c *Config) validate(d *decoder) {
 	for i, pr := range c.Prices {
 		p := fmt.Sprintf("prices[%d]", i)
 		flavorRef(p+".flavor", pr.Flavor)
-		if priced[pr.Flavor] {
-			d.add(nil, p+".flavor", "flavor %q is priced twice", pr.Flavor)
-		}
-		priced[pr.Flavor] = true
+		unique(d, priced, p+".flavor", "flavor %q is priced twice", pr.Flavor)
 		if !pr.PerGPUHour.Set {
 			d.add(nil, p+".perGPUHour", "missing; want the price of one GPU-hour in %s, such as 6.88", c.Currency)
 		} else if pr.PerGPUHour.Micros < 0 {
@@ -219,6 +201,15 @@ func (c *Config) validate(d *decoder) {
 			d.add(nil, where, "flavor %q has no price; add it under prices", f)
 		}
 	}
+}
+
+// unique records name in seen, and a problem at path when it was there
+// already; msg formats the name.
+func unique(d *decoder, seen map[string]bool, path, msg, name string) {
+	if seen[name] {
+		d.add(nil, path, msg, name)
+	}
+	seen[name] = true
 }
 
 func checkName(d *decoder, path, name string, re *regexp.Regexp, want string) {

@@ -90,7 +90,7 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	}
 	took := time.Since(began)
 
-	ropts := reports.Options{Currency: cfg.Currency, Teams: cfg.TeamNames(), Budgets: cfg.TeamBudgets(), Cluster: res.model.Cluster}
+	ropts := reportOptions(cfg, res.model.Cluster)
 	cb, err := reports.Build(ctx, store, month, ropts)
 	if err != nil {
 		return err

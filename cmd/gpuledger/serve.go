@@ -33,7 +33,7 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer store.Close()
 	srv := api.New(api.Options{Store: store, Logger: log,
-		Report: reports.Options{Currency: cfg.Currency, Teams: cfg.TeamNames(), Budgets: cfg.TeamBudgets()}})
+		Report: reportOptions(cfg, "")})
 	log.Info("serving", "addr", *listen)
 	if err := srv.ListenAndServe(ctx, *listen); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w; pass another -http.listenAddr", err)
@@ -66,7 +66,7 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	cb, err := reports.Build(ctx, store, month, reports.Options{Currency: cfg.Currency, Teams: cfg.TeamNames(), Budgets: cfg.TeamBudgets(), Cluster: *cluster})
+	cb, err := reports.Build(ctx, store, month, reportOptions(cfg, *cluster))
 	if err != nil {
 		return err
 	}
@@ -78,4 +78,9 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "wrote %s\n", p)
 	}
 	return nil
+}
+
+// reportOptions labels and budgets reports from the configuration.
+func reportOptions(cfg *config.Config, cluster string) reports.Options {
+	return reports.Options{Currency: cfg.Currency, Teams: cfg.TeamNames(), Budgets: cfg.TeamBudgets(), Cluster: cluster}
 }
