@@ -1,0 +1,104 @@
+package main
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/gpuledger/gpuledger/"
+
+// allowed lists, per package, the project packages and third-party modules
+// its non-test code may import (DESIGN.md: imports point one way, and each
+// third-party library lives in one package). The standard library is always
+// allowed, except in attribution, which must stay pure.
+var allowed = map[string][]string{
+	"attribution":       {"ledger"},
+	"ledger":            {},
+	"ledger/embedded":   {"ledger", "modernc.org/sqlite"},
+	"ledger/ledgertest": {"ledger", "github.com/google/go-cmp"},
+	"config":            {"ledger", "attribution", "go.yaml.in/yaml/v3"},
+	"ingest":            {"attribution", "github.com/VictoriaMetrics/VictoriaMetrics/lib"},
+	"sim":               {"config"},
+	"reports":           {"ledger", "github.com/xuri/excelize/v2"},
+	"api":               {"ledger", "reports", "ingest", "attribution", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
+	"cmd/gpuledger":     {"*"},
+}
+
+// impure are standard packages attribution may not import: it does no I/O
+// and keeps no clock.
+var impure = []string{"os", "io", "net", "log", "database", "syscall", "runtime", "sync"}
+
+func TestImportLayout(t *testing.T) {
+	root := "../.."
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		rel = filepath.ToSlash(rel)
+		rules, ok := allowed[rel]
+		if !ok {
+			t.Errorf("package %s is not in the layout table; add it to allowed (and to DESIGN/README)", rel)
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if !importAllowed(rel, rules, p) {
+				t.Errorf("%s imports %s, which the layout does not allow", path, p)
+			}
+		}
+		if rel == "attribution" {
+			src, _ := os.ReadFile(path)
+			if strings.Contains(string(src), "time.Now(") {
+				t.Errorf("%s calls time.Now: attribution takes time in, it keeps no clock", path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func importAllowed(pkg string, rules []string, imp string) bool {
+	if len(rules) == 1 && rules[0] == "*" {
+		return true
+	}
+	first, _, _ := strings.Cut(imp, "/")
+	if !strings.Contains(first, ".") { // standard library
+		if pkg != "attribution" {
+			return true
+		}
+		for _, bad := range impure {
+			if imp == bad || strings.HasPrefix(imp, bad+"/") {
+				return false
+			}
+		}
+		return true
+	}
+	for _, r := range rules {
+		if strings.HasPrefix(imp, module) && imp == module+r {
+			return true
+		}
+		if !strings.HasPrefix(imp, module) && (imp == r || strings.HasPrefix(imp, r+"/")) {
+			return true
+		}
+	}
+	return false
+}
