@@ -4,14 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
-	"time"
-
-	"github.com/gpuledger/gpuledger/ledger"
 )
 
 const hourMs = 3_600_000
+
+// ShareUnits is the denominator of a pod's share of a shared GPU: 720,720 is
+// divisible by every count from 1 to 16, so even splits among up to 16 pods
+// are exact. Time weights are milliseconds × compute slices × share units.
+const ShareUnits = 720_720
 
 // Options tunes an Attributor. The zero value is usable.
 type Options struct {
@@ -41,7 +42,8 @@ type Attributor struct {
 	units     []unit
 	byGPU     map[gpuKey]*unit
 	instances map[instanceKey]*instance
-	pods      map[podKey]string
+	pods      map[podKey]*podState
+	podsVer   uint64
 	hours     map[int64][]map[holder]*usage // hour start (ms) → per unit index
 
 	startMs        int64
@@ -61,13 +63,30 @@ type instanceKey struct{ node, gpu, profile, instance string }
 
 type podKey struct{ namespace, pod string }
 
+// podState is what kube-state-metrics said of a pod.
+type podState struct {
+	queue                string
+	ownerKind, ownerName string
+	requests             map[string]int64 // container → request × 1000
+}
+
+func (p *podState) requestMilli() int64 {
+	var sum int64
+	for _, r := range p.requests {
+		sum += r
+	}
+	return sum
+}
+
+// holder is a pod holding a device; the zero holder is nobody.
 type holder struct{ namespace, pod, queue string }
 
 type unit struct {
 	idx      int
 	gpu      *GPU
-	slices   int64 // the denominator of a share: 7 for a MIG GPU, 1 otherwise
+	slices   int64 // compute slices: 7 for a MIG GPU (4 on an A30), 1 otherwise
 	profiles map[string]*profileSlots
+	replicas int64 // advertised replicas of a shared GPU; 1 when exclusive
 }
 
 type profileSlots struct {
@@ -81,20 +100,33 @@ type instance struct {
 	size int64 // compute slices (1 for a whole GPU)
 
 	lastMs int64 // time of the last finalized observation
-	// The observation being collected: every field of one scrape of the
-	// device shares its timestamp.
-	pending bool
-	t       int64
-	holder  holder
-	fields  uint8
-	gr      float64
-	util    float64
-	power   float64
+	// The energy counter's last value, in mJ, and whether there is one.
+	lastEnergy    float64
+	hasLastEnergy bool
+
+	// The observation being collected: every series of one scrape of the
+	// device shares its timestamp. A shared GPU is reported once per pod.
+	pending     bool
+	t           int64
+	holders     []holder
+	fields      uint8   // fields seen for the first holder's series
+	extra       []uint8 // fields seen for each further holder's series
+	gr          float64
+	util        float64
+	power       float64
+	energyDelta float64 // mJ since the previous counter value; <0 unknown
+
+	// prev holds the last finalized observation's holders.
+	prev []holder
+	// Shares of the holders, cached until the holders or the pods change.
+	shareFor []holder
+	shareVer uint64
+	shares   []int64
 }
 
 type usage struct {
-	heldW, activeW int64 // slice-milliseconds
-	energyJ        float64
+	heldW, activeW int64 // ms × compute slices × share units
+	energyMJ       int64
 }
 
 // New returns an Attributor for model, after checking that the model is
@@ -112,7 +144,7 @@ func New(model *Model, opts Options) (*Attributor, error) {
 		units:     make([]unit, len(model.GPUs)),
 		byGPU:     make(map[gpuKey]*unit, len(model.GPUs)),
 		instances: make(map[instanceKey]*instance),
-		pods:      make(map[podKey]string),
+		pods:      make(map[podKey]*podState),
 		hours:     make(map[int64][]map[holder]*usage),
 		stats:     Stats{Rejected: make(map[Reason]uint64)},
 	}
@@ -121,10 +153,13 @@ func New(model *Model, opts Options) (*Attributor, error) {
 		a.emittedUntilMs = a.startMs
 	}
 	var errs []error
+	if model.EnergyPriceMicrosPerKWh < 0 || model.PUEMicros < 0 {
+		errs = append(errs, fmt.Errorf("energy price %d and PUE %d must not be negative", model.EnergyPriceMicrosPerKWh, model.PUEMicros))
+	}
 	for i := range model.GPUs {
 		g := &model.GPUs[i]
 		u := &a.units[i]
-		u.idx, u.gpu, u.slices = i, g, 1
+		u.idx, u.gpu, u.slices, u.replicas = i, g, 1, 1
 		k := gpuKey{g.Node, g.Index}
 		if _, dup := a.byGPU[k]; dup {
 			errs = append(errs, fmt.Errorf("gpu %s/%s: listed twice", g.Node, g.Index))
@@ -133,6 +168,12 @@ func New(model *Model, opts Options) (*Attributor, error) {
 		a.byGPU[k] = u
 		if g.RateMicrosPerHour < 0 {
 			errs = append(errs, fmt.Errorf("gpu %s/%s: rate %d is negative", g.Node, g.Index, g.RateMicrosPerHour))
+		}
+		if g.Replicas > 1 {
+			u.replicas = int64(g.Replicas)
+		}
+		if g.Replicas < 0 {
+			errs = append(errs, fmt.Errorf("gpu %s/%s: replicas %d is negative", g.Node, g.Index, g.Replicas))
 		}
 		if len(g.MIG) == 0 {
 			continue
@@ -176,19 +217,35 @@ func (a *Attributor) Stats() Stats {
 
 func (a *Attributor) reject(r Reason) { a.stats.Rejected[r]++ }
 
-// AddPod records the LocalQueue of a pod, as kube-state-metrics'
-// kube_pod_labels reports it. It applies to every hour not yet emitted.
+// AddPod records what kube-state-metrics says of a pod: its LocalQueue, its
+// owner, a container's GPU request. Fields left empty keep what was known.
+// It applies to every hour not yet emitted.
 func (a *Attributor) AddPod(p PodInfo) {
 	k := podKey{p.Namespace, p.Pod}
-	if q, ok := a.pods[k]; ok && q == p.Queue {
-		return
+	st := a.pods[k]
+	if st == nil {
+		st = &podState{}
+		a.pods[podKey{strings.Clone(p.Namespace), strings.Clone(p.Pod)}] = st
 	}
-	a.pods[podKey{strings.Clone(p.Namespace), strings.Clone(p.Pod)}] = strings.Clone(p.Queue)
+	if p.Queue != "" && p.Queue != st.queue {
+		st.queue = strings.Clone(p.Queue)
+	}
+	if p.OwnerName != "" && (p.OwnerName != st.ownerName || p.OwnerKind != st.ownerKind) {
+		st.ownerKind, st.ownerName = strings.Clone(p.OwnerKind), strings.Clone(p.OwnerName)
+	}
+	if p.RequestMilli > 0 && st.requests[p.Container] != p.RequestMilli {
+		if st.requests == nil {
+			st.requests = make(map[string]int64, 1)
+		}
+		st.requests[strings.Clone(p.Container)] = p.RequestMilli
+		a.podsVer++
+	}
 }
 
 // Add takes one sample. Samples of one device must come in time order; one
-// older than the device's last, a repeated field, a value that is NaN or
-// infinite, or one for an hour already emitted is rejected and counted.
+// older than the device's last, a field repeated for the same pod, a value
+// that is NaN or infinite, or one for an hour already emitted is rejected
+// and counted.
 func (a *Attributor) Add(s *Sample) {
 	if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) || s.Field == FieldUnknown {
 		a.reject(ReasonBadValue)
@@ -204,11 +261,11 @@ func (a *Attributor) Add(s *Sample) {
 			a.reject(ReasonOutOfOrder)
 			return
 		case s.TimeMs == inst.t:
-			if inst.fields&(1<<s.Field) != 0 {
+			if !inst.addHolderField(s) {
 				a.reject(ReasonDuplicate)
 				return
 			}
-			inst.set(s)
+			inst.set(a, s)
 			a.stats.Accepted++
 			return
 		}
@@ -234,18 +291,72 @@ func (a *Attributor) Add(s *Sample) {
 		a.reject(ReasonLate)
 		return
 	}
-	inst.pending, inst.t, inst.fields = true, s.TimeMs, 0
-	if s.Pod == "" {
-		inst.holder = holder{}
-	} else if h := inst.holder; h.namespace != s.Namespace || h.pod != s.Pod || h.queue != s.Queue {
-		inst.holder = holder{strings.Clone(s.Namespace), strings.Clone(s.Pod), strings.Clone(s.Queue)}
+	if inst.lastMs != 0 && s.TimeMs-inst.lastMs > a.opts.StalenessMs {
+		// The counter's increase over an unobserved gap belongs to no one we
+		// saw: start afresh.
+		inst.hasLastEnergy = false
 	}
-	inst.set(s)
+	inst.pending, inst.t, inst.fields, inst.extra = true, s.TimeMs, 0, inst.extra[:0]
+	inst.energyDelta = -1
+	inst.holders = inst.holders[:0]
+	inst.addHolderField(s)
+	inst.set(a, s)
 	a.stats.Accepted++
 }
 
-func (in *instance) set(s *Sample) {
-	in.fields |= 1 << s.Field
+// addHolderField records that s's pod reported s's field in the pending
+// scrape; false when it already had.
+func (in *instance) addHolderField(s *Sample) bool {
+	bit := uint8(1) << s.Field
+	if s.Pod == "" {
+		// A free device reports empty pod labels; a shared one reports each
+		// holder instead. Either way the free series adds no holder.
+		if len(in.holders) == 0 {
+			if in.fields&bit != 0 {
+				return false
+			}
+			in.fields |= bit
+		}
+		return true
+	}
+	for i := range in.holders {
+		h := &in.holders[i]
+		if h.namespace == s.Namespace && h.pod == s.Pod {
+			f := &in.fields
+			if i > 0 {
+				f = &in.extra[i-1]
+			}
+			if *f&bit != 0 {
+				return false
+			}
+			*f |= bit
+			return true
+		}
+	}
+	h := in.holderFor(s)
+	if len(in.holders) == 0 {
+		in.fields = bit
+	} else {
+		in.extra = append(in.extra, bit)
+	}
+	in.holders = append(in.holders, h)
+	return true
+}
+
+// holderFor returns s's holder, reusing the strings of the last scrape's
+// holders when they match, so that a steady holder costs no allocation.
+func (in *instance) holderFor(s *Sample) holder {
+	for _, old := range in.prev {
+		if old.namespace == s.Namespace && old.pod == s.Pod && old.queue == s.Queue {
+			return old
+		}
+	}
+	return holder{strings.Clone(s.Namespace), strings.Clone(s.Pod), strings.Clone(s.Queue)}
+}
+
+// set records a field's value. DCGM reports the same device value to every
+// pod of a shared GPU, so a value is taken once per scrape.
+func (in *instance) set(a *Attributor, s *Sample) {
 	switch s.Field {
 	case FieldGREngineActive:
 		in.gr = s.Value
@@ -253,7 +364,30 @@ func (in *instance) set(s *Sample) {
 		in.util = s.Value
 	case FieldPowerUsage:
 		in.power = s.Value
+	case FieldTotalEnergy:
+		if in.energyDelta >= 0 {
+			return // already taken from another pod's series
+		}
+		if in.hasLastEnergy {
+			d := s.Value - in.lastEnergy
+			if d < 0 {
+				// The counter restarted (driver reload, node reboot):
+				// what it shows now accrued since.
+				d = s.Value
+				a.reject(ReasonCounterReset)
+			}
+			in.energyDelta = d
+		}
+		in.lastEnergy, in.hasLastEnergy = s.Value, true
 	}
+}
+
+func (in *instance) has(f Field) bool {
+	all := in.fields
+	for _, e := range in.extra {
+		all |= e
+	}
+	return all&(1<<f) != 0
 }
 
 func (a *Attributor) instance(s *Sample) *instance {
@@ -292,39 +426,126 @@ func (a *Attributor) instance(s *Sample) *instance {
 func (in *instance) activity() float64 {
 	var act float64
 	switch {
-	case in.fields&(1<<FieldGREngineActive) != 0:
+	case in.has(FieldGREngineActive):
 		act = in.gr
-	case in.fields&(1<<FieldGPUUtil) != 0:
+	case in.has(FieldGPUUtil):
 		act = in.util / 100
 	}
 	return min(max(act, 0), 1)
 }
 
-// finalize books the pending observation for covMs milliseconds.
+// shareNums returns each holder's share of the device in ShareUnits; they
+// sum to ShareUnits, or less on a GPU split by request whose replicas were
+// not all requested (the rest is unallocated).
+func (a *Attributor) shareNums(in *instance) []int64 {
+	if len(in.holders) == 1 && in.u.replicas == 1 {
+		in.shares = append(in.shares[:0], ShareUnits)
+		return in.shares
+	}
+	if in.shareVer == a.podsVer && sameHolders(in.shareFor, in.holders) {
+		return in.shares
+	}
+	in.shareFor = append(in.shareFor[:0], in.holders...)
+	in.shareVer = a.podsVer
+	weights := make([]int64, len(in.holders), len(in.holders)+1)
+	byRequest := in.u.gpu.SplitByRequest && in.u.replicas > 1
+	if byRequest {
+		capacity := in.u.replicas * 1000
+		var sum int64
+		for i, h := range in.holders {
+			r := int64(0)
+			if st := a.pods[podKey{h.namespace, h.pod}]; st != nil {
+				r = st.requestMilli()
+			}
+			if r <= 0 {
+				r = 1000 // one replica when the request is unknown
+			}
+			weights[i] = r
+			sum += r
+		}
+		if sum < capacity {
+			weights = append(weights, capacity-sum) // unrequested replicas
+		}
+	} else {
+		for i := range weights {
+			weights[i] = 1
+		}
+	}
+	in.shares = splitLargestRemainder(ShareUnits, weights, in.shares)[:len(in.holders)]
+	return in.shares
+}
+
+func sameHolders(a, b []holder) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// finalize books the pending observation for covMs milliseconds: time and
+// energy to its holders by share, energy of a free device to nobody.
 func (a *Attributor) finalize(in *instance, covMs int64) {
 	in.pending = false
 	in.lastMs = in.t
-	if in.holder.pod == "" {
-		return
+	in.prev = append(in.prev[:0], in.holders...)
+	// Energy of the observation, in mJ, for this instance's compute share
+	// of the GPU: the counter's increase where known (it is booked with the
+	// scrape that reports it), else power × time.
+	var energy float64
+	switch {
+	case in.energyDelta >= 0:
+		energy = in.energyDelta
+	case in.has(FieldPowerUsage) && in.power > 0:
+		energy = in.power * float64(covMs)
+	}
+	energyMJ := int64(math.Round(energy * float64(in.size) / float64(in.u.slices)))
+	var shares []int64
+	if len(in.holders) > 0 {
+		shares = a.shareNums(in)
 	}
 	act := in.activity()
-	hasPower := in.fields&(1<<FieldPowerUsage) != 0 && in.power > 0
 	start, end := in.t, in.t+covMs
+	bookedMJ := int64(0)
 	for start < end {
 		h := floorHour(start)
 		pieceEnd := min(end, h+hourMs)
+		ms := pieceEnd - start
+		// The energy of the observation goes to its hour pieces by time;
+		// the last piece takes what rounding left.
+		pieceMJ := energyMJ * ms / covMs
+		if pieceEnd == end {
+			pieceMJ = energyMJ - bookedMJ
+		}
+		bookedMJ += pieceMJ
 		if h >= a.emittedUntilMs {
-			ms := pieceEnd - start
-			u := a.usage(h, in.u.idx, in.holder)
-			w := ms * in.size
-			u.heldW += w
-			u.activeW += int64(math.Round(float64(w) * act))
-			if hasPower {
-				u.energyJ += in.power * float64(ms) / 1000 * float64(in.size) / float64(in.u.slices)
-			}
+			a.book(h, in, shares, ms, act, pieceMJ)
 		}
 		start = pieceEnd
 	}
+}
+
+func (a *Attributor) book(hour int64, in *instance, shares []int64, ms int64, act float64, energyMJ int64) {
+	if len(in.holders) == 0 {
+		a.usage(hour, in.u.idx, holder{}).energyMJ += energyMJ
+		return
+	}
+	var given int64
+	for i, h := range in.holders {
+		u := a.usage(hour, in.u.idx, h)
+		w := ms * in.size * shares[i]
+		u.heldW += w
+		u.activeW += int64(math.Round(float64(w) * act))
+		e := energyMJ * shares[i] / ShareUnits
+		u.energyMJ += e
+		given += e
+	}
+	// Rounding and unrequested replicas leave some energy to nobody.
+	a.usage(hour, in.u.idx, holder{}).energyMJ += energyMJ - given
 }
 
 func (a *Attributor) usage(hour int64, unitIdx int, h holder) *usage {
@@ -335,7 +556,7 @@ func (a *Attributor) usage(hour int64, unitIdx int, h holder) *usage {
 	}
 	m := perUnit[unitIdx]
 	if m == nil {
-		m = make(map[holder]*usage, 1)
+		m = make(map[holder]*usage, 2)
 		perUnit[unitIdx] = m
 	}
 	u := m[h]
@@ -346,155 +567,10 @@ func (a *Attributor) usage(hour int64, unitIdx int, h holder) *usage {
 	return u
 }
 
-// Emit closes every hour that ends at or before untilMs (rounded down to an
-// hour) and returns their rows: for each hour, one row per owner dimension
-// combination plus unallocated rows, summing exactly to the inventory's
-// hourly cost. Samples for closed hours are rejected as late afterwards.
-// Rows come sorted by Key.
-func (a *Attributor) Emit(untilMs int64) []ledger.Row {
-	until := floorHour(untilMs)
-	if a.startMs == 0 || until <= a.emittedUntilMs {
-		return nil
-	}
-	for _, in := range a.instances {
-		if in.pending && in.t < until {
-			a.finalize(in, a.opts.ScrapeIntervalMs)
-		}
-	}
-	var rows []ledger.Row
-	for h := a.emittedUntilMs; h < until; h += hourMs {
-		rows = a.appendHourRows(rows, h)
-		delete(a.hours, h)
-	}
-	a.emittedUntilMs = until
-	return rows
-}
-
-type part struct {
-	h              holder
-	active, idle   int64
-	energyJ        float64
-	heldW, activeW int64
-}
-
-func (a *Attributor) appendHourRows(dst []ledger.Row, hour int64) []ledger.Row {
-	perUnit := a.hours[hour]
-	byKey := make(map[ledger.Key]*ledger.Row)
-	hourTime := msToTime(hour)
-	var parts []part
-	var weights, costs []int64
-	for i := range a.units {
-		u := &a.units[i]
-		parts = parts[:0]
-		if perUnit != nil {
-			for h, us := range perUnit[i] {
-				parts = append(parts, part{h: h, heldW: us.heldW, activeW: us.activeW, energyJ: us.energyJ})
-			}
-		}
-		sort.Slice(parts, func(x, y int) bool {
-			p, q := parts[x].h, parts[y].h
-			if p.namespace != q.namespace {
-				return p.namespace < q.namespace
-			}
-			if p.pod != q.pod {
-				return p.pod < q.pod
-			}
-			return p.queue < q.queue
-		})
-		capacity := u.slices * hourMs
-		unalloc := capacity
-		weights = append(weights[:0], 0)
-		for _, p := range parts {
-			unalloc -= p.heldW
-			weights = append(weights, p.activeW, p.heldW-p.activeW)
-		}
-		weights[0] = unalloc
-		costs = splitLargestRemainder(u.gpu.RateMicrosPerHour, weights, costs)
-
-		den := float64(u.slices) * 1000
-		r := rowFor(byKey, ledger.Key{Hour: hourTime, Cluster: a.model.Cluster, Team: ledger.TeamUnallocated, Flavor: u.gpu.Flavor})
-		r.GPUSeconds += float64(unalloc) / den
-		r.CostMicros += costs[0]
-		r.IdleCostMicros += costs[0]
-		for j, p := range parts {
-			r := rowFor(byKey, a.keyFor(hourTime, u.gpu.Flavor, p.h))
-			r.GPUSeconds += float64(p.heldW) / den
-			r.ActiveGPUSeconds += float64(p.activeW) / den
-			r.CostMicros += costs[1+2*j] + costs[2+2*j]
-			r.IdleCostMicros += costs[2+2*j]
-			r.EnergyJoules += p.energyJ
-		}
-	}
-	start := len(dst)
-	for _, r := range byKey {
-		dst = append(dst, *r)
-	}
-	SortRows(dst[start:])
-	return dst
-}
-
-func rowFor(m map[ledger.Key]*ledger.Row, k ledger.Key) *ledger.Row {
-	r := m[k]
-	if r == nil {
-		r = &ledger.Row{Key: k}
-		m[k] = r
-	}
-	return r
-}
-
-// keyFor resolves a holder to its owner dimensions: the queue label on the
-// DCGM series, else the one kube-state-metrics reported for the pod; the
-// queue's ClusterQueue and its team; else the namespace's team; else
-// TeamUnowned.
-func (a *Attributor) keyFor(hour time.Time, flavor string, h holder) ledger.Key {
-	k := ledger.Key{Hour: hour, Cluster: a.model.Cluster, Namespace: h.namespace, Flavor: flavor}
-	q := h.queue
-	if q == "" {
-		q = a.pods[podKey{h.namespace, h.pod}]
-	}
-	if q != "" {
-		k.LocalQueue = q
-		k.ClusterQueue = a.model.LocalQueues[QueueRef{h.namespace, q}]
-		if k.ClusterQueue != "" {
-			k.Team = a.model.ClusterQueueTeams[k.ClusterQueue]
-		}
-	}
-	if k.Team == "" {
-		k.Team = a.model.NamespaceTeams[h.namespace]
-	}
-	if k.Team == "" {
-		k.Team = ledger.TeamUnowned
-	}
-	return k
-}
-
 func floorHour(ms int64) int64 {
 	h := ms / hourMs * hourMs
 	if h > ms {
 		h -= hourMs
 	}
 	return h
-}
-
-func msToTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
-
-// SortRows sorts rows by Key: hour, then cluster, team, namespace,
-// LocalQueue, ClusterQueue and flavor.
-func SortRows(rows []ledger.Row) {
-	sort.Slice(rows, func(i, j int) bool { return keyLess(&rows[i].Key, &rows[j].Key) })
-}
-
-func keyLess(a, b *ledger.Key) bool {
-	if !a.Hour.Equal(b.Hour) {
-		return a.Hour.Before(b.Hour)
-	}
-	for _, p := range [...][2]string{
-		{a.Cluster, b.Cluster}, {a.Team, b.Team}, {a.Namespace, b.Namespace},
-		{a.LocalQueue, b.LocalQueue}, {a.ClusterQueue, b.ClusterQueue}, {a.Flavor, b.Flavor},
-	} {
-		if p[0] != p[1] {
-			return p[0] < p[1]
-		}
-	}
-	return false
 }

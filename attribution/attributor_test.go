@@ -29,6 +29,7 @@ func testModel() *Model {
 		LocalQueues:       map[QueueRef]string{{"research", "training"}: "cq-research"},
 		ClusterQueueTeams: map[string]string{"cq-research": "ml"},
 		NamespaceTeams:    map[string]string{"notebooks": "ds", "research": "ml"},
+		Quotas:            map[QuotaRef]int64{{"cq-research", "h100"}: 1000},
 	}
 }
 
@@ -60,7 +61,8 @@ func run(t *testing.T, m *Model, samples []Sample, pods []PodInfo, until time.Ti
 	for i := range samples {
 		a.Add(&samples[i])
 	}
-	return a.Emit(until.UnixMilli()), a.Stats()
+	rows, _ := a.Emit(until.UnixMilli())
+	return rows, a.Stats()
 }
 
 // TestScenarioByHand checks one hour computed by hand:
@@ -88,15 +90,16 @@ func TestScenarioByHand(t *testing.T) {
 		f.scrape(sec, "n1", "1", "3g.40gb", "1", "notebooks", "nb-0", "", map[Field]float64{FieldGREngineActive: 0.25, FieldPowerUsage: 300})
 		f.scrape(sec, "n1", "1", "2g.20gb", "2", "", "", "", map[Field]float64{FieldGREngineActive: 0})
 	}
-	rows, stats := run(t, testModel(), f.samples, []PodInfo{{"research", "train-0", "training"}}, t0.Add(time.Hour))
+	rows, stats := run(t, testModel(), f.samples, []PodInfo{{Namespace: "research", Pod: "train-0", Queue: "training"}}, t0.Add(time.Hour))
 	want := []ledger.Row{
 		{Key: ledger.Key{Hour: t0, Cluster: "c1", Team: "_unallocated", Flavor: "h100"},
-			GPUSeconds: 1800, CostMicros: 1_800_000, IdleCostMicros: 1_800_000},
+			GPUSeconds: 1800, CostMicros: 1_800_000, UnallocatedCostMicros: 1_800_000, EnergyJoules: 400 * 1800},
 		{Key: ledger.Key{Hour: t0, Cluster: "c1", Team: "_unallocated", Flavor: "h100-mig"},
-			GPUSeconds: 3600 * 4.0 / 7, CostMicros: 4_000_000, IdleCostMicros: 4_000_000},
+			GPUSeconds: 3600 * 4.0 / 7, CostMicros: 4_000_000, UnallocatedCostMicros: 4_000_000},
+		// 300 W × 15 s × 3/7 = 1,928,571.43 mJ, rounded per scrape, × 240.
 		{Key: ledger.Key{Hour: t0, Cluster: "c1", Team: "ds", Namespace: "notebooks", Flavor: "h100-mig"},
 			GPUSeconds: 3600 * 3.0 / 7, ActiveGPUSeconds: 3600 * 3.0 / 7 / 4, CostMicros: 3_000_000, IdleCostMicros: 2_250_000,
-			EnergyJoules: 300 * 3600 * 3.0 / 7},
+			EnergyJoules: 1_928_571 * 240 / 1000.0},
 		{Key: ledger.Key{Hour: t0, Cluster: "c1", Team: "ml", Namespace: "research", LocalQueue: "training", ClusterQueue: "cq-research", Flavor: "h100"},
 			GPUSeconds: 1800, ActiveGPUSeconds: 900, CostMicros: 1_800_000, IdleCostMicros: 900_000, EnergyJoules: 400 * 1800},
 	}
@@ -119,7 +122,7 @@ func checkReconciles(t *testing.T, m *Model, rows []ledger.Row) {
 	for _, r := range rows {
 		cost[r.Hour] += r.CostMicros
 		secs[r.Hour] += r.GPUSeconds
-		if r.CostMicros < 0 || r.IdleCostMicros < 0 || r.IdleCostMicros > r.CostMicros ||
+		if r.CostMicros < 0 || r.IdleCostMicros < 0 || r.UnallocatedCostMicros < 0 || r.ActiveCostMicros() < 0 || r.EnergyCostMicros < 0 ||
 			r.GPUSeconds < 0 || r.ActiveGPUSeconds < 0 || r.ActiveGPUSeconds > r.GPUSeconds+1e-9 || r.EnergyJoules < 0 {
 			t.Errorf("row out of bounds: %+v", r)
 		}
@@ -225,11 +228,12 @@ func TestIntervalAcrossHours(t *testing.T) {
 }
 
 // randomFeed makes a few hours of scrapes of m's devices with random
-// holders, activity, gaps and odd values, each device's samples in order.
+// holders (several at once on a shared GPU), activity, energy counters with
+// resets, gaps and odd values, each device's samples in order.
 func randomFeed(rng *rand.Rand, m *Model) [][]Sample {
 	var perDevice [][]Sample
-	pods := []struct{ ns, pod, q string }{{"", "", ""}, {"research", "a", "training"}, {"notebooks", "b", ""},
-		{"stray", "c", ""}, {"research", "d", "unknown-queue"}}
+	pods := []struct{ ns, pod, q string }{{"research", "a", "training"}, {"notebooks", "b", ""},
+		{"stray", "c", ""}, {"research", "d", "unknown-queue"}, {"notebooks", "e", ""}}
 	for _, g := range m.GPUs {
 		profiles := []string{""}
 		if len(g.MIG) > 0 {
@@ -242,22 +246,45 @@ func randomFeed(rng *rand.Rand, m *Model) [][]Sample {
 			}
 			var ss []Sample
 			sec := rng.IntN(30)
+			energy := rng.Float64() * 1e9
 			for sec < 3*3600 {
-				p := pods[rng.IntN(len(pods))]
+				n := rng.IntN(2) // free or one holder
+				if g.Replicas > 1 {
+					n = rng.IntN(4)
+				}
+				holders := rng.Perm(len(pods))[:n]
+				if n == 0 {
+					holders = []int{-1}
+				}
 				ts := t0.UnixMilli() + int64(sec)*1000
-				for _, f := range []Field{FieldGREngineActive, FieldGPUUtil, FieldPowerUsage} {
-					if rng.IntN(4) == 0 {
-						continue
+				energy += rng.Float64() * 1e7
+				if rng.IntN(100) == 0 {
+					energy = rng.Float64() * 1e6 // counter reset
+				}
+				for _, hi := range holders {
+					var ns, pod, q string
+					if hi >= 0 {
+						ns, pod, q = pods[hi].ns, pods[hi].pod, pods[hi].q
 					}
-					v := rng.Float64() * 1.3
-					if f == FieldGPUUtil {
-						v *= 100
+					for _, f := range []Field{FieldGREngineActive, FieldGPUUtil, FieldPowerUsage, FieldTotalEnergy} {
+						if rng.IntN(4) == 0 {
+							continue
+						}
+						v := rng.Float64() * 1.3
+						switch f {
+						case FieldGPUUtil:
+							v *= 100
+						case FieldPowerUsage:
+							v *= 500
+						case FieldTotalEnergy:
+							v = energy
+						}
+						if rng.IntN(50) == 0 {
+							v = math.NaN()
+						}
+						ss = append(ss, Sample{TimeMs: ts, Node: g.Node, GPU: g.Index, Profile: prof, Instance: inst,
+							Namespace: ns, Pod: pod, Queue: q, Field: f, Value: v})
 					}
-					if rng.IntN(50) == 0 {
-						v = math.NaN()
-					}
-					ss = append(ss, Sample{TimeMs: ts, Node: g.Node, GPU: g.Index, Profile: prof, Instance: inst,
-						Namespace: p.ns, Pod: p.pod, Queue: p.q, Field: f, Value: v})
 				}
 				sec += 1 + rng.IntN(60)
 				if rng.IntN(40) == 0 {
@@ -292,30 +319,93 @@ func interleave(rng *rand.Rand, perDevice [][]Sample) []Sample {
 }
 
 // FuzzAttribution checks the cost model's invariants on random input: every
-// hour sums exactly to the inventory's cost, nothing is negative, and the
-// order in which devices' samples interleave does not change the ledger.
+// hour sums exactly to the inventory's cost and to the energy's cost,
+// nothing is negative, and the order in which devices' samples interleave
+// does not change the ledger or the workload rows.
 func FuzzAttribution(f *testing.F) {
 	f.Add(uint64(1), uint64(2))
 	f.Add(uint64(42), uint64(7))
+	f.Add(uint64(9), uint64(9))
 	f.Fuzz(func(t *testing.T, seed, seed2 uint64) {
 		rng := rand.New(rand.NewPCG(seed, 0))
 		m := testModel()
-		m.GPUs[0].RateMicrosPerHour = rng.Int64N(20_000_000)
-		m.GPUs[1].RateMicrosPerHour = rng.Int64N(20_000_000)
+		m.GPUs = append(m.GPUs, GPU{Node: "n2", Index: "0", Model: "NVIDIA A100-SXM4-80GB", Flavor: "a100",
+			Replicas: 1 + rng.IntN(8), SplitByRequest: rng.IntN(2) == 0})
+		for i := range m.GPUs {
+			m.GPUs[i].RateMicrosPerHour = rng.Int64N(20_000_000)
+		}
+		m.Unallocated = UnallocatedPolicy(rng.IntN(3))
+		m.EnergyPriceMicrosPerKWh = rng.Int64N(500_000)
+		m.PUEMicros = 1_000_000 + rng.Int64N(1_000_000)
+		m.Quotas[QuotaRef{"cq-research", "a100"}] = rng.Int64N(3000)
 		perDevice := randomFeed(rng, m)
 		a := interleave(rand.New(rand.NewPCG(seed2, 1)), perDevice)
 		b := interleave(rand.New(rand.NewPCG(seed2, 2)), perDevice)
-		pods := []PodInfo{{"research", "a", "training"}}
-		rowsA, _ := run(t, m, a, pods, t0.Add(4*time.Hour))
-		rowsB, _ := run(t, m, b, pods, t0.Add(4*time.Hour))
+		pods := []PodInfo{{Namespace: "research", Pod: "a", Queue: "training", OwnerKind: "Job", OwnerName: "job-a"},
+			{Namespace: "notebooks", Pod: "b", Container: "nb", RequestMilli: 1000 * (1 + rng.Int64N(3))}}
+		until := t0.Add(4 * time.Hour).UnixMilli()
+		runBoth := func(samples []Sample) ([]ledger.Row, []ledger.WorkloadRow) {
+			at, err := New(m, Options{StartMs: t0.UnixMilli()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods {
+				at.AddPod(p)
+			}
+			for i := range samples {
+				at.Add(&samples[i])
+			}
+			return at.Emit(until)
+		}
+		rowsA, wlA := runBoth(a)
+		rowsB, wlB := runBoth(b)
 		checkReconciles(t, m, rowsA)
+		checkEnergyReconciles(t, m, rowsA)
 		if diff := cmp.Diff(rowsA, rowsB, cmpopts.EquateApprox(0, 1e-6)); diff != "" {
 			t.Errorf("interleaving changed the ledger (-a +b):\n%s", diff)
+		}
+		if diff := cmp.Diff(wlA, wlB, cmpopts.EquateApprox(0, 1e-6)); diff != "" {
+			t.Errorf("interleaving changed the workload rows (-a +b):\n%s", diff)
 		}
 		if len(rowsA) == 0 {
 			t.Error("no rows")
 		}
+		// Workload rows hold the same held cost as the team rows.
+		var teamHeld, wlCost int64
+		for _, r := range rowsA {
+			teamHeld += r.CostMicros - r.UnallocatedCostMicros
+		}
+		for _, w := range wlA {
+			wlCost += w.CostMicros
+			if w.IdleCostMicros < 0 || w.IdleCostMicros > w.CostMicros {
+				t.Errorf("workload row out of bounds: %+v", w)
+			}
+		}
+		if teamHeld != wlCost {
+			t.Errorf("workloads cost %d, team rows' held cost %d", wlCost, teamHeld)
+		}
 	})
+}
+
+// checkEnergyReconciles: each hour's energy cost is the price of the hour's
+// energy, whoever it was booked to.
+func checkEnergyReconciles(t *testing.T, m *Model, rows []ledger.Row) {
+	t.Helper()
+	a, _ := New(m, Options{})
+	cost := map[time.Time]int64{}
+	joules := map[time.Time]float64{}
+	for _, r := range rows {
+		cost[r.Hour] += r.EnergyCostMicros
+		joules[r.Hour] += r.EnergyJoules
+	}
+	for h, c := range cost {
+		// Energy is booked in whole mJ, so the joules sum to them exactly
+		// up to float rounding.
+		want := a.energyCostMicros(int64(math.Round(joules[h] * 1000)))
+		if c != want {
+			t.Errorf("hour %s: energy cost %d, want %d for %.3f J", h.Format(time.RFC3339), c, want, joules[h])
+		}
+	}
 }
 
 func TestNewRejectsBadModel(t *testing.T) {

@@ -31,6 +31,55 @@ type Model struct {
 	// NamespaceTeams maps a namespace to the team that owns it; used when a
 	// pod has no queue, or its queue is unknown.
 	NamespaceTeams map[string]string
+	// Quotas holds each ClusterQueue's nominal quota per flavor in milli-GPU
+	// equivalents (a 3g.40gb MIG slice counts 3/7 GPU). A ClusterQueue
+	// whose usage in a flavor passes it in an hour is borrowing, and the
+	// quota policy shares unallocated cost by it.
+	Quotas map[QuotaRef]int64
+	// Unallocated says who pays for capacity nobody held.
+	Unallocated UnallocatedPolicy
+	// EnergyPriceMicrosPerKWh is the electricity price; zero leaves energy
+	// unpriced.
+	EnergyPriceMicrosPerKWh int64
+	// PUEMicros is the data centre's power usage effectiveness in millionths
+	// (1.3 = 1,300,000): GPU energy × PUE is what the site draws for it,
+	// cooling included. Zero means 1.
+	PUEMicros int64
+}
+
+// QuotaRef names a ClusterQueue's quota in one flavor.
+type QuotaRef struct {
+	ClusterQueue, Flavor string
+}
+
+// UnallocatedPolicy says who pays for GPU time nobody held.
+type UnallocatedPolicy uint8
+
+// Unallocated-cost policies.
+const (
+	// UnallocatedPlatform keeps it on TeamUnallocated rows: platform
+	// overhead.
+	UnallocatedPlatform UnallocatedPolicy = iota
+	// UnallocatedByQuota shares each flavor's unallocated cost among the
+	// ClusterQueues with nominal quota in it, in proportion to the quota:
+	// teams pay for what they reserve.
+	UnallocatedByQuota
+	// UnallocatedByUsage shares each flavor's unallocated cost among the
+	// teams that used the flavor that hour, in proportion to their cost.
+	UnallocatedByUsage
+)
+
+// ParseUnallocatedPolicy parses "platform", "quota" or "usage".
+func ParseUnallocatedPolicy(s string) (UnallocatedPolicy, bool) {
+	switch s {
+	case "", "platform":
+		return UnallocatedPlatform, true
+	case "quota":
+		return UnallocatedByQuota, true
+	case "usage":
+		return UnallocatedByUsage, true
+	}
+	return 0, false
 }
 
 // QueueRef names a LocalQueue.
@@ -53,6 +102,14 @@ type GPU struct {
 	// MIG lists the MIG profiles the GPU is partitioned into (such as
 	// "3g.40gb"); empty when the GPU is not partitioned.
 	MIG []string
+	// Replicas is how many replicas the device plugin advertises for the
+	// GPU (time-slicing or MPS), or 1000 for milli-GPU fractional requests.
+	// 0 or 1: the GPU (or each MIG instance) is held by one pod at a time.
+	Replicas int
+	// SplitByRequest splits a shared GPU among its pods by what each pod
+	// requested (replicas, or milli-GPUs), leaving unrequested replicas
+	// unallocated; otherwise evenly among the pods that held it.
+	SplitByRequest bool
 }
 
 // HourlyCostMicros returns what the whole inventory costs in one hour: the
@@ -91,6 +148,16 @@ func ParseMIGProfile(s string) (MIGProfile, error) {
 // MIGComputeSlices returns how many compute slices a GPU model has in MIG
 // mode: 4 on the A30, 7 on the A100, H100, H200 and B200. A slice's share of
 // the GPU's cost is its compute slices over this number.
+//
+// The profiles NVIDIA defines (compute slices g, memory): on the A100 40GB
+// 1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb; on the A100 80GB and
+// H100 80GB 1g.10gb, 1g.20gb, 2g.20gb, 3g.40gb, 4g.40gb, 7g.80gb; on the
+// H100 94GB 1g.12gb, 1g.24gb, 2g.24gb, 3g.47gb, 4g.47gb, 7g.94gb; on the
+// H200 1g.18gb, 1g.35gb, 2g.35gb, 3g.71gb, 4g.71gb, 7g.141gb; on the A30
+// (4 slices) 1g.6gb, 2g.12gb, 4g.24gb. A slice is priced by its compute
+// share g/7 (g/4 on the A30), not its memory share: the 1g.20gb profile
+// costs what 1g.10gb costs, and a layout's unused compute slices are
+// unallocated capacity. Layouts are checked to fit in the compute slices.
 func MIGComputeSlices(model string) int {
 	if strings.Contains(strings.ToUpper(model), "A30") {
 		return 4

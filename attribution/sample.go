@@ -40,9 +40,24 @@ type Sample struct {
 	Value float64
 }
 
-// PodInfo is what kube-state-metrics says of a pod: its LocalQueue label.
+// PodInfo is what kube-state-metrics says of a pod. Only the fields set are
+// recorded: kube_pod_labels gives Queue (and owner labels), kube_pod_owner
+// gives OwnerKind and OwnerName, kube_pod_container_resource_requests gives
+// one container's GPU request.
 type PodInfo struct {
-	Namespace, Pod, Queue string
+	Namespace, Pod string
+	// Queue is the kueue.x-k8s.io/queue-name label.
+	Queue string
+	// OwnerKind and OwnerName name the workload that owns the pod, such as
+	// Job and train-0042.
+	OwnerKind, OwnerName string
+	// Container and RequestMilli give one container's GPU request × 1000,
+	// in the units the device plugin advertises: a container asking for one
+	// nvidia.com/gpu replica of a time-sliced GPU has 1000; one asking for
+	// 300 units of a GPU shared as 1000 milli-GPU replicas has 300,000.
+	// RequestMilli 0 means the series carried no request.
+	Container    string
+	RequestMilli int64
 }
 
 // Reason is why a sample was not used.
@@ -56,4 +71,5 @@ const (
 	ReasonDuplicate       Reason = "duplicate"
 	ReasonLate            Reason = "late"
 	ReasonBadValue        Reason = "bad_value"
+	ReasonCounterReset    Reason = "counter_reset" // counted, not rejected: the value is used from zero
 )

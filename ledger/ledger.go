@@ -42,25 +42,68 @@ type Key struct {
 	ClusterQueue string
 	// Flavor is the ResourceFlavor of the node whose GPU was held.
 	Flavor string
+	// Borrowed is true for the part of a ClusterQueue's usage that went
+	// beyond its nominal quota in the flavor that hour, run on capacity
+	// borrowed from its cohort.
+	Borrowed bool
 }
 
 // Row is one ledger row. For every cluster and hour, the sum of CostMicros
-// over all rows equals the cluster's GPU cost for that hour, to the micro.
+// over all rows equals the cluster's GPU cost for that hour, to the micro,
+// and the sum of EnergyCostMicros equals the cost of the energy its GPUs
+// drew.
+//
+// CostMicros is kept apart three ways: active (held and busy), allocated
+// idle (IdleCostMicros: held but inactive) and unallocated
+// (UnallocatedCostMicros: capacity nobody held, on TeamUnallocated rows or
+// shared out to teams by the configured policy).
 type Row struct {
 	Key
 	// GPUSeconds is the GPU time held, in whole-GPU equivalents: a 3g.40gb
-	// MIG slice held for an hour counts 3/7 × 3600.
+	// MIG slice held for an hour counts 3/7 × 3600, a quarter of a
+	// time-sliced GPU 900. On TeamUnallocated rows: the time nobody held.
 	GPUSeconds float64
 	// ActiveGPUSeconds is the part of GPUSeconds during which the GPU was
 	// busy (GPUSeconds × DCGM activity).
 	ActiveGPUSeconds float64
-	// CostMicros is the cost of the GPU time held, at the flavor's rate.
+	// CostMicros is the row's whole cost at the flavor's rate:
+	// ActiveCostMicros() + IdleCostMicros + UnallocatedCostMicros.
 	CostMicros int64
-	// IdleCostMicros is the part of CostMicros spent while the GPU was held
-	// but inactive. For TeamUnallocated rows it equals CostMicros.
+	// IdleCostMicros is the part of CostMicros paid while the GPU was held
+	// but inactive.
 	IdleCostMicros int64
-	// EnergyJoules is the energy the held GPUs drew, from DCGM power.
+	// UnallocatedCostMicros is the part of CostMicros for capacity nobody
+	// held.
+	UnallocatedCostMicros int64
+	// EnergyJoules is the energy the GPUs drew, from DCGM's energy counter
+	// or integrated power.
 	EnergyJoules float64
+	// EnergyCostMicros prices EnergyJoules at the electricity price × PUE.
+	// It is a measured figure beside CostMicros, not part of it.
+	EnergyCostMicros int64
+}
+
+// ActiveCostMicros is the part of CostMicros paid while the GPU was busy.
+func (r *Row) ActiveCostMicros() int64 {
+	return r.CostMicros - r.IdleCostMicros - r.UnallocatedCostMicros
+}
+
+// WorkloadRow is one hour of one workload (the Job, JobSet, RayCluster or
+// PyTorchJob that owns the pods), for drill-down into who wastes the most.
+// Its costs are the same money as the team rows', grouped by owner; the
+// unallocated share is not in them.
+type WorkloadRow struct {
+	Hour      time.Time
+	Cluster   string
+	Team      string
+	Namespace string
+	// Kind and Name of the pods' owner, such as Job/train-0042; Kind "Pod"
+	// when no owner is known.
+	Kind, Name       string
+	GPUSeconds       float64
+	ActiveGPUSeconds float64
+	CostMicros       int64
+	IdleCostMicros   int64
 }
 
 // Step is the width of the buckets a query aggregates into.
@@ -122,10 +165,11 @@ const (
 	DimLocalQueue   Dimension = "localQueue"
 	DimClusterQueue Dimension = "clusterQueue"
 	DimFlavor       Dimension = "flavor"
+	DimBorrowed     Dimension = "borrowed"
 )
 
 // Dimensions lists every dimension a query can group by, in Key order.
-var Dimensions = []Dimension{DimCluster, DimTeam, DimNamespace, DimLocalQueue, DimClusterQueue, DimFlavor}
+var Dimensions = []Dimension{DimCluster, DimTeam, DimNamespace, DimLocalQueue, DimClusterQueue, DimFlavor, DimBorrowed}
 
 // Query selects rows with From <= Hour < To, keeps those matching every
 // non-empty filter, and sums them per Step bucket and GroupBy dimensions.
@@ -147,12 +191,16 @@ type Query struct {
 // re-run never doubles it. A Store is safe for concurrent use. The caller owns
 // the rows it passes and the Store owns nothing it returns after the call.
 type Store interface {
-	// WriteHours atomically replaces the rows of every (cluster, hour) that
-	// appears in rows.
-	WriteHours(ctx context.Context, rows []Row) error
+	// WriteHours atomically replaces the rows, and the workload rows, of
+	// every (cluster, hour) that appears in rows or workloads.
+	WriteHours(ctx context.Context, rows []Row, workloads []WorkloadRow) error
 	// Query returns the aggregated rows, ordered by Hour then by the Key's
 	// dimensions. Each returned Row's Hour is its bucket start.
 	Query(ctx context.Context, q Query) ([]Row, error)
+	// TopWorkloads returns the workloads of [q.From, q.To) (filtered by
+	// q.Cluster and q.Team) summed over the range, most idle cost first,
+	// at most limit of them. Each row's Hour is q.From.
+	TopWorkloads(ctx context.Context, q Query, limit int) ([]WorkloadRow, error)
 	// Close releases the Store's resources.
 	Close() error
 }
@@ -163,5 +211,7 @@ func (s *Row) Add(r *Row) {
 	s.ActiveGPUSeconds += r.ActiveGPUSeconds
 	s.CostMicros += r.CostMicros
 	s.IdleCostMicros += r.IdleCostMicros
+	s.UnallocatedCostMicros += r.UnallocatedCostMicros
 	s.EnergyJoules += r.EnergyJoules
+	s.EnergyCostMicros += r.EnergyCostMicros
 }
