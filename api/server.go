@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,6 +71,7 @@ func New(opts Options) *Server {
 	})
 	s.e.GET("/api/v1/cost", s.cost)
 	s.e.GET("/api/v1/reports/chargeback/:month", s.chargeback)
+	s.e.GET("/api/v1/workloads", s.workloads)
 	return s
 }
 
@@ -158,20 +160,26 @@ func parseTime(field, v string) (time.Time, error) {
 
 // CostPoint is one bucket of the cost API's answer.
 type CostPoint struct {
-	Start          time.Time `json:"start"`
-	Cluster        string    `json:"cluster,omitempty"`
-	Team           string    `json:"team,omitempty"`
-	Namespace      string    `json:"namespace,omitempty"`
-	LocalQueue     string    `json:"localQueue,omitempty"`
-	ClusterQueue   string    `json:"clusterQueue,omitempty"`
-	Flavor         string    `json:"flavor,omitempty"`
-	GPUHours       float64   `json:"gpuHours"`
-	ActiveGPUHours float64   `json:"activeGpuHours"`
-	CostMicros     int64     `json:"costMicros"`
-	IdleCostMicros int64     `json:"idleCostMicros"`
-	Cost           string    `json:"cost"`
-	IdleCost       string    `json:"idleCost"`
-	EnergyKWh      float64   `json:"energyKWh"`
+	Start                 time.Time `json:"start"`
+	Cluster               string    `json:"cluster,omitempty"`
+	Team                  string    `json:"team,omitempty"`
+	Namespace             string    `json:"namespace,omitempty"`
+	LocalQueue            string    `json:"localQueue,omitempty"`
+	ClusterQueue          string    `json:"clusterQueue,omitempty"`
+	Flavor                string    `json:"flavor,omitempty"`
+	Borrowed              bool      `json:"borrowed,omitempty"`
+	GPUHours              float64   `json:"gpuHours"`
+	ActiveGPUHours        float64   `json:"activeGpuHours"`
+	CostMicros            int64     `json:"costMicros"`
+	IdleCostMicros        int64     `json:"idleCostMicros"`
+	UnallocatedCostMicros int64     `json:"unallocatedCostMicros"`
+	Cost                  string    `json:"cost"`
+	ActiveCost            string    `json:"activeCost"`
+	IdleCost              string    `json:"idleCost"`
+	UnallocatedCost       string    `json:"unallocatedCost"`
+	EnergyKWh             float64   `json:"energyKWh"`
+	EnergyCostMicros      int64     `json:"energyCostMicros"`
+	EnergyCost            string    `json:"energyCost"`
 }
 
 // CostResponse is the cost API's answer.
@@ -188,21 +196,28 @@ type CostResponse struct {
 	TotalCost       string `json:"totalCost"`
 }
 
-// cost answers GET /api/v1/cost?from=&to=&step=hour|day|month&groupBy=team,flavor&team=&cluster=
-func (s *Server) cost(c echo.Context) error {
-	from, err := parseTime("from", c.QueryParam("from"))
-	if err != nil {
-		return err
+// timeRange reads the from and to parameters.
+func (s *Server) timeRange(c echo.Context) (from, to time.Time, err error) {
+	if from, err = parseTime("from", c.QueryParam("from")); err != nil {
+		return
 	}
-	to, err := parseTime("to", c.QueryParam("to"))
-	if err != nil {
-		return err
+	if to, err = parseTime("to", c.QueryParam("to")); err != nil {
+		return
 	}
 	if !to.After(from) {
-		return badf("to=%s is not after from=%s; want a non-empty range", to.Format(time.RFC3339), from.Format(time.RFC3339))
+		return from, to, badf("to=%s is not after from=%s; want a non-empty range", to.Format(time.RFC3339), from.Format(time.RFC3339))
 	}
 	if to.Sub(from) > s.opts.MaxRange {
-		return badf("range %s is longer than the %s allowed; narrow from/to", to.Sub(from), s.opts.MaxRange)
+		return from, to, badf("range %s is longer than the %s allowed; narrow from/to", to.Sub(from), s.opts.MaxRange)
+	}
+	return from, to, nil
+}
+
+// cost answers GET /api/v1/cost?from=&to=&step=hour|day|month&groupBy=team,flavor&team=&cluster=
+func (s *Server) cost(c echo.Context) error {
+	from, to, err := s.timeRange(c)
+	if err != nil {
+		return err
 	}
 	stepName := c.QueryParam("step")
 	if stepName == "" {
@@ -241,11 +256,12 @@ func (s *Server) cost(c echo.Context) error {
 	for _, r := range rows {
 		resp.Points = append(resp.Points, CostPoint{
 			Start: r.Hour, Cluster: r.Cluster, Team: r.Team, Namespace: r.Namespace, LocalQueue: r.LocalQueue,
-			ClusterQueue: r.ClusterQueue, Flavor: r.Flavor,
+			ClusterQueue: r.ClusterQueue, Flavor: r.Flavor, Borrowed: r.Borrowed,
 			GPUHours: r.GPUSeconds / 3600, ActiveGPUHours: r.ActiveGPUSeconds / 3600,
-			CostMicros: r.CostMicros, IdleCostMicros: r.IdleCostMicros,
-			Cost: ledger.FormatMicros(r.CostMicros), IdleCost: ledger.FormatMicros(r.IdleCostMicros),
-			EnergyKWh: r.EnergyJoules / 3.6e6,
+			CostMicros: r.CostMicros, IdleCostMicros: r.IdleCostMicros, UnallocatedCostMicros: r.UnallocatedCostMicros,
+			Cost: ledger.FormatMicros(r.CostMicros), ActiveCost: ledger.FormatMicros(r.ActiveCostMicros()),
+			IdleCost: ledger.FormatMicros(r.IdleCostMicros), UnallocatedCost: ledger.FormatMicros(r.UnallocatedCostMicros),
+			EnergyKWh: r.EnergyJoules / 3.6e6, EnergyCostMicros: r.EnergyCostMicros, EnergyCost: ledger.FormatMicros(r.EnergyCostMicros),
 		})
 		resp.TotalCostMicros += r.CostMicros
 	}
@@ -288,4 +304,48 @@ func (s *Server) chargeback(c echo.Context) error {
 	}
 	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s.%s"`, cb.FileBase(), format))
 	return c.Blob(http.StatusOK, ctype, b.Bytes())
+}
+
+// WorkloadPoint is one workload of the workloads API's answer.
+type WorkloadPoint struct {
+	Cluster        string  `json:"cluster"`
+	Team           string  `json:"team"`
+	Namespace      string  `json:"namespace"`
+	Kind           string  `json:"kind"`
+	Name           string  `json:"name"`
+	GPUHours       float64 `json:"gpuHours"`
+	ActiveGPUHours float64 `json:"activeGpuHours"`
+	IdleGPUHours   float64 `json:"idleGpuHours"`
+	CostMicros     int64   `json:"costMicros"`
+	IdleCostMicros int64   `json:"idleCostMicros"`
+	Cost           string  `json:"cost"`
+	IdleCost       string  `json:"idleCost"`
+}
+
+// workloads answers GET /api/v1/workloads?from=&to=&team=&cluster=&limit=20:
+// the workloads that paid the most for GPUs held idle.
+func (s *Server) workloads(c echo.Context) error {
+	from, to, err := s.timeRange(c)
+	if err != nil {
+		return err
+	}
+	limit := 20
+	if l := c.QueryParam("limit"); l != "" {
+		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > 1000 {
+			return badf("limit=%q is not a count; want 1 to 1000", l)
+		}
+	}
+	rows, err := s.opts.Store.TopWorkloads(c.Request().Context(), ledger.Query{From: from, To: to,
+		Team: c.QueryParam("team"), Cluster: c.QueryParam("cluster")}, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]WorkloadPoint, 0, len(rows))
+	for _, w := range rows {
+		out = append(out, WorkloadPoint{Cluster: w.Cluster, Team: w.Team, Namespace: w.Namespace, Kind: w.Kind, Name: w.Name,
+			GPUHours: w.GPUSeconds / 3600, ActiveGPUHours: w.ActiveGPUSeconds / 3600, IdleGPUHours: (w.GPUSeconds - w.ActiveGPUSeconds) / 3600,
+			CostMicros: w.CostMicros, IdleCostMicros: w.IdleCostMicros,
+			Cost: ledger.FormatMicros(w.CostMicros), IdleCost: ledger.FormatMicros(w.IdleCostMicros)})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"currency": s.opts.Report.Currency, "from": from, "to": to, "workloads": out})
 }

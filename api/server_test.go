@@ -29,10 +29,14 @@ func testServer(t *testing.T) *Server {
 		hour := time.Date(2026, 10, 1, h, 0, 0, 0, time.UTC)
 		rows = append(rows,
 			ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "c1", Team: "ml", Flavor: "h100"}, GPUSeconds: 3600, ActiveGPUSeconds: 1800, CostMicros: 6_880_000, IdleCostMicros: 3_440_000},
-			ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "c1", Team: ledger.TeamUnallocated, Flavor: "h100"}, GPUSeconds: 3600, CostMicros: 6_880_000, IdleCostMicros: 6_880_000},
+			ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "c1", Team: ledger.TeamUnallocated, Flavor: "h100"}, GPUSeconds: 3600, CostMicros: 6_880_000, UnallocatedCostMicros: 6_880_000},
 		)
 	}
-	if err := s.WriteHours(context.Background(), rows); err != nil {
+	wl := []ledger.WorkloadRow{
+		{Hour: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), Cluster: "c1", Team: "ml", Namespace: "ml", Kind: "Job", Name: "a", GPUSeconds: 7200, ActiveGPUSeconds: 3600, CostMicros: 2, IdleCostMicros: 1},
+		{Hour: time.Date(2026, 10, 1, 1, 0, 0, 0, time.UTC), Cluster: "c1", Team: "ml", Namespace: "ml", Kind: "Job", Name: "b", GPUSeconds: 3600, CostMicros: 5, IdleCostMicros: 5},
+	}
+	if err := s.WriteHours(context.Background(), rows, wl); err != nil {
 		t.Fatal(err)
 	}
 	return New(Options{Store: s, Report: reports.Options{Currency: "USD", Teams: []string{"ml"}, Budgets: map[string]int64{"ml": 1}}})
@@ -137,5 +141,25 @@ func TestHealthAndMetrics(t *testing.T) {
 	}
 	if code, _, _ := get(t, srv, "/nope"); code != http.StatusNotFound {
 		t.Errorf("unknown path: %d", code)
+	}
+}
+
+func TestWorkloads(t *testing.T) {
+	srv := testServer(t)
+	code, _, body := get(t, srv, "/api/v1/workloads?from=2026-10&to=2026-11&limit=1")
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, body)
+	}
+	var resp struct {
+		Workloads []WorkloadPoint `json:"workloads"`
+	}
+	if err := json.Unmarshal([]byte(body), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Workloads) != 1 || resp.Workloads[0].Name != "b" || resp.Workloads[0].IdleGPUHours != 1 || resp.Workloads[0].IdleCost != "0.000005" {
+		t.Errorf("workloads %+v", resp.Workloads)
+	}
+	if code, _, body := get(t, srv, "/api/v1/workloads?from=2026-10&to=2026-11&limit=0"); code != http.StatusBadRequest || !strings.Contains(body, "limit") {
+		t.Errorf("limit=0: %d %s", code, body)
 	}
 }

@@ -99,12 +99,14 @@ func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hou
 		costs = splitLargestRemainder(u.gpu.RateMicrosPerHour, weights, costs)
 
 		den := float64(u.slices*ShareUnits) * 1000
-		r := b.row(ledger.Key{Hour: b.hour, Cluster: a.model.Cluster, Team: ledger.TeamUnallocated, Flavor: u.gpu.Flavor})
-		r.GPUSeconds += float64(unalloc) / den
-		r.CostMicros += costs[0]
-		r.UnallocatedCostMicros += costs[0]
-		r.EnergyJoules += float64(nobodyMJ) / 1000
-		erows, eweights, totalMJ = append(erows, r), append(eweights, nobodyMJ), totalMJ+nobodyMJ
+		if unalloc > 0 || nobodyMJ > 0 {
+			r := b.row(ledger.Key{Hour: b.hour, Cluster: a.model.Cluster, Team: ledger.TeamUnallocated, Flavor: u.gpu.Flavor})
+			r.GPUSeconds += float64(unalloc) / den
+			r.CostMicros += costs[0]
+			r.UnallocatedCostMicros += costs[0]
+			r.EnergyJoules += float64(nobodyMJ) / 1000
+			erows, eweights, totalMJ = append(erows, r), append(eweights, nobodyMJ), totalMJ+nobodyMJ
+		}
 		for j, p := range parts {
 			k := a.keyFor(b.hour, u.gpu.Flavor, p.h)
 			active, idle := costs[1+2*j], costs[2+2*j]

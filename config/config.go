@@ -22,6 +22,32 @@ type Config struct {
 	LocalQueues     []LocalQueue   `yaml:"localQueues"`
 	Teams           []Team         `yaml:"teams"`
 	Prices          []Price        `yaml:"prices"`
+	// Energy prices the energy the GPUs draw; optional.
+	Energy *Energy `yaml:"energy"`
+	// CostPolicy says who pays for what nobody used; optional.
+	CostPolicy *CostPolicy `yaml:"costPolicy"`
+
+	// rates holds each flavor's resolved price per GPU-hour in micros,
+	// filled in by validation.
+	rates map[string]int64
+}
+
+// Energy is the site's electricity price and efficiency.
+type Energy struct {
+	// PricePerKWh in Currency, a decimal such as 0.12.
+	PricePerKWh Money `yaml:"pricePerKWh"`
+	// PUE is the power usage effectiveness, such as 1.3: what the site draws
+	// per watt the GPUs draw, cooling included. Default 1.
+	PUE Money `yaml:"pue"`
+}
+
+// CostPolicy holds the chargeback policies.
+type CostPolicy struct {
+	// Unallocated is who pays for GPU time nobody held: platform (kept as
+	// platform overhead, the default), quota (shared by nominal quota:
+	// teams pay for what they reserve) or usage (shared in proportion to
+	// each team's cost in the flavor that hour).
+	Unallocated string `yaml:"unallocated"`
 }
 
 // Cluster is one Kubernetes cluster and its GPU nodes.
@@ -45,6 +71,23 @@ type Node struct {
 	// list of profiles such as [3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb]; empty
 	// when the node's GPUs are not partitioned.
 	MIG []string `yaml:"mig"`
+	// Sharing describes GPUs shared by several pods at once; optional.
+	Sharing *Sharing `yaml:"sharing"`
+}
+
+// Sharing is how the device plugin shares a node's GPUs.
+type Sharing struct {
+	// Strategy is time-slicing, mps or fractional (milli-GPU requests, as
+	// in Alibaba's GPU-sharing scheduler).
+	Strategy string `yaml:"strategy"`
+	// Replicas is how many replicas each GPU is advertised as; fractional
+	// sharing advertises 1000 milli-GPUs and ignores it.
+	Replicas int `yaml:"replicas"`
+	// Split is how a shared GPU's cost is divided among the pods holding
+	// it: even (the default for time-slicing and mps) or request (by the
+	// replicas or milli-GPUs each pod requested, unrequested capacity
+	// unallocated; the only choice for fractional).
+	Split string `yaml:"split"`
 }
 
 // Flavor is a Kueue ResourceFlavor.
@@ -96,13 +139,46 @@ type Team struct {
 	MonthlyBudget Money `yaml:"monthlyBudget"`
 }
 
-// Price is the rate of one flavor.
+// Price is the rate of one flavor, given one of three ways: PerGPUHour
+// directly, Catalog (a cloud instance type from the built-in price book), or
+// OnPrem (amortised hardware cost).
 type Price struct {
 	Flavor string `yaml:"flavor"`
 	// PerGPUHour is the price of one hour of one whole GPU, a decimal.
 	PerGPUHour Money `yaml:"perGPUHour"`
+	// Catalog names a cloud instance type, <provider>/<instance type> such
+	// as aws/p5.48xlarge; its price per GPU-hour comes from the built-in
+	// price book (pricebook.csv).
+	Catalog string `yaml:"catalog"`
+	// Spot takes the catalog's spot price instead of on-demand.
+	Spot bool `yaml:"spot"`
+	// OnPrem amortises owned hardware into a price per GPU-hour.
+	OnPrem *OnPrem `yaml:"onPrem"`
 	// Source says where the figure comes from, for reviewers.
 	Source string `yaml:"source"`
+}
+
+// OnPrem is the cost of an owned GPU. Its price per GPU-hour is
+//
+//	purchasePerGPU / (depreciationMonths × 730)
+//	+ powerWattsPerGPU / 1000 × pue × electricityPerKWh
+//	+ overheadPerGPUMonth / 730
+//
+// with 730 hours in an average month (8,760 / 12), rounded to the nearest
+// micro-unit.
+type OnPrem struct {
+	// PurchasePerGPU is what one GPU cost with its share of the server,
+	// network and installation.
+	PurchasePerGPU     Money `yaml:"purchasePerGPU"`
+	DepreciationMonths int   `yaml:"depreciationMonths"`
+	// PowerWattsPerGPU is the average draw budgeted per GPU, host share
+	// included.
+	PowerWattsPerGPU  int   `yaml:"powerWattsPerGPU"`
+	ElectricityPerKWh Money `yaml:"electricityPerKWh"`
+	// PUE defaults to 1.
+	PUE Money `yaml:"pue"`
+	// OverheadPerGPUMonth covers space, support and staff per GPU.
+	OverheadPerGPUMonth Money `yaml:"overheadPerGPUMonth"`
 }
 
 // Money is an exact decimal amount held in micro-units. In YAML it is

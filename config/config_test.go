@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpuledger/gpuledger/attribution"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -66,7 +68,7 @@ func TestGoodConfigs(t *testing.T) {
 }
 
 // TestExampleModel pins the example cluster: 64 GPUs, 48 H100 at 6.88 and
-// 16 A100 at 3.4309 per GPU-hour.
+// 16 A100 at 3.430881 per GPU-hour.
 func TestExampleModel(t *testing.T) {
 	c, err := Load("../examples/cluster.yaml")
 	if err != nil {
@@ -76,7 +78,7 @@ func TestExampleModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := m.HourlyCostMicros(), int64(48*6_880_000+16*3_430_900); got != want {
+	if got, want := m.HourlyCostMicros(), int64(48*6_880_000+16*3_430_881); got != want {
 		t.Errorf("hourly cost %d, want %d", got, want)
 	}
 	if len(m.GPUs) != 64 {
@@ -137,4 +139,63 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFeatureModel checks the rates and sharing a config with every option
+// resolves to; the figures are worked out by hand in the comments.
+func TestFeatureModel(t *testing.T) {
+	c, err := Load("testdata/features.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rates := map[string]int64{
+		"l4":  1_668_800, // aws g6.48xlarge: 13.3504 / 8
+		"a10": 750_000,
+		// 35000/(48×730) + 0.7 kW × 1.3 × 0.12 + 150/730
+		// = 0.998858… + 0.1092 + 0.205479… = 1.313538 (rounded)
+		"h100-owned": 1_313_538,
+		"h100-spot":  6_326_193, // gcp a3-highgpu-8g spot: 50.6095408… / 8
+	}
+	for f, want := range rates {
+		if got := c.PriceMicros(f); got != want {
+			t.Errorf("rate of %s = %d, want %d", f, got, want)
+		}
+	}
+	m, err := c.AttributionModel("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byNode := map[string]attribution.GPU{}
+	for _, g := range m.GPUs {
+		byNode[g.Node] = g
+	}
+	f := func(node string, replicas int, byRequest bool) {
+		t.Helper()
+		if g := byNode[node]; g.Replicas != replicas || g.SplitByRequest != byRequest {
+			t.Errorf("%s: replicas %d, by request %v; want %d, %v", node, g.Replicas, g.SplitByRequest, replicas, byRequest)
+		}
+	}
+	f("ts-1", 4, false)
+	f("ts-2", 2, true)
+	f("frac-1", 1000, true)
+	f("own-1", 0, false)
+	if got := m.Quotas[attribution.QuotaRef{ClusterQueue: "all", Flavor: "l4"}]; got != 32_000 {
+		t.Errorf("quota all/l4 = %d milli-GPU, want 32000", got)
+	}
+	if m.Unallocated != attribution.UnallocatedByQuota || m.EnergyPriceMicrosPerKWh != 120_000 || m.PUEMicros != 1_300_000 {
+		t.Errorf("policy %v, energy %d, PUE %d", m.Unallocated, m.EnergyPriceMicrosPerKWh, m.PUEMicros)
+	}
+}
+
+// TestExampleQuotasInGPUs: MIG quotas count their compute share of the GPU.
+func TestExampleQuotasInGPUs(t *testing.T) {
+	c, err := Load("../examples/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := c.AttributionModel("")
+	// nlp-serving on h100-mig: 6 × 3g + 4 × 2g + 8 × 1g = (18 + 8 + 8)/7 GPUs.
+	if got, want := m.Quotas[attribution.QuotaRef{ClusterQueue: "nlp-serving", Flavor: "h100-mig"}], int64(6*3000/7+4*2000/7+8*1000/7); got != want {
+		t.Errorf("nlp-serving h100-mig quota %d milli-GPU, want %d", got, want)
+	}
 }

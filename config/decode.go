@@ -213,6 +213,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		v.SetString(n.Value)
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode || (n.Value != "true" && n.Value != "false") {
+			d.add(n, path, "%s is not a boolean; want true or false", kindName(n))
+			return
+		}
+		v.SetBool(n.Value == "true")
 	case reflect.Int:
 		if n.Kind != yaml.ScalarNode {
 			d.add(n, path, "%s is not an integer; want a whole number", kindName(n))

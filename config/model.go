@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gpuledger/gpuledger/attribution"
 )
@@ -27,14 +28,10 @@ func (c *Config) Cluster(name string) (*Cluster, error) {
 	return nil, fmt.Errorf("cluster %q is not in the config; want one of %v", name, names)
 }
 
-// PriceMicros returns the per-GPU-hour price of a flavor.
+// PriceMicros returns the per-GPU-hour price of a flavor, however the
+// config gave it (directly, from the price book, or amortised).
 func (c *Config) PriceMicros(flavor string) int64 {
-	for _, p := range c.Prices {
-		if p.Flavor == flavor {
-			return p.PerGPUHour.Micros
-		}
-	}
-	return 0
+	return c.rates[flavor]
 }
 
 // TeamBudgets returns each team's monthly budget in micro-units.
@@ -68,14 +65,39 @@ func (c *Config) AttributionModel(cluster string) (*attribution.Model, error) {
 		ClusterQueueTeams: make(map[string]string),
 		NamespaceTeams:    make(map[string]string),
 	}
+	flavorModel := make(map[string]string)
 	for _, n := range cl.Nodes {
 		rate := c.PriceMicros(n.Flavor)
+		flavorModel[n.Flavor] = n.GPUModel
+		replicas, byRequest := 0, false
+		if sh := n.Sharing; sh != nil {
+			replicas, byRequest = sh.Replicas, sh.Split == "request"
+			if sh.Strategy == "fractional" {
+				replicas, byRequest = 1000, true
+			}
+		}
 		for i := 0; i < n.GPUs; i++ {
 			m.GPUs = append(m.GPUs, attribution.GPU{
 				Node: n.Name, Index: strconv.Itoa(i), Model: n.GPUModel,
 				Flavor: n.Flavor, RateMicrosPerHour: rate, MIG: n.MIG,
+				Replicas: replicas, SplitByRequest: byRequest,
 			})
 		}
+	}
+	m.Quotas = make(map[attribution.QuotaRef]int64)
+	for _, cq := range c.ClusterQueues {
+		for _, f := range cq.Flavors {
+			for _, r := range f.Resources {
+				m.Quotas[attribution.QuotaRef{ClusterQueue: cq.Name, Flavor: f.Name}] += quotaMilliGPU(r, flavorModel[f.Name])
+			}
+		}
+	}
+	if c.CostPolicy != nil {
+		m.Unallocated, _ = attribution.ParseUnallocatedPolicy(c.CostPolicy.Unallocated)
+	}
+	if c.Energy != nil {
+		m.EnergyPriceMicrosPerKWh = c.Energy.PricePerKWh.Micros
+		m.PUEMicros = c.Energy.PUE.Micros
 	}
 	for _, lq := range c.LocalQueues {
 		m.LocalQueues[attribution.QueueRef{Namespace: lq.Namespace, Name: lq.Name}] = lq.ClusterQueue
@@ -89,4 +111,18 @@ func (c *Config) AttributionModel(cluster string) (*attribution.Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// quotaMilliGPU converts a resource quota into milli-GPU equivalents: a
+// whole GPU is 1000, a MIG slice its compute share of the GPU model's.
+func quotaMilliGPU(r ResourceQuota, model string) int64 {
+	if r.Name == ResourceGPU {
+		return int64(r.NominalQuota) * 1000
+	}
+	prof, _ := strings.CutPrefix(r.Name, MIGResourcePrefix)
+	mp, err := attribution.ParseMIGProfile(prof)
+	if err != nil {
+		return 0
+	}
+	return int64(r.NominalQuota) * 1000 * int64(mp.ComputeSlices) / int64(attribution.MIGComputeSlices(model))
 }

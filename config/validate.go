@@ -92,6 +92,30 @@ func (c *Config) validate(d *decoder) {
 					d.add(nil, np+".mig", "layout %s uses %d compute slices; a %s has %d", strings.Join(n.MIG, ","), used, n.GPUModel, slices)
 				}
 			}
+			if sh := n.Sharing; sh != nil {
+				sp := np + ".sharing"
+				if len(n.MIG) > 0 {
+					d.add(nil, sp, "sharing MIG instances is not supported; use either mig or sharing on a node")
+				}
+				switch sh.Strategy {
+				case "time-slicing", "mps":
+					if sh.Replicas < 2 {
+						d.add(nil, sp+".replicas", "%d; want the replicas each GPU is advertised as, at least 2", sh.Replicas)
+					}
+					if sh.Split != "" && sh.Split != "even" && sh.Split != "request" {
+						d.add(nil, sp+".split", "%q; want even or request", sh.Split)
+					}
+				case "fractional":
+					if sh.Split != "" && sh.Split != "request" {
+						d.add(nil, sp+".split", "%q; fractional GPUs split by request only", sh.Split)
+					}
+					if sh.Replicas != 0 && sh.Replicas != 1000 {
+						d.add(nil, sp+".replicas", "%d; fractional GPUs are 1000 milli-GPUs, leave replicas out", sh.Replicas)
+					}
+				default:
+					d.add(nil, sp+".strategy", "%q; want time-slicing, mps or fractional", sh.Strategy)
+				}
+			}
 		}
 	}
 
@@ -186,14 +210,78 @@ func (c *Config) validate(d *decoder) {
 	}
 
 	priced := make(map[string]bool)
+	c.rates = make(map[string]int64)
 	for i, pr := range c.Prices {
 		p := fmt.Sprintf("prices[%d]", i)
 		flavorRef(p+".flavor", pr.Flavor)
 		unique(d, priced, p+".flavor", "flavor %q is priced twice", pr.Flavor)
-		if !pr.PerGPUHour.Set {
-			d.add(nil, p+".perGPUHour", "missing; want the price of one GPU-hour in %s, such as 6.88", c.Currency)
-		} else if pr.PerGPUHour.Micros < 0 {
-			d.add(nil, p+".perGPUHour", "%s is negative; want a price of at least 0", pr.PerGPUHour)
+		ways := 0
+		for _, set := range []bool{pr.PerGPUHour.Set, pr.Catalog != "", pr.OnPrem != nil} {
+			if set {
+				ways++
+			}
+		}
+		if ways != 1 {
+			if !d.failed[p+".perGPUHour"] {
+				d.add(nil, p, "%d of perGPUHour, catalog and onPrem are set; want exactly one, such as perGPUHour: 6.88", ways)
+			}
+			continue
+		}
+		if pr.Spot && pr.Catalog == "" {
+			d.add(nil, p+".spot", "spot applies to a catalog price only")
+		}
+		switch {
+		case pr.PerGPUHour.Set:
+			if pr.PerGPUHour.Micros < 0 {
+				d.add(nil, p+".perGPUHour", "%s is negative; want a price of at least 0", pr.PerGPUHour)
+			}
+			c.rates[pr.Flavor] = pr.PerGPUHour.Micros
+		case pr.Catalog != "":
+			e, ok := Catalog()[pr.Catalog]
+			switch {
+			case !ok:
+				d.add(nil, p+".catalog", "%q is not in the price book; want one of %s", pr.Catalog, catalogKeys())
+			case pr.Spot && e.SpotMicros == 0:
+				d.add(nil, p+".spot", "the price book has no spot price for %s", pr.Catalog)
+			case pr.Spot:
+				c.rates[pr.Flavor] = e.SpotMicros
+			default:
+				c.rates[pr.Flavor] = e.OnDemandMicros
+			}
+		default:
+			o := pr.OnPrem
+			op := p + ".onPrem"
+			if o.PurchasePerGPU.Micros <= 0 {
+				d.add(nil, op+".purchasePerGPU", "%s; want the price of one GPU, more than 0", o.PurchasePerGPU)
+			}
+			if o.DepreciationMonths <= 0 {
+				d.add(nil, op+".depreciationMonths", "%d; want at least 1, such as 48", o.DepreciationMonths)
+			}
+			if o.PowerWattsPerGPU < 0 {
+				d.add(nil, op+".powerWattsPerGPU", "%d is negative; want watts, such as 700", o.PowerWattsPerGPU)
+			}
+			if o.ElectricityPerKWh.Micros < 0 || o.OverheadPerGPUMonth.Micros < 0 {
+				d.add(nil, op, "electricityPerKWh and overheadPerGPUMonth must not be negative")
+			}
+			if o.PUE.Set && o.PUE.Micros < 1_000_000 {
+				d.add(nil, op+".pue", "%s is below 1; want a power usage effectiveness such as 1.3", o.PUE)
+			}
+			if o.PurchasePerGPU.Micros > 0 && o.DepreciationMonths > 0 {
+				c.rates[pr.Flavor] = o.RateMicros()
+			}
+		}
+	}
+	if e := c.Energy; e != nil {
+		if !e.PricePerKWh.Set || e.PricePerKWh.Micros < 0 {
+			d.add(nil, "energy.pricePerKWh", "missing or negative; want the electricity price per kWh in %s, such as 0.12", c.Currency)
+		}
+		if e.PUE.Set && e.PUE.Micros < 1_000_000 {
+			d.add(nil, "energy.pue", "%s is below 1; want a power usage effectiveness such as 1.3", e.PUE)
+		}
+	}
+	if c.CostPolicy != nil {
+		if _, ok := attribution.ParseUnallocatedPolicy(c.CostPolicy.Unallocated); !ok {
+			d.add(nil, "costPolicy.unallocated", "%q is not a policy; want platform, quota or usage", c.CostPolicy.Unallocated)
 		}
 	}
 	for f, where := range usedFlavors {

@@ -68,7 +68,7 @@ func BenchmarkParseAndAttribute(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if rows := a.Emit(scrapes[len(scrapes)-1].at.Add(time.Hour).UnixMilli()); len(rows) == 0 {
+		if rows, _ := a.Emit(scrapes[len(scrapes)-1].at.Add(time.Hour).UnixMilli()); len(rows) == 0 {
 			b.Fatal("no rows")
 		}
 		samples += p.Stats().Samples

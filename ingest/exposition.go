@@ -11,6 +11,8 @@ package ingest
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"unsafe"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
@@ -32,6 +34,8 @@ const (
 	MetricPowerUsage      = "DCGM_FI_DEV_POWER_USAGE"
 	MetricTotalEnergy     = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 	MetricKubePodLabels   = "kube_pod_labels"
+	MetricKubePodOwner    = "kube_pod_owner"
+	MetricKubePodRequests = "kube_pod_container_resource_requests"
 	LabelQueueDCGM        = "kueue_x_k8s_io_queue_name"
 	LabelQueueKubeState   = "label_kueue_x_k8s_io_queue_name"
 	maxRecordedLineErrors = 10
@@ -117,22 +121,9 @@ func (p *Parser) handleRow(r *prometheus.Row, defaultMs int64, sink Sink) {
 	if ts == 0 {
 		ts = defaultMs
 	}
-	if r.Metric == MetricKubePodLabels {
-		var pi attribution.PodInfo
-		for _, t := range r.Tags {
-			switch t.Key {
-			case "namespace":
-				pi.Namespace = t.Value
-			case "pod":
-				pi.Pod = t.Value
-			case LabelQueueKubeState:
-				pi.Queue = t.Value
-			}
-		}
-		if pi.Pod != "" && pi.Queue != "" {
-			p.stats.Pods++
-			sink.AddPod(pi)
-		}
+	switch r.Metric {
+	case MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests:
+		p.handlePodRow(r, sink)
 		return
 	}
 	f := fieldOf(r.Metric)
@@ -178,4 +169,84 @@ func (p *Parser) handleRow(r *prometheus.Row, defaultMs int64, sink Sink) {
 	}
 	p.stats.Samples++
 	sink.Add(s)
+}
+
+// Pod labels that name a pod's top-level workload, most specific first:
+// kube_pod_owner names only the direct owner (the Job of a JobSet, the
+// ReplicaSet of a Deployment), these name what a team submitted.
+var workloadLabels = []struct{ label, kind string }{
+	{"label_jobset_sigs_k8s_io_jobset_name", "JobSet"},
+	{"label_training_kubeflow_org_job_name", "PyTorchJob"},
+	{"label_ray_io_cluster", "RayCluster"},
+	{"label_leaderworkerset_sigs_k8s_io_name", "LeaderWorkerSet"},
+	{"label_batch_kubernetes_io_job_name", "Job"},
+	{"label_job_name", "Job"},
+}
+
+// handlePodRow reads what kube-state-metrics says of a pod: its queue and
+// workload labels (kube_pod_labels), its owner (kube_pod_owner), and its
+// containers' GPU requests (kube_pod_container_resource_requests with a GPU
+// resource: nvidia_com_gpu, or a milli-GPU resource such as
+// alibabacloud_com_gpu_milli).
+func (p *Parser) handlePodRow(r *prometheus.Row, sink Sink) {
+	var pi attribution.PodInfo
+	var resource, ownerKind, ownerName, wlKind, wlName string
+	wlRank := len(workloadLabels)
+	for _, t := range r.Tags {
+		switch t.Key {
+		case "namespace":
+			pi.Namespace = t.Value
+		case "pod":
+			pi.Pod = t.Value
+		case "container":
+			pi.Container = t.Value
+		case "resource":
+			resource = t.Value
+		case "owner_kind":
+			ownerKind = t.Value
+		case "owner_name":
+			ownerName = t.Value
+		case LabelQueueKubeState:
+			pi.Queue = t.Value
+		default:
+			for i := 0; i < wlRank; i++ {
+				if t.Key == workloadLabels[i].label && t.Value != "" {
+					wlKind, wlName, wlRank = workloadLabels[i].kind, t.Value, i
+					break
+				}
+			}
+		}
+	}
+	if pi.Pod == "" {
+		p.stats.MissingLabels++
+		return
+	}
+	switch r.Metric {
+	case MetricKubePodLabels:
+		pi.OwnerKind, pi.OwnerName = wlKind, wlName
+	case MetricKubePodOwner:
+		if ownerName == "" || ownerName == "<none>" {
+			return
+		}
+		pi.OwnerKind, pi.OwnerName = ownerKind, ownerName
+	case MetricKubePodRequests:
+		if !isGPUResource(resource) || r.Value <= 0 {
+			p.stats.Skipped++
+			return
+		}
+		pi.RequestMilli = int64(math.Round(r.Value * 1000))
+	}
+	if pi.Queue == "" && pi.OwnerName == "" && pi.RequestMilli == 0 {
+		p.stats.Skipped++
+		return
+	}
+	p.stats.Pods++
+	sink.AddPod(pi)
+}
+
+// isGPUResource says whether a kube-state-metrics resource label (sanitised:
+// nvidia_com_gpu) is a GPU: the whole-GPU resource, or one advertising
+// shares of a GPU in milli-units.
+func isGPUResource(r string) bool {
+	return r == "nvidia_com_gpu" || strings.HasSuffix(r, "gpu_milli")
 }

@@ -24,7 +24,9 @@ func (r *recorder) Add(s *attribution.Sample) {
 }
 
 func (r *recorder) AddPod(p attribution.PodInfo) {
-	r.pods = append(r.pods, attribution.PodInfo{Namespace: strings.Clone(p.Namespace), Pod: strings.Clone(p.Pod), Queue: strings.Clone(p.Queue)})
+	p.Namespace, p.Pod, p.Queue = strings.Clone(p.Namespace), strings.Clone(p.Pod), strings.Clone(p.Queue)
+	p.OwnerKind, p.OwnerName, p.Container = strings.Clone(p.OwnerKind), strings.Clone(p.OwnerName), strings.Clone(p.Container)
+	r.pods = append(r.pods, p)
 }
 
 // sharedData reads a file of ../shared/data; outside CI a missing file skips
@@ -79,8 +81,7 @@ func TestRealCapture(t *testing.T) {
 }
 
 // TestRealKubeStateMetrics parses kube-state-metrics' own expected output:
-// it has no kube_pod_labels with a queue, so no pod info comes out, and
-// nothing in it is invalid.
+// one container requests one nvidia.com/gpu, and nothing in it is invalid.
 func TestRealKubeStateMetrics(t *testing.T) {
 	body := sharedData(t, "kube-state-metrics/pod-exposition.prom")
 	var p Parser
@@ -88,8 +89,12 @@ func TestRealKubeStateMetrics(t *testing.T) {
 	if err := p.ParseExposition(body, 1, &r); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.samples) != 0 || len(r.pods) != 0 || p.Stats().Lines == 0 {
-		t.Errorf("got %d samples, %d pods from %d lines", len(r.samples), len(r.pods), p.Stats().Lines)
+	want := []attribution.PodInfo{{Namespace: "default", Pod: "pod0", Container: "pod1_con1", RequestMilli: 1000}}
+	if diff := cmp.Diff(want, r.pods); diff != "" {
+		t.Errorf("pods (-want +got):\n%s", diff)
+	}
+	if len(r.samples) != 0 || p.Stats().Lines == 0 {
+		t.Errorf("got %d samples from %d lines", len(r.samples), p.Stats().Lines)
 	}
 }
 
@@ -128,17 +133,29 @@ func TestLabelSpellings(t *testing.T) {
 		attribution.Sample{TimeMs: 1000, Node: "node-e", GPU: "3", Namespace: "research", Pod: "p-0", Queue: "training", Field: attribution.FieldFBUsed, Value: 40960})
 }
 
-func TestKubePodLabels(t *testing.T) {
+func TestKubePodInfo(t *testing.T) {
 	body := `# TYPE kube_pod_labels gauge
 kube_pod_labels{namespace="research",pod="train-1-0",uid="u1",label_kueue_x_k8s_io_queue_name="training"} 1
 kube_pod_labels{namespace="default",pod="web",uid="u2",label_app="web"} 1
+kube_pod_labels{namespace="research",pod="sweep-0",label_job_name="sweep-a",label_jobset_sigs_k8s_io_jobset_name="sweep",label_kueue_x_k8s_io_queue_name="training"} 1
+kube_pod_owner{namespace="research",pod="train-1-0",uid="u1",owner_kind="Job",owner_name="train-1",owner_is_controller="true"} 1
+kube_pod_owner{namespace="default",pod="bare",uid="u3",owner_kind="<none>",owner_name="<none>",owner_is_controller="<none>"} 1
+kube_pod_container_resource_requests{namespace="nb",pod="nb-0",uid="u4",container="jupyter",node="n1",resource="nvidia_com_gpu",unit="integer"} 2
+kube_pod_container_resource_requests{namespace="nb",pod="nb-0",uid="u4",container="jupyter",node="n1",resource="cpu",unit="core"} 4
+kube_pod_container_resource_requests{namespace="ali",pod="p-1",uid="u5",container="main",node="n2",resource="alibabacloud_com_gpu_milli",unit="integer"} 250
 `
 	var p Parser
 	var r recorder
 	if err := p.ParseExposition([]byte(body), 1, &r); err != nil {
 		t.Fatal(err)
 	}
-	want := []attribution.PodInfo{{Namespace: "research", Pod: "train-1-0", Queue: "training"}}
+	want := []attribution.PodInfo{
+		{Namespace: "research", Pod: "train-1-0", Queue: "training"},
+		{Namespace: "research", Pod: "sweep-0", Queue: "training", OwnerKind: "JobSet", OwnerName: "sweep"},
+		{Namespace: "research", Pod: "train-1-0", OwnerKind: "Job", OwnerName: "train-1"},
+		{Namespace: "nb", Pod: "nb-0", Container: "jupyter", RequestMilli: 2000},
+		{Namespace: "ali", Pod: "p-1", Container: "main", RequestMilli: 250_000},
+	}
 	if diff := cmp.Diff(want, r.pods); diff != "" {
 		t.Errorf("pods (-want +got):\n%s", diff)
 	}

@@ -38,9 +38,53 @@ type Line struct {
 	ActiveGPUHours   float64
 	CostMicros       int64
 	IdleCostMicros   int64
-	EnergyKWh        float64
-	BudgetMicros     int64
-	HasBudget        bool
+	// UnallocatedCostMicros is capacity nobody held, charged to this line
+	// by the unallocated policy (all of the _unallocated line's cost).
+	UnallocatedCostMicros int64
+	// BorrowedCostMicros is the part of CostMicros run on capacity
+	// borrowed from the cohort, beyond the team's nominal quota.
+	BorrowedCostMicros int64
+	EnergyKWh          float64
+	EnergyCostMicros   int64
+	BudgetMicros       int64
+	HasBudget          bool
+}
+
+// ActiveCostMicros is the part of CostMicros paid for busy GPUs.
+func (l *Line) ActiveCostMicros() int64 {
+	return l.CostMicros - l.IdleCostMicros - l.UnallocatedCostMicros
+}
+
+func (l *Line) add(r *ledger.Row) {
+	l.GPUHoursByFlavor[r.Flavor] += r.GPUSeconds / 3600
+	l.GPUHours += r.GPUSeconds / 3600
+	l.ActiveGPUHours += r.ActiveGPUSeconds / 3600
+	l.CostMicros += r.CostMicros
+	l.IdleCostMicros += r.IdleCostMicros
+	l.UnallocatedCostMicros += r.UnallocatedCostMicros
+	if r.Borrowed {
+		l.BorrowedCostMicros += r.CostMicros
+	}
+	l.EnergyKWh += r.EnergyJoules / 3.6e6
+	l.EnergyCostMicros += r.EnergyCostMicros
+}
+
+func (l *Line) addLine(o *Line) {
+	for f, h := range o.GPUHoursByFlavor {
+		l.GPUHoursByFlavor[f] += h
+	}
+	l.GPUHours += o.GPUHours
+	l.ActiveGPUHours += o.ActiveGPUHours
+	l.CostMicros += o.CostMicros
+	l.IdleCostMicros += o.IdleCostMicros
+	l.UnallocatedCostMicros += o.UnallocatedCostMicros
+	l.BorrowedCostMicros += o.BorrowedCostMicros
+	l.EnergyKWh += o.EnergyKWh
+	l.EnergyCostMicros += o.EnergyCostMicros
+	if o.HasBudget {
+		l.BudgetMicros += o.BudgetMicros
+		l.HasBudget = true
+	}
 }
 
 // EfficiencyPct is active GPU-hours over held GPU-hours, in percent.
@@ -66,7 +110,13 @@ type Chargeback struct {
 	Total Line
 	// Days holds each day's cost per team, for the daily sheet.
 	Days []Day
+	// Workloads lists the month's most idle workloads, most idle cost
+	// first.
+	Workloads []ledger.WorkloadRow
 }
+
+// TopWorkloads is how many workloads a report lists.
+const TopWorkloads = 25
 
 // Day is one day's cost per team.
 type Day struct {
@@ -79,7 +129,7 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 	from := ledger.StepMonth.Truncate(month)
 	to := from.AddDate(0, 1, 0)
 	rows, err := store.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepMonth,
-		GroupBy: []ledger.Dimension{ledger.DimTeam, ledger.DimFlavor}, Cluster: opts.Cluster})
+		GroupBy: []ledger.Dimension{ledger.DimTeam, ledger.DimFlavor, ledger.DimBorrowed}, Cluster: opts.Cluster})
 	if err != nil {
 		return nil, fmt.Errorf("chargeback for %s: %w", from.Format("2006-01"), err)
 	}
@@ -104,13 +154,7 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 		if _, ok := lines[r.Team]; !ok && r.Team != ledger.TeamUnowned && r.Team != ledger.TeamUnallocated {
 			order = append(order, r.Team)
 		}
-		l := line(r.Team)
-		l.GPUHoursByFlavor[r.Flavor] += r.GPUSeconds / 3600
-		l.GPUHours += r.GPUSeconds / 3600
-		l.ActiveGPUHours += r.ActiveGPUSeconds / 3600
-		l.CostMicros += r.CostMicros
-		l.IdleCostMicros += r.IdleCostMicros
-		l.EnergyKWh += r.EnergyJoules / 3.6e6
+		line(r.Team).add(r)
 		flavors[r.Flavor] = true
 	}
 	order = append(order, ledger.TeamUnowned, ledger.TeamUnallocated)
@@ -118,18 +162,7 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 	for _, t := range order {
 		l := line(t)
 		cb.Lines = append(cb.Lines, *l)
-		for f, h := range l.GPUHoursByFlavor {
-			cb.Total.GPUHoursByFlavor[f] += h
-		}
-		cb.Total.GPUHours += l.GPUHours
-		cb.Total.ActiveGPUHours += l.ActiveGPUHours
-		cb.Total.CostMicros += l.CostMicros
-		cb.Total.IdleCostMicros += l.IdleCostMicros
-		cb.Total.EnergyKWh += l.EnergyKWh
-		if l.HasBudget {
-			cb.Total.BudgetMicros += l.BudgetMicros
-			cb.Total.HasBudget = true
-		}
+		cb.Total.addLine(l)
 	}
 	for f := range flavors {
 		cb.Flavors = append(cb.Flavors, f)
@@ -148,6 +181,10 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 		}
 		cb.Days[len(cb.Days)-1].CostMicros[r.Team] += r.CostMicros
 	}
+	cb.Workloads, err = store.TopWorkloads(ctx, ledger.Query{From: from, To: to, Cluster: opts.Cluster}, TopWorkloads)
+	if err != nil {
+		return nil, fmt.Errorf("workloads for %s: %w", from.Format("2006-01"), err)
+	}
 	return cb, nil
 }
 
@@ -160,8 +197,8 @@ func (cb *Chargeback) header() []string {
 	for _, f := range cb.Flavors {
 		h = append(h, "gpu_hours_"+f)
 	}
-	return append(h, "gpu_hours", "active_gpu_hours", "efficiency_pct", "cost", "idle_cost", "energy_kwh",
-		"budget", "variance", "currency")
+	return append(h, "gpu_hours", "active_gpu_hours", "efficiency_pct", "cost", "active_cost", "idle_cost",
+		"unallocated_cost", "borrowed_cost", "energy_kwh", "energy_cost", "budget", "variance", "currency")
 }
 
 func (cb *Chargeback) record(l *Line) []string {
@@ -174,8 +211,12 @@ func (cb *Chargeback) record(l *Line) []string {
 		strconv.FormatFloat(l.ActiveGPUHours, 'f', 3, 64),
 		strconv.FormatFloat(l.EfficiencyPct(), 'f', 1, 64),
 		ledger.FormatMicros(l.CostMicros),
+		ledger.FormatMicros(l.ActiveCostMicros()),
 		ledger.FormatMicros(l.IdleCostMicros),
-		strconv.FormatFloat(l.EnergyKWh, 'f', 3, 64))
+		ledger.FormatMicros(l.UnallocatedCostMicros),
+		ledger.FormatMicros(l.BorrowedCostMicros),
+		strconv.FormatFloat(l.EnergyKWh, 'f', 3, 64),
+		ledger.FormatMicros(l.EnergyCostMicros))
 	if l.HasBudget {
 		rec = append(rec, ledger.FormatMicros(l.BudgetMicros), ledger.FormatMicros(l.VarianceMicros()))
 	} else {

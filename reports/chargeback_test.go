@@ -46,8 +46,13 @@ func testChargeback(t *testing.T) *Chargeback {
 	var rows []ledger.Row
 	add := func(day, hour int, team, flavor string, secs, active float64, cost, idle int64) {
 		h := time.Date(2026, 10, day, hour, 0, 0, 0, time.UTC)
-		rows = append(rows, ledger.Row{Key: ledger.Key{Hour: h, Cluster: "c1", Team: team, Namespace: team, Flavor: flavor},
-			GPUSeconds: secs, ActiveGPUSeconds: active, CostMicros: cost, IdleCostMicros: idle, EnergyJoules: secs * 500})
+		r := ledger.Row{Key: ledger.Key{Hour: h, Cluster: "c1", Team: team, Namespace: team, Flavor: flavor},
+			GPUSeconds: secs, ActiveGPUSeconds: active, CostMicros: cost, IdleCostMicros: idle, EnergyJoules: secs * 500,
+			EnergyCostMicros: int64(secs) * 20}
+		if team == ledger.TeamUnallocated {
+			r.IdleCostMicros, r.UnallocatedCostMicros = 0, idle
+		}
+		rows = append(rows, r)
 	}
 	add(1, 0, "ml", "h100", 7200, 6000, 13_760_000, 2_293_334)
 	add(1, 0, "ml", "a100", 3600, 1800, 3_430_900, 1_715_450)
@@ -56,8 +61,19 @@ func testChargeback(t *testing.T) *Chargeback {
 	add(1, 0, ledger.TeamUnallocated, "h100", 1800, 0, 3_440_000, 3_440_000)
 	add(2, 13, "ml", "h100", 3600, 3600, 6_880_000, 0)
 	add(2, 13, ledger.TeamUnallocated, "h100", 10800, 0, 20_640_000, 20_640_000)
+	// ml ran 1 GPU-hour beyond its quota on day 2, and the quota policy
+	// charged ds 1.000001 of unallocated cost.
+	add(2, 13, "ml", "a100", 3600, 3000, 3_430_900, 500_000)
+	rows[len(rows)-1].Borrowed = true
+	rows = append(rows, ledger.Row{Key: ledger.Key{Hour: time.Date(2026, 10, 2, 13, 0, 0, 0, time.UTC), Cluster: "c1", Team: "ds", Flavor: "h100"},
+		CostMicros: 1_000_001, UnallocatedCostMicros: 1_000_001})
 	rows = append(rows, ledger.Row{Key: ledger.Key{Hour: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Cluster: "c1", Team: "ml", Flavor: "h100"}, CostMicros: 1})
-	if err := s.WriteHours(context.Background(), rows); err != nil {
+	h := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	workloads := []ledger.WorkloadRow{
+		{Hour: h, Cluster: "c1", Team: "ds", Namespace: "ds", Kind: "StatefulSet", Name: "nb-7", GPUSeconds: 3600, ActiveGPUSeconds: 360, CostMicros: 6_880_000, IdleCostMicros: 6_192_000},
+		{Hour: h, Cluster: "c1", Team: "ml", Namespace: "ml", Kind: "Job", Name: "train-1", GPUSeconds: 10800, ActiveGPUSeconds: 7800, CostMicros: 17_190_900, IdleCostMicros: 4_008_784},
+	}
+	if err := s.WriteHours(context.Background(), rows, workloads); err != nil {
 		t.Fatal(err)
 	}
 	cb, err := Build(context.Background(), s, time.Date(2026, 10, 15, 0, 0, 0, 0, time.UTC), Options{
@@ -81,7 +97,9 @@ func TestChargebackCSV(t *testing.T) {
 	for _, l := range cb.Lines {
 		sum += l.CostMicros
 	}
-	if want := int64(58_470_900); sum != want || cb.Total.CostMicros != want {
+	// 58,470,900 on the first days plus ml's borrowed 3,430,900 and ds's
+	// unallocated share 1,000,001.
+	if want := int64(62_901_801); sum != want || cb.Total.CostMicros != want {
 		t.Errorf("lines sum to %d, total %d; want %d", sum, cb.Total.CostMicros, want)
 	}
 	var b bytes.Buffer

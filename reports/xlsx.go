@@ -12,9 +12,10 @@ import (
 
 // Sheet names of the workbook.
 const (
-	SheetSummary = "Summary"
-	SheetDaily   = "Daily"
-	SheetMethod  = "Method"
+	SheetSummary   = "Summary"
+	SheetDaily     = "Daily"
+	SheetWorkloads = "Workloads"
+	SheetMethod    = "Method"
 )
 
 // methodText explains every column; it is the workbook's Method sheet and
@@ -24,19 +25,23 @@ var methodText = []string{
 	"",
 	"Source: NVIDIA dcgm-exporter series per GPU and MIG instance, joined to pods through their namespace/pod labels, to Kueue LocalQueues through the pod label kueue.x-k8s.io/queue-name (from the exporter or kube-state-metrics kube_pod_labels), to ClusterQueues and to teams through the configuration file.",
 	"Intervals: a sample counts from its timestamp until the device's next sample (gaps over 5 minutes are not bridged: the last sample counts for one scrape interval and the rest is unobserved).",
-	"GPU-hours: time a pod held a GPU, in whole-GPU equivalents. A MIG slice counts its compute slices over the GPU's (3g.40gb on an H100 = 3/7 GPU).",
-	"Active GPU-hours: GPU-hours x activity, where activity is DCGM_FI_PROF_GR_ENGINE_ACTIVE (0-1) where reported, else DCGM_FI_DEV_GPU_UTIL / 100, else 0.",
+	"GPU-hours: time a pod held a GPU, in whole-GPU equivalents. A MIG slice counts its compute slices over the GPU's (3g.40gb on an H100 = 3/7 GPU). A GPU shared by time-slicing or MPS is split among the pods holding it, evenly or by the replicas each requested; a fractional (milli-GPU) request counts its fraction.",
+	"Active GPU-hours: GPU-hours x activity, where activity is DCGM_FI_PROF_GR_ENGINE_ACTIVE (0-1) where reported, else DCGM_FI_DEV_GPU_UTIL / 100, else 0. On a shared GPU the activity is the GPU's, counted once and split like the time.",
 	"Efficiency: active GPU-hours / GPU-hours.",
-	"Cost: every hour, each GPU costs its flavor's price per GPU-hour. That amount is split among the pods that held the GPU (or its MIG slices) in proportion to time held x share, and the rest is unallocated. Each holder's part is split again into active (time x activity) and idle (time x (1 - activity)).",
-	"Idle cost: the part of Cost paid while the GPU was held but inactive. For the _unallocated line it is all of Cost.",
-	"Rounding: amounts are integer micro-units; every split uses largest-remainder rounding, so every hour's lines sum exactly to the cluster's cost (GPU count x price x 1 hour).",
+	"Cost: every hour, each GPU costs its flavor's price per GPU-hour (a cloud rate, or purchase / (depreciation months x 730) + power x PUE x electricity price + overhead / 730 for owned GPUs). That amount is split among the pods that held the GPU in proportion to time held x share; the rest of the hour is unallocated.",
+	"Active cost = held cost x activity; idle cost = held cost x (1 - activity): paid while the GPU was held but did nothing. Unallocated cost: capacity nobody held. The three always sum to cost.",
+	"Unallocated policy: platform keeps it on the _unallocated line; quota shares each flavor's among the ClusterQueues by nominal quota (teams pay for what they reserve); usage shares it in proportion to each team's cost in that flavor and hour.",
+	"Borrowed cost: the part of a team's cost run beyond its ClusterQueue's nominal quota in a flavor, on capacity borrowed from the cohort, measured per hour: (used GPU-hours - nominal) / used of each of its rows.",
+	"Rounding: amounts are integer micro-units; every split uses largest-remainder rounding, so every hour's lines sum exactly to the cluster's cost (GPUs x prices x 1 hour).",
 	"_unallocated: GPU time held by no pod, or with no telemetry. _unowned: GPU time held by pods whose queue and namespace belong to no configured team.",
-	"Energy: DCGM_FI_DEV_POWER_USAGE integrated over the time held, MIG slices taking their share of the GPU's power.",
+	"Energy: the increase of DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (a counter in mJ; a drop is a reset and the new value counts from zero), else DCGM_FI_DEV_POWER_USAGE x time; a MIG slice takes its compute share of the GPU's, a shared GPU's is split like its time. Energy cost = kWh x electricity price x PUE, priced once per hour for the cluster and split exactly; it is shown beside cost, not added to it.",
+	"Workloads: the pods' owner (kube_pod_owner, or the JobSet, PyTorchJob, RayCluster or Job named in the pod's labels), with the idle cost each one caused.",
 	"Variance: budget - cost; positive means under budget.",
 }
 
 // WriteXLSX writes the workbook: Summary (one row per team, a TOTAL row and
-// a chart of cost by team), Daily (cost per team per day) and Method.
+// a chart of cost by team), Daily (cost per team per day), Workloads (the
+// most idle workloads) and Method.
 func (cb *Chargeback) WriteXLSX(w io.Writer) error {
 	f := excelize.NewFile()
 	defer f.Close()
@@ -48,6 +53,9 @@ func (cb *Chargeback) WriteXLSX(w io.Writer) error {
 	}
 	if err := cb.writeDaily(f); err != nil {
 		return fmt.Errorf("daily sheet: %w", err)
+	}
+	if err := cb.writeWorkloads(f); err != nil {
+		return fmt.Errorf("workloads sheet: %w", err)
 	}
 	if err := writeMethod(f); err != nil {
 		return fmt.Errorf("method sheet: %w", err)
@@ -88,7 +96,8 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 	}
 	lines := append(slices.Clone(cb.Lines), cb.Total)
 	// Columns: team, one per flavor, gpu_hours, active_gpu_hours,
-	// efficiency_pct, then cost, idle_cost, energy_kwh, budget, variance.
+	// efficiency_pct, then the money: cost, active, idle, unallocated,
+	// borrowed; energy_kwh, energy_cost, budget, variance.
 	costCol := 1 + len(cb.Flavors) + 4
 	for i := range lines {
 		l := &lines[i]
@@ -98,7 +107,9 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 			vals = append(vals, round3(l.GPUHoursByFlavor[fl]))
 		}
 		vals = append(vals, round3(l.GPUHours), round3(l.ActiveGPUHours), round1(l.EfficiencyPct()),
-			ledger.MicrosToFloat(l.CostMicros), ledger.MicrosToFloat(l.IdleCostMicros), round3(l.EnergyKWh))
+			ledger.MicrosToFloat(l.CostMicros), ledger.MicrosToFloat(l.ActiveCostMicros()), ledger.MicrosToFloat(l.IdleCostMicros),
+			ledger.MicrosToFloat(l.UnallocatedCostMicros), ledger.MicrosToFloat(l.BorrowedCostMicros),
+			round3(l.EnergyKWh), ledger.MicrosToFloat(l.EnergyCostMicros))
 		if l.HasBudget {
 			vals = append(vals, ledger.MicrosToFloat(l.BudgetMicros), ledger.MicrosToFloat(l.VarianceMicros()))
 		} else {
@@ -115,10 +126,10 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 				return err
 			}
 		}
-		if err := f.SetCellStyle(s, cell(costCol, row), cell(costCol+1, row), ms); err != nil {
+		if err := f.SetCellStyle(s, cell(costCol, row), cell(costCol+4, row), ms); err != nil {
 			return err
 		}
-		if err := f.SetCellStyle(s, cell(costCol+3, row), cell(costCol+4, row), ms); err != nil {
+		if err := f.SetCellStyle(s, cell(costCol+6, row), cell(costCol+8, row), ms); err != nil {
 			return err
 		}
 	}
@@ -129,16 +140,21 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 	if err := f.SetColWidth(s, "A", "A", 16); err != nil {
 		return err
 	}
-	col, _ := excelize.ColumnNumberToName(costCol)
-	idleCol, _ := excelize.ColumnNumberToName(costCol + 1)
-	// The chart leaves out the TOTAL row.
+	// A stacked column per team (the TOTAL row left out): active, idle and
+	// unallocated cost.
+	var series []excelize.ChartSeries
+	for c := costCol + 1; c <= costCol+3; c++ {
+		col, _ := excelize.ColumnNumberToName(c)
+		series = append(series, excelize.ChartSeries{
+			Name:       fmt.Sprintf("%s!$%s$3", s, col),
+			Categories: fmt.Sprintf("%s!$A$4:$A$%d", s, last-1),
+			Values:     fmt.Sprintf("%s!$%s$4:$%s$%d", s, col, col, last-1),
+		})
+	}
 	return f.AddChart(s, cell(2, last+3), &excelize.Chart{
-		Type: excelize.Col,
-		Series: []excelize.ChartSeries{
-			{Name: fmt.Sprintf("%s!$%s$3", s, col), Categories: fmt.Sprintf("%s!$A$4:$A$%d", s, last-1), Values: fmt.Sprintf("%s!$%s$4:$%s$%d", s, col, col, last-1)},
-			{Name: fmt.Sprintf("%s!$%s$3", s, idleCol), Categories: fmt.Sprintf("%s!$A$4:$A$%d", s, last-1), Values: fmt.Sprintf("%s!$%s$4:$%s$%d", s, idleCol, idleCol, last-1)},
-		},
-		Title:     excelize.ChartTitle{Paragraph: []excelize.RichTextRun{{Text: "Cost by team (" + cb.Currency + ")"}}},
+		Type:      excelize.ColStacked,
+		Series:    series,
+		Title:     excelize.ChartTitle{Paragraph: []excelize.RichTextRun{{Text: "Cost by team (" + cb.Currency + "): active, idle, unallocated"}}},
 		Legend:    excelize.ChartLegend{Position: "bottom"},
 		Dimension: excelize.ChartDimension{Width: 720, Height: 360},
 	})
@@ -162,6 +178,29 @@ func (cb *Chargeback) writeDaily(f *excelize.File) error {
 		for _, t := range teams {
 			vals = append(vals, ledger.MicrosToFloat(d.CostMicros[t]))
 		}
+		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (cb *Chargeback) writeWorkloads(f *excelize.File) error {
+	s := SheetWorkloads
+	if _, err := f.NewSheet(s); err != nil {
+		return err
+	}
+	header := []string{"team", "namespace", "kind", "name", "gpu_hours", "active_gpu_hours", "efficiency_pct", "cost", "idle_cost"}
+	if err := f.SetSheetRow(s, "A1", &header); err != nil {
+		return err
+	}
+	for i, w := range cb.Workloads {
+		eff := 0.0
+		if w.GPUSeconds > 0 {
+			eff = 100 * w.ActiveGPUSeconds / w.GPUSeconds
+		}
+		vals := []any{w.Team, w.Namespace, w.Kind, w.Name, round3(w.GPUSeconds / 3600), round3(w.ActiveGPUSeconds / 3600),
+			round1(eff), ledger.MicrosToFloat(w.CostMicros), ledger.MicrosToFloat(w.IdleCostMicros)}
 		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
 			return err
 		}

@@ -26,6 +26,10 @@ type Hold struct {
 	Job        *Job
 	Pod        string
 	Container  string
+	// PodDevices is how many devices the pod holds (its GPU request).
+	PodDevices int
+
+	ksm [3][]byte // the pod's kube-state-metrics series, rendered once
 }
 
 // NodeInfo is a node of the modelled cluster.
@@ -188,9 +192,14 @@ func (c *Cluster) Run(jobs []Job, start, end time.Time) Stats {
 						continue
 					}
 					r.end = now.Add(j.Duration)
+					perPod := make(map[string]int)
 					for i, d := range r.devs {
+						perPod[podName(j, d, r.devs, i)]++
+					}
+					for i, d := range r.devs {
+						pod := podName(j, d, r.devs, i)
 						d.Holds = append(d.Holds, Hold{Start: now, End: r.end, Job: j,
-							Pod: podName(j, d, r.devs, i), Container: containerName(j.Kind)})
+							Pod: pod, Container: containerName(j.Kind), PodDevices: perPod[pod]})
 					}
 					heap.Push(&ends, r)
 					st.Admitted++

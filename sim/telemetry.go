@@ -247,20 +247,60 @@ func (t *Telemetry) Next(dst []byte) (at time.Time, body []byte, ok bool) {
 			dst = append(dst, '\n')
 		}
 	}
-	dst = append(dst, "# HELP kube_pod_labels [STABLE] Kubernetes labels converted to Prometheus labels.\n# TYPE kube_pod_labels gauge\n"...)
-	clear(t.seenPods)
-	for i := range t.devs {
-		h := t.devs[i].hold
-		if h == nil {
-			continue
+	// kube-state-metrics: one family at a time, as the text format wants.
+	for fam, head := range ksmFamilies {
+		dst = append(dst, head...)
+		clear(t.seenPods)
+		for i := range t.devs {
+			h := t.devs[i].hold
+			if h == nil {
+				continue
+			}
+			key := h.Job.Namespace + "/" + h.Pod
+			if _, dup := t.seenPods[key]; dup {
+				continue
+			}
+			t.seenPods[key] = struct{}{}
+			if h.ksm[0] == nil {
+				h.ksm = kubeStateLines(h)
+			}
+			dst = append(dst, h.ksm[fam]...)
 		}
-		key := h.Job.Namespace + "/" + h.Pod
-		if _, dup := t.seenPods[key]; dup {
-			continue
-		}
-		t.seenPods[key] = struct{}{}
-		dst = fmt.Appendf(dst, "kube_pod_labels{namespace=%q,pod=%q,uid=\"%08x-0000-4000-8000-%012x\",label_kueue_x_k8s_io_queue_name=%q} 1\n",
-			h.Job.Namespace, h.Pod, uint32(h.Job.ID), uint64(len(h.Pod))<<32|uint64(h.Job.ID), h.Job.Queue)
 	}
 	return at, dst, true
+}
+
+// kubeStateLines renders what kube-state-metrics publishes of a running
+// pod: its labels (with the Kueue queue), its owner, and its container's GPU
+// request (whole GPUs only: MIG slices are other resources).
+func kubeStateLines(h *Hold) [3][]byte {
+	var out [3][]byte
+	j := h.Job
+	uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(j.ID), uint64(len(h.Pod))<<32|uint64(j.ID))
+	out[0] = fmt.Appendf(nil, "kube_pod_labels{namespace=%q,pod=%q,uid=%q,label_kueue_x_k8s_io_queue_name=%q} 1\n",
+		j.Namespace, h.Pod, uid, j.Queue)
+	kind, name := "Job", j.Name
+	switch {
+	case j.Kind == KindInference:
+		kind, name = "ReplicaSet", j.Name+"-7d9f8b6c5"
+	case j.Kind == KindNotebook:
+		kind = "StatefulSet"
+	case j.Count > 8:
+		kind = "PyTorchJob"
+	}
+	out[1] = fmt.Appendf(nil, "kube_pod_owner{namespace=%q,pod=%q,uid=%q,owner_kind=%q,owner_name=%q,owner_is_controller=\"true\"} 1\n",
+		j.Namespace, h.Pod, uid, kind, name)
+	if j.Profile() == "" {
+		out[2] = fmt.Appendf(nil, "kube_pod_container_resource_requests{namespace=%q,pod=%q,uid=%q,container=%q,node=\"\",resource=\"nvidia_com_gpu\",unit=\"integer\"} %d\n",
+			j.Namespace, h.Pod, uid, h.Container, h.PodDevices)
+	}
+	return out
+}
+
+// ksmFamilies are the kube-state-metrics families rendered, in the order of
+// kubeStateLines' result.
+var ksmFamilies = [3]string{
+	"# HELP kube_pod_labels [STABLE] Kubernetes labels converted to Prometheus labels.\n# TYPE kube_pod_labels gauge\n",
+	"# HELP kube_pod_owner [STABLE] Information about the Pod's owner.\n# TYPE kube_pod_owner gauge\n",
+	"# HELP kube_pod_container_resource_requests [STABLE] The number of requested request resource by a container.\n# TYPE kube_pod_container_resource_requests gauge\n",
 }

@@ -97,10 +97,11 @@ func GenerateMix(cfg *config.Config, start time.Time, span time.Duration, loadFa
 					j.Namespace, j.Queue, j.Resource = lq.Namespace, lq.Name, r.Name
 					jobs = append(jobs, j)
 				}
-				if r.Name == config.ResourceGPU {
+				mode := mixOf(lq.Name)
+				if r.Name == config.ResourceGPU && mode != mixEndpoints {
 					genTraining(rng, start, end, quota, loadFactor, add)
 				} else {
-					genSlices(rng, start, end, quota, loadFactor, add)
+					genSlices(rng, start, end, quota, loadFactor, mode, add)
 				}
 			}
 		}
@@ -179,15 +180,44 @@ func genTraining(rng *rand.Rand, start, end time.Time, quota, load float64, add 
 	}
 }
 
-// genSlices emits MIG-slice workloads: long-running inference endpoints
-// taking half the slices for the whole span, and notebooks that come and go.
-func genSlices(rng *rand.Rand, start, end time.Time, quota, load float64, add func(Job)) {
+type mix uint8
+
+const (
+	mixAny mix = iota
+	mixEndpoints
+	mixNotebooks
+)
+
+// mixOf guesses from a LocalQueue's name what its team runs: a queue named
+// for notebooks gets notebooks only, one named for endpoints, serving or
+// inference gets endpoints; any other gets training on whole GPUs and a mix
+// on MIG slices.
+func mixOf(queue string) mix {
+	switch q := strings.ToLower(queue); {
+	case strings.Contains(q, "notebook"):
+		return mixNotebooks
+	case strings.Contains(q, "endpoint"), strings.Contains(q, "serv"), strings.Contains(q, "infer"):
+		return mixEndpoints
+	}
+	return mixAny
+}
+
+// genSlices emits long-running inference endpoints for the whole span and
+// notebooks that come and go: half the quota each for mixAny, all
+// endpoints for mixEndpoints, all notebooks for mixNotebooks.
+func genSlices(rng *rand.Rand, start, end time.Time, quota, load float64, m mix, add func(Job)) {
 	endpoints := int(quota / 2)
+	switch m {
+	case mixEndpoints:
+		endpoints = int(quota * load)
+	case mixNotebooks:
+		endpoints = 0
+	}
 	for i := 0; i < endpoints; i++ {
 		add(Job{Kind: KindInference, Count: 1, Submit: start.Add(time.Duration(i) * time.Minute), Duration: end.Sub(start)})
 	}
 	rest := quota - float64(endpoints)
-	if rest <= 0 {
+	if rest <= 0 || m == mixEndpoints {
 		return
 	}
 	const meanNotebook = 8 * 3600.0

@@ -166,7 +166,7 @@ func printSummary(w io.Writer, res *simResult, cb *reports.Chargeback, took time
 	}
 	fmt.Fprintf(w, "\nChargeback %s (%s):\n", cb.Month.Format("2006-01"), cb.Currency)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "team\tGPU-hours\tefficiency\tcost\tidle cost\tbudget\tvariance\t")
+	fmt.Fprintln(tw, "team\tGPU-hours\tefficiency\tcost\tidle\tunallocated\tborrowed\tenergy\tbudget\tvariance\t")
 	lines := append(cb.Lines, cb.Total)
 	for i := range lines {
 		l := &lines[i]
@@ -174,13 +174,32 @@ func printSummary(w io.Writer, res *simResult, cb *reports.Chargeback, took time
 		if l.HasBudget {
 			budget, variance = money(l.BudgetMicros), money(l.VarianceMicros())
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f%%\t%s\t%s\t%s\t%s\t\n", l.Team, l.GPUHours, l.EfficiencyPct(),
-			money(l.CostMicros), money(l.IdleCostMicros), budget, variance)
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.Team, l.GPUHours, l.EfficiencyPct(),
+			money(l.CostMicros), money(l.IdleCostMicros), money(l.UnallocatedCostMicros), money(l.BorrowedCostMicros),
+			money(l.EnergyCostMicros), budget, variance)
 	}
 	tw.Flush()
 	hours := cb.Total.GPUHours / float64(len(res.model.GPUs))
-	fmt.Fprintf(w, "Cluster cost %s = %d GPUs at their rates for %.0f hours; every hour reconciles to the micro.\n\n",
+	fmt.Fprintf(w, "Cluster cost %s = %d GPUs at their rates for %.0f hours; every hour reconciles to the micro.\n",
 		money(cb.Total.CostMicros), len(res.model.GPUs), hours)
+	fmt.Fprintf(w, "Energy %.0f kWh, %s at the configured price and PUE (beside the cost, not in it).\n", cb.Total.EnergyKWh, money(cb.Total.EnergyCostMicros))
+	if len(cb.Workloads) > 0 {
+		fmt.Fprintf(w, "\nMost idle workloads:\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  team\tworkload\tGPU-hours\tefficiency\tidle cost")
+		for i, wl := range cb.Workloads {
+			if i == 5 {
+				break
+			}
+			eff := 0.0
+			if wl.GPUSeconds > 0 {
+				eff = 100 * wl.ActiveGPUSeconds / wl.GPUSeconds
+			}
+			fmt.Fprintf(tw, "  %s\t%s/%s (%s)\t%.1f\t%.1f%%\t%s\n", wl.Team, wl.Namespace, wl.Name, wl.Kind, wl.GPUSeconds/3600, eff, money(wl.IdleCostMicros))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(w)
 }
 
 // money formats micro-units as a whole-cent amount for display.

@@ -73,7 +73,7 @@ func TestDemoMonth(t *testing.T) {
 	for _, r := range rows {
 		perHour[r.Hour] += r.CostMicros
 		teams[r.Team] += r.CostMicros
-		if r.CostMicros < 0 || r.IdleCostMicros < 0 || r.IdleCostMicros > r.CostMicros || r.GPUSeconds < 0 || r.EnergyJoules < 0 {
+		if r.CostMicros < 0 || r.IdleCostMicros < 0 || r.UnallocatedCostMicros < 0 || r.ActiveCostMicros() < 0 || r.GPUSeconds < 0 || r.EnergyJoules < 0 || r.EnergyCostMicros < 0 {
 			t.Errorf("row out of bounds: %+v", r)
 		}
 	}

@@ -90,9 +90,9 @@ func simulate(ctx context.Context, o simOptions) (*simResult, error) {
 	var parser ingest.Parser
 	nextFlush := o.start.Add(24 * time.Hour)
 	flush := func(until time.Time) error {
-		rows := att.Emit(until.UnixMilli())
+		rows, workloads := att.Emit(until.UnixMilli())
 		res.rows += len(rows)
-		if err := o.store.WriteHours(ctx, rows); err != nil {
+		if err := o.store.WriteHours(ctx, rows, workloads); err != nil {
 			return fmt.Errorf("write ledger up to %s: %w", until.Format(time.RFC3339), err)
 		}
 		if o.progress != nil {

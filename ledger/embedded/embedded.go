@@ -37,14 +37,31 @@ var schema = []string{
 		local_queue        TEXT    NOT NULL,
 		cluster_queue      TEXT    NOT NULL,
 		flavor             TEXT    NOT NULL,
+		borrowed           INTEGER NOT NULL, -- 0 or 1
 		gpu_seconds        REAL    NOT NULL,
 		active_gpu_seconds REAL    NOT NULL,
 		cost_micros        INTEGER NOT NULL,
 		idle_cost_micros   INTEGER NOT NULL,
+		unallocated_cost_micros INTEGER NOT NULL,
 		energy_joules      REAL    NOT NULL,
-		PRIMARY KEY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor)
+		energy_cost_micros INTEGER NOT NULL,
+		PRIMARY KEY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed)
 	) WITHOUT ROWID`,
 	`CREATE INDEX IF NOT EXISTS ledger_rows_hour ON ledger_rows (hour)`,
+	`CREATE TABLE IF NOT EXISTS workload_rows (
+		hour               INTEGER NOT NULL,
+		cluster            TEXT    NOT NULL,
+		team               TEXT    NOT NULL,
+		namespace          TEXT    NOT NULL,
+		kind               TEXT    NOT NULL,
+		name               TEXT    NOT NULL,
+		gpu_seconds        REAL    NOT NULL,
+		active_gpu_seconds REAL    NOT NULL,
+		cost_micros        INTEGER NOT NULL,
+		idle_cost_micros   INTEGER NOT NULL,
+		PRIMARY KEY (cluster, hour, team, namespace, kind, name)
+	) WITHOUT ROWID`,
+	`CREATE INDEX IF NOT EXISTS workload_rows_hour ON workload_rows (hour)`,
 }
 
 // Options configures Open.
@@ -112,11 +129,24 @@ type clusterHour struct {
 	hour    int64
 }
 
-// WriteHours replaces, in one transaction, the rows of every (cluster, hour)
-// present in rows.
-func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row) (err error) {
-	if len(rows) == 0 {
+// WriteHours replaces, in one transaction, the rows and workload rows of
+// every (cluster, hour) present in rows or workloads.
+func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row, workloads []ledger.WorkloadRow) (err error) {
+	if len(rows) == 0 && len(workloads) == 0 {
 		return nil
+	}
+	hours := make(map[clusterHour]bool)
+	for i := range rows {
+		if err := checkHour(rows[i].Hour); err != nil {
+			return fmt.Errorf("row %d: %w", i, err)
+		}
+		hours[clusterHour{rows[i].Cluster, rows[i].Hour.Unix()}] = true
+	}
+	for i := range workloads {
+		if err := checkHour(workloads[i].Hour); err != nil {
+			return fmt.Errorf("workload row %d: %w", i, err)
+		}
+		hours[clusterHour{workloads[i].Cluster, workloads[i].Hour.Unix()}] = true
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -127,39 +157,51 @@ func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row) (err error) {
 			err = errors.Join(err, tx.Rollback())
 		}
 	}()
-	del, err := tx.PrepareContext(ctx, `DELETE FROM ledger_rows WHERE cluster = ? AND hour = ?`)
-	if err != nil {
-		return fmt.Errorf("prepare delete: %w", err)
+	for k := range hours {
+		for _, table := range []string{"ledger_rows", "workload_rows"} {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE cluster = ? AND hour = ?`, k.cluster, k.hour); err != nil {
+				return fmt.Errorf("clear hour %s of %s in %s: %w", time.Unix(k.hour, 0).UTC().Format(time.RFC3339), k.cluster, table, err)
+			}
+		}
 	}
-	defer del.Close()
 	ins, err := tx.PrepareContext(ctx, `INSERT INTO ledger_rows
-		(hour, cluster, team, namespace, local_queue, cluster_queue, flavor,
-		 gpu_seconds, active_gpu_seconds, cost_micros, idle_cost_micros, energy_joules)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		(hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed,
+		 gpu_seconds, active_gpu_seconds, cost_micros, idle_cost_micros, unallocated_cost_micros, energy_joules, energy_cost_micros)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("prepare insert: %w", err)
 	}
 	defer ins.Close()
-	done := make(map[clusterHour]bool)
 	for i := range rows {
 		r := &rows[i]
-		if !r.Hour.Equal(r.Hour.Truncate(time.Hour)) {
-			return fmt.Errorf("row %d: hour %s is not the start of an hour", i, r.Hour)
-		}
-		k := clusterHour{r.Cluster, r.Hour.Unix()}
-		if !done[k] {
-			if _, err := del.ExecContext(ctx, k.cluster, k.hour); err != nil {
-				return fmt.Errorf("clear hour %s of %s: %w", r.Hour.UTC().Format(time.RFC3339), r.Cluster, err)
-			}
-			done[k] = true
-		}
-		if _, err := ins.ExecContext(ctx, k.hour, r.Cluster, r.Team, r.Namespace, r.LocalQueue, r.ClusterQueue, r.Flavor,
-			r.GPUSeconds, r.ActiveGPUSeconds, r.CostMicros, r.IdleCostMicros, r.EnergyJoules); err != nil {
+		if _, err := ins.ExecContext(ctx, r.Hour.Unix(), r.Cluster, r.Team, r.Namespace, r.LocalQueue, r.ClusterQueue, r.Flavor, r.Borrowed,
+			r.GPUSeconds, r.ActiveGPUSeconds, r.CostMicros, r.IdleCostMicros, r.UnallocatedCostMicros, r.EnergyJoules, r.EnergyCostMicros); err != nil {
 			return fmt.Errorf("insert row %d of %d: %w", i, len(rows), err)
 		}
 	}
+	winsert, err := tx.PrepareContext(ctx, `INSERT INTO workload_rows
+		(hour, cluster, team, namespace, kind, name, gpu_seconds, active_gpu_seconds, cost_micros, idle_cost_micros)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("prepare workload insert: %w", err)
+	}
+	defer winsert.Close()
+	for i := range workloads {
+		w := &workloads[i]
+		if _, err := winsert.ExecContext(ctx, w.Hour.Unix(), w.Cluster, w.Team, w.Namespace, w.Kind, w.Name,
+			w.GPUSeconds, w.ActiveGPUSeconds, w.CostMicros, w.IdleCostMicros); err != nil {
+			return fmt.Errorf("insert workload row %d of %d: %w", i, len(workloads), err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit %d ledger rows: %w", len(rows), err)
+		return fmt.Errorf("commit %d ledger rows and %d workload rows: %w", len(rows), len(workloads), err)
+	}
+	return nil
+}
+
+func checkHour(h time.Time) error {
+	if !h.Equal(h.Truncate(time.Hour)) {
+		return fmt.Errorf("hour %s is not the start of an hour", h)
 	}
 	return nil
 }
@@ -171,6 +213,7 @@ var dimColumns = map[ledger.Dimension]string{
 	ledger.DimLocalQueue:   "local_queue",
 	ledger.DimClusterQueue: "cluster_queue",
 	ledger.DimFlavor:       "flavor",
+	ledger.DimBorrowed:     "borrowed",
 }
 
 // Query sums rows per bucket and GroupBy dimensions.
@@ -199,6 +242,8 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 		if group[d] {
 			cols = append(cols, dimColumns[d])
 			groupCols = append(groupCols, dimColumns[d])
+		} else if d == ledger.DimBorrowed {
+			cols = append(cols, "0")
 		} else {
 			cols = append(cols, "''")
 		}
@@ -213,7 +258,8 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 		where = append(where, "team = ?")
 		args = append(args, q.Team)
 	}
-	sqlText := fmt.Sprintf(`SELECT %s, SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros), SUM(energy_joules)
+	sqlText := fmt.Sprintf(`SELECT %s, SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros),
+		SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)
 		FROM ledger_rows WHERE %s GROUP BY %s ORDER BY %s`,
 		strings.Join(cols, ", "), strings.Join(where, " AND "), strings.Join(groupCols, ", "), strings.Join(groupCols, ", "))
 	rs, err := s.db.QueryContext(ctx, sqlText, args...)
@@ -225,8 +271,9 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	for rs.Next() {
 		var r ledger.Row
 		var b int64
-		if err := rs.Scan(&b, &r.Cluster, &r.Team, &r.Namespace, &r.LocalQueue, &r.ClusterQueue, &r.Flavor,
-			&r.GPUSeconds, &r.ActiveGPUSeconds, &r.CostMicros, &r.IdleCostMicros, &r.EnergyJoules); err != nil {
+		if err := rs.Scan(&b, &r.Cluster, &r.Team, &r.Namespace, &r.LocalQueue, &r.ClusterQueue, &r.Flavor, &r.Borrowed,
+			&r.GPUSeconds, &r.ActiveGPUSeconds, &r.CostMicros, &r.IdleCostMicros, &r.UnallocatedCostMicros,
+			&r.EnergyJoules, &r.EnergyCostMicros); err != nil {
 			return nil, fmt.Errorf("scan ledger row: %w", err)
 		}
 		r.Hour = time.Unix(b, 0).UTC()
@@ -234,6 +281,46 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("read ledger rows: %w", err)
+	}
+	return out, nil
+}
+
+// TopWorkloads sums workload rows over [q.From, q.To), most idle cost first.
+func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]ledger.WorkloadRow, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("workload limit %d: want at least 1", limit)
+	}
+	where := []string{"hour >= ?", "hour < ?"}
+	args := []any{q.From.Unix(), q.To.Unix()}
+	if q.Cluster != "" {
+		where = append(where, "cluster = ?")
+		args = append(args, q.Cluster)
+	}
+	if q.Team != "" {
+		where = append(where, "team = ?")
+		args = append(args, q.Team)
+	}
+	args = append(args, limit)
+	rs, err := s.db.QueryContext(ctx, `SELECT cluster, team, namespace, kind, name,
+		SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros) AS idle
+		FROM workload_rows WHERE `+strings.Join(where, " AND ")+`
+		GROUP BY cluster, team, namespace, kind, name
+		ORDER BY idle DESC, cluster, team, namespace, kind, name LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query workloads: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.WorkloadRow
+	for rs.Next() {
+		w := ledger.WorkloadRow{Hour: q.From.UTC()}
+		if err := rs.Scan(&w.Cluster, &w.Team, &w.Namespace, &w.Kind, &w.Name,
+			&w.GPUSeconds, &w.ActiveGPUSeconds, &w.CostMicros, &w.IdleCostMicros); err != nil {
+			return nil, fmt.Errorf("scan workload row: %w", err)
+		}
+		out = append(out, w)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read workload rows: %w", err)
 	}
 	return out, nil
 }

@@ -28,7 +28,7 @@ func TestReopen(t *testing.T) {
 	}
 	h := time.Date(2026, 10, 1, 5, 0, 0, 0, time.UTC)
 	row := ledger.Row{Key: ledger.Key{Hour: h, Cluster: "c", Team: "t"}, CostMicros: 42}
-	if err := s.WriteHours(context.Background(), []ledger.Row{row}); err != nil {
+	if err := s.WriteHours(context.Background(), []ledger.Row{row}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {

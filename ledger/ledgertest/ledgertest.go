@@ -19,8 +19,30 @@ type Opener func(t *testing.T) ledger.Store
 var h0 = time.Date(2026, 10, 31, 22, 0, 0, 0, time.UTC)
 
 func row(hour time.Time, cluster, team, flavor string, cost, idle int64, secs float64) ledger.Row {
-	return ledger.Row{Key: ledger.Key{Hour: hour, Cluster: cluster, Team: team, Namespace: team + "-ns", Flavor: flavor},
-		GPUSeconds: secs, ActiveGPUSeconds: secs / 2, CostMicros: cost, IdleCostMicros: idle, EnergyJoules: secs * 100}
+	r := ledger.Row{Key: ledger.Key{Hour: hour, Cluster: cluster, Team: team, Namespace: team + "-ns", Flavor: flavor},
+		GPUSeconds: secs, ActiveGPUSeconds: secs / 2, CostMicros: cost, IdleCostMicros: idle, EnergyJoules: secs * 100,
+		EnergyCostMicros: int64(secs) * 3}
+	if team == ledger.TeamUnallocated {
+		r.IdleCostMicros, r.UnallocatedCostMicros = 0, idle
+	}
+	return r
+}
+
+// workloads spans the same hours: two jobs of ml and a pod of ds, in c1.
+func workloads() []ledger.WorkloadRow {
+	var ws []ledger.WorkloadRow
+	for i := range 3 {
+		h := h0.Add(time.Duration(i) * time.Hour)
+		ws = append(ws,
+			ledger.WorkloadRow{Hour: h, Cluster: "c1", Team: "ml", Namespace: "ml-ns", Kind: "Job", Name: "train-1",
+				GPUSeconds: 3000, ActiveGPUSeconds: 2500, CostMicros: 4_000_000, IdleCostMicros: 600_000},
+			ledger.WorkloadRow{Hour: h, Cluster: "c1", Team: "ml", Namespace: "ml-ns", Kind: "JobSet", Name: "sweep",
+				GPUSeconds: 600, ActiveGPUSeconds: 0, CostMicros: 1_000_001, IdleCostMicros: 400_000},
+			ledger.WorkloadRow{Hour: h, Cluster: "c1", Team: "ds", Namespace: "ds-ns", Kind: "Pod", Name: "nb-0",
+				GPUSeconds: 1800, ActiveGPUSeconds: 100, CostMicros: 1_234_567, IdleCostMicros: 1_200_000},
+		)
+	}
+	return ws
 }
 
 // fixture spans a month boundary: 22:00 and 23:00 on Oct 31, 00:00 on Nov 1.
@@ -34,6 +56,9 @@ func fixture() []ledger.Row {
 			row(h, "c1", ledger.TeamUnallocated, "h100", 999_999, 999_999, 900),
 			row(h, "c2", "ml", "h100", 7, 0, 1),
 		)
+		b := row(h, "c1", "ml", "h100", 2_000_000, 500_000, 1200)
+		b.Borrowed = true
+		rows = append(rows, b)
 	}
 	return rows
 }
@@ -47,22 +72,22 @@ func Run(t *testing.T, open Opener) {
 		s := open(t)
 		defer s.Close()
 		q := ledger.Query{From: h0, To: h0.Add(3 * time.Hour), Step: ledger.StepHour, GroupBy: ledger.Dimensions}
-		if err := s.WriteHours(ctx, fixture()); err != nil {
+		if err := s.WriteHours(ctx, fixture(), workloads()); err != nil {
 			t.Fatal(err)
 		}
 		first, err := s.Query(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.WriteHours(ctx, fixture()); err != nil {
+		if err := s.WriteHours(ctx, fixture(), workloads()); err != nil {
 			t.Fatal(err)
 		}
 		second, err := s.Query(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(first) != 12 {
-			t.Errorf("%d rows after the first write, want 12", len(first))
+		if len(first) != 15 {
+			t.Errorf("%d rows after the first write, want 15", len(first))
 		}
 		if diff := cmp.Diff(first, second, approx); diff != "" {
 			t.Errorf("writing the same hours twice changed the ledger (-first +second):\n%s", diff)
@@ -71,13 +96,13 @@ func Run(t *testing.T, open Opener) {
 	t.Run("RewriteReplacesTheHour", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()
-		if err := s.WriteHours(ctx, fixture()); err != nil {
+		if err := s.WriteHours(ctx, fixture(), workloads()); err != nil {
 			t.Fatal(err)
 		}
 		// A re-run of c1's first hour finds only the unallocated row: the
 		// hour's other c1 rows must go, c2's and other hours' stay.
 		redo := []ledger.Row{row(h0, "c1", ledger.TeamUnallocated, "h100", 7_234_567, 7_234_567, 6300)}
-		if err := s.WriteHours(ctx, redo); err != nil {
+		if err := s.WriteHours(ctx, redo, nil); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Query(ctx, ledger.Query{From: h0, To: h0.Add(time.Hour), Step: ledger.StepHour,
@@ -87,17 +112,26 @@ func Run(t *testing.T, open Opener) {
 		}
 		want := []ledger.Row{
 			{Key: ledger.Key{Hour: h0, Cluster: "c1", Team: ledger.TeamUnallocated}, GPUSeconds: 6300, ActiveGPUSeconds: 3150,
-				CostMicros: 7_234_567, IdleCostMicros: 7_234_567, EnergyJoules: 630000},
-			{Key: ledger.Key{Hour: h0, Cluster: "c2", Team: "ml"}, GPUSeconds: 1, ActiveGPUSeconds: 0.5, CostMicros: 7, EnergyJoules: 100},
+				CostMicros: 7_234_567, UnallocatedCostMicros: 7_234_567, EnergyJoules: 630000, EnergyCostMicros: 18900},
+			{Key: ledger.Key{Hour: h0, Cluster: "c2", Team: "ml"}, GPUSeconds: 1, ActiveGPUSeconds: 0.5, CostMicros: 7, EnergyJoules: 100, EnergyCostMicros: 3},
 		}
 		if diff := cmp.Diff(want, got, approx); diff != "" {
 			t.Errorf("after rewrite (-want +got):\n%s", diff)
+		}
+		// The rewritten hour's workload rows went with it; the next hour's
+		// stayed.
+		ws, err := s.TopWorkloads(ctx, ledger.Query{From: h0, To: h0.Add(2 * time.Hour), Cluster: "c1"}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) != 3 || ws[0].CostMicros != 1_234_567 {
+			t.Errorf("workloads after rewrite: %+v", ws)
 		}
 	})
 	t.Run("QuerySteps", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()
-		if err := s.WriteHours(ctx, fixture()); err != nil {
+		if err := s.WriteHours(ctx, fixture(), workloads()); err != nil {
 			t.Fatal(err)
 		}
 		oct, nov := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -107,12 +141,12 @@ func Run(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 		want := []ledger.Row{
-			{Key: ledger.Key{Hour: oct, Team: ledger.TeamUnallocated}, GPUSeconds: 1800, ActiveGPUSeconds: 900, CostMicros: 1_999_998, IdleCostMicros: 1_999_998, EnergyJoules: 180000},
-			{Key: ledger.Key{Hour: oct, Team: "ds"}, GPUSeconds: 3600, ActiveGPUSeconds: 1800, CostMicros: 2_469_134, IdleCostMicros: 2_469_134, EnergyJoules: 360000},
-			{Key: ledger.Key{Hour: oct, Team: "ml"}, GPUSeconds: 7200, ActiveGPUSeconds: 3600, CostMicros: 10_000_002, IdleCostMicros: 2_000_000, EnergyJoules: 720000},
-			{Key: ledger.Key{Hour: nov, Team: ledger.TeamUnallocated}, GPUSeconds: 900, ActiveGPUSeconds: 450, CostMicros: 999_999, IdleCostMicros: 999_999, EnergyJoules: 90000},
-			{Key: ledger.Key{Hour: nov, Team: "ds"}, GPUSeconds: 1800, ActiveGPUSeconds: 900, CostMicros: 1_234_567, IdleCostMicros: 1_234_567, EnergyJoules: 180000},
-			{Key: ledger.Key{Hour: nov, Team: "ml"}, GPUSeconds: 3600, ActiveGPUSeconds: 1800, CostMicros: 5_000_001, IdleCostMicros: 1_000_000, EnergyJoules: 360000},
+			{Key: ledger.Key{Hour: oct, Team: ledger.TeamUnallocated}, GPUSeconds: 1800, ActiveGPUSeconds: 900, CostMicros: 1_999_998, UnallocatedCostMicros: 1_999_998, EnergyJoules: 180000, EnergyCostMicros: 5400},
+			{Key: ledger.Key{Hour: oct, Team: "ds"}, GPUSeconds: 3600, ActiveGPUSeconds: 1800, CostMicros: 2_469_134, IdleCostMicros: 2_469_134, EnergyJoules: 360000, EnergyCostMicros: 10800},
+			{Key: ledger.Key{Hour: oct, Team: "ml"}, GPUSeconds: 9600, ActiveGPUSeconds: 4800, CostMicros: 14_000_002, IdleCostMicros: 3_000_000, EnergyJoules: 960000, EnergyCostMicros: 28800},
+			{Key: ledger.Key{Hour: nov, Team: ledger.TeamUnallocated}, GPUSeconds: 900, ActiveGPUSeconds: 450, CostMicros: 999_999, UnallocatedCostMicros: 999_999, EnergyJoules: 90000, EnergyCostMicros: 2700},
+			{Key: ledger.Key{Hour: nov, Team: "ds"}, GPUSeconds: 1800, ActiveGPUSeconds: 900, CostMicros: 1_234_567, IdleCostMicros: 1_234_567, EnergyJoules: 180000, EnergyCostMicros: 5400},
+			{Key: ledger.Key{Hour: nov, Team: "ml"}, GPUSeconds: 4800, ActiveGPUSeconds: 2400, CostMicros: 7_000_001, IdleCostMicros: 1_500_000, EnergyJoules: 480000, EnergyCostMicros: 14400},
 		}
 		if diff := cmp.Diff(want, month, approx); diff != "" {
 			t.Errorf("monthly by team (-want +got):\n%s", diff)
@@ -122,15 +156,59 @@ func Run(t *testing.T, open Opener) {
 			t.Fatal(err)
 		}
 		wantDay := []ledger.Row{
-			{Key: ledger.Key{Hour: h0.Truncate(24 * time.Hour)}, GPUSeconds: 7202, ActiveGPUSeconds: 3601, CostMicros: 10_000_016, IdleCostMicros: 2_000_000, EnergyJoules: 720200},
-			{Key: ledger.Key{Hour: nov}, GPUSeconds: 3601, ActiveGPUSeconds: 1800.5, CostMicros: 5_000_008, IdleCostMicros: 1_000_000, EnergyJoules: 360100},
+			{Key: ledger.Key{Hour: h0.Truncate(24 * time.Hour)}, GPUSeconds: 9602, ActiveGPUSeconds: 4801, CostMicros: 14_000_016, IdleCostMicros: 3_000_000, EnergyJoules: 960200, EnergyCostMicros: 28806},
+			{Key: ledger.Key{Hour: nov}, GPUSeconds: 4801, ActiveGPUSeconds: 2400.5, CostMicros: 7_000_008, IdleCostMicros: 1_500_000, EnergyJoules: 480100, EnergyCostMicros: 14403},
 		}
 		if diff := cmp.Diff(wantDay, day, approx); diff != "" {
 			t.Errorf("daily for team ml (-want +got):\n%s", diff)
 		}
+		borrowed, err := s.Query(ctx, ledger.Query{From: oct, To: nov.AddDate(0, 1, 0), Step: ledger.StepMonth,
+			GroupBy: []ledger.Dimension{ledger.DimBorrowed}, Team: "ml", Cluster: "c1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantBorrowed := []ledger.Row{
+			{Key: ledger.Key{Hour: oct}, GPUSeconds: 7200, ActiveGPUSeconds: 3600, CostMicros: 10_000_002, IdleCostMicros: 2_000_000, EnergyJoules: 720000, EnergyCostMicros: 21600},
+			{Key: ledger.Key{Hour: oct, Borrowed: true}, GPUSeconds: 2400, ActiveGPUSeconds: 1200, CostMicros: 4_000_000, IdleCostMicros: 1_000_000, EnergyJoules: 240000, EnergyCostMicros: 7200},
+			{Key: ledger.Key{Hour: nov}, GPUSeconds: 3600, ActiveGPUSeconds: 1800, CostMicros: 5_000_001, IdleCostMicros: 1_000_000, EnergyJoules: 360000, EnergyCostMicros: 10800},
+			{Key: ledger.Key{Hour: nov, Borrowed: true}, GPUSeconds: 1200, ActiveGPUSeconds: 600, CostMicros: 2_000_000, IdleCostMicros: 500_000, EnergyJoules: 120000, EnergyCostMicros: 3600},
+		}
+		if diff := cmp.Diff(wantBorrowed, borrowed, approx); diff != "" {
+			t.Errorf("ml in c1 by borrowed (-want +got):\n%s", diff)
+		}
 		none, err := s.Query(ctx, ledger.Query{From: nov.AddDate(0, 1, 0), To: nov.AddDate(0, 2, 0), Step: ledger.StepHour})
 		if err != nil || len(none) != 0 {
 			t.Errorf("empty range gave %v, %v", none, err)
+		}
+	})
+	t.Run("TopWorkloads", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		if err := s.WriteHours(ctx, fixture(), workloads()); err != nil {
+			t.Fatal(err)
+		}
+		q := ledger.Query{From: h0, To: h0.Add(3 * time.Hour)}
+		got, err := s.TopWorkloads(ctx, q, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []ledger.WorkloadRow{
+			{Hour: h0, Cluster: "c1", Team: "ds", Namespace: "ds-ns", Kind: "Pod", Name: "nb-0", GPUSeconds: 5400, ActiveGPUSeconds: 300, CostMicros: 3_703_701, IdleCostMicros: 3_600_000},
+			{Hour: h0, Cluster: "c1", Team: "ml", Namespace: "ml-ns", Kind: "Job", Name: "train-1", GPUSeconds: 9000, ActiveGPUSeconds: 7500, CostMicros: 12_000_000, IdleCostMicros: 1_800_000},
+		}
+		if diff := cmp.Diff(want, got, approx); diff != "" {
+			t.Errorf("top 2 workloads (-want +got):\n%s", diff)
+		}
+		q.Team = "ml"
+		got, err = s.TopWorkloads(ctx, q, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[1].Name != "sweep" || got[1].IdleCostMicros != 1_200_000 {
+			t.Errorf("ml's workloads: %+v", got)
+		}
+		if _, err := s.TopWorkloads(ctx, q, 0); err == nil {
+			t.Error("limit 0 accepted")
 		}
 	})
 	t.Run("BadInput", func(t *testing.T) {
@@ -138,7 +216,7 @@ func Run(t *testing.T, open Opener) {
 		defer s.Close()
 		bad := fixture()[:1]
 		bad[0].Hour = bad[0].Hour.Add(time.Minute)
-		if err := s.WriteHours(ctx, bad); err == nil {
+		if err := s.WriteHours(ctx, bad, nil); err == nil {
 			t.Error("a row not on an hour boundary was accepted")
 		}
 		if _, err := s.Query(ctx, ledger.Query{From: h0, To: h0.Add(time.Hour), Step: 0}); err == nil {
