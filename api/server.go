@@ -143,6 +143,7 @@ func (s *Server) PublishIngestStats(is ingest.Stats, as attribution.Stats) {
 	set(`gpuledger_ingest_rejected_samples_total{reason="invalid_line"}`, is.Invalid)
 	set(`gpuledger_ingest_rejected_samples_total{reason="missing_labels"}`, is.MissingLabels)
 	set(`gpuledger_attribution_samples_total`, as.Accepted)
+	set(`gpuledger_energy_counter_resets_total`, as.CounterResets)
 	for r, n := range as.Rejected {
 		set(fmt.Sprintf(`gpuledger_ingest_rejected_samples_total{reason=%q}`, r), n)
 	}

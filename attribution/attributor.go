@@ -55,6 +55,9 @@ type Attributor struct {
 type Stats struct {
 	Accepted uint64
 	Rejected map[Reason]uint64
+	// CounterResets counts energy counters seen going down: the sample is
+	// used, its value counted from zero.
+	CounterResets uint64
 }
 
 type gpuKey struct{ node, index string }
@@ -208,7 +211,7 @@ func New(model *Model, opts Options) (*Attributor, error) {
 
 // Stats returns a copy of the counters.
 func (a *Attributor) Stats() Stats {
-	s := Stats{Accepted: a.stats.Accepted, Rejected: make(map[Reason]uint64, len(a.stats.Rejected))}
+	s := Stats{Accepted: a.stats.Accepted, CounterResets: a.stats.CounterResets, Rejected: make(map[Reason]uint64, len(a.stats.Rejected))}
 	for k, v := range a.stats.Rejected {
 		s.Rejected[k] = v
 	}
@@ -374,7 +377,7 @@ func (in *instance) set(a *Attributor, s *Sample) {
 				// The counter restarted (driver reload, node reboot):
 				// what it shows now accrued since.
 				d = s.Value
-				a.reject(ReasonCounterReset)
+				a.stats.CounterResets++
 			}
 			in.energyDelta = d
 		}

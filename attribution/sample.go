@@ -71,5 +71,4 @@ const (
 	ReasonDuplicate       Reason = "duplicate"
 	ReasonLate            Reason = "late"
 	ReasonBadValue        Reason = "bad_value"
-	ReasonCounterReset    Reason = "counter_reset" // counted, not rejected: the value is used from zero
 )
