@@ -5,6 +5,7 @@ go 1.26.6
 require (
 	github.com/VictoriaMetrics/VictoriaMetrics v1.151.0
 	github.com/VictoriaMetrics/metrics v1.45.0
+	github.com/golang/snappy v1.0.0
 	github.com/google/go-cmp v0.7.0
 	github.com/labstack/echo/v4 v4.16.4
 	github.com/xuri/excelize/v2 v2.11.1

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -34,6 +35,19 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxRange caps the span of one cost query. Default 400 days.
 	MaxRange time.Duration
+	// Ingest, when set, receives Prometheus remote-write requests on
+	// POST /api/v1/write.
+	Ingest RemoteWriter
+	// MaxRemoteWriteBytes caps a compressed remote-write body. Default 32 MiB.
+	MaxRemoteWriteBytes int64
+	// IngestStats, when set, is read into /metrics at each scrape.
+	IngestStats func() (ingest.Stats, attribution.Stats)
+}
+
+// RemoteWriter takes remote-write bodies. An *ingest.InputError means the
+// body will never be accepted.
+type RemoteWriter interface {
+	RemoteWrite(body []byte) error
 }
 
 // Server is the HTTP API.
@@ -56,6 +70,9 @@ func New(opts Options) *Server {
 	if opts.MaxRange <= 0 {
 		opts.MaxRange = 400 * 24 * time.Hour
 	}
+	if opts.MaxRemoteWriteBytes <= 0 {
+		opts.MaxRemoteWriteBytes = 32 << 20
+	}
 	s := &Server{opts: opts, e: echo.New(), log: opts.Logger, metrics: metrics.NewSet()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -65,6 +82,9 @@ func New(opts Options) *Server {
 	s.e.Use(s.instrument)
 	s.e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	s.e.GET("/metrics", func(c echo.Context) error {
+		if s.opts.IngestStats != nil {
+			s.PublishIngestStats(s.opts.IngestStats())
+		}
 		var b bytes.Buffer
 		s.metrics.WritePrometheus(&b)
 		return c.Blob(http.StatusOK, "text/plain; version=0.0.4; charset=utf-8", b.Bytes())
@@ -72,6 +92,7 @@ func New(opts Options) *Server {
 	s.e.GET("/api/v1/cost", s.cost)
 	s.e.GET("/api/v1/reports/chargeback/:month", s.chargeback)
 	s.e.GET("/api/v1/workloads", s.workloads)
+	s.e.POST("/api/v1/write", s.remoteWrite)
 	return s
 }
 
@@ -118,10 +139,16 @@ func (s *Server) handleError(err error, c echo.Context) {
 	code := http.StatusInternalServerError
 	msg := "internal error; see the server log"
 	var br *badRequest
+	var ie *ingest.InputError
+	var tl *tooLarge
 	var he *echo.HTTPError
 	switch {
 	case errors.As(err, &br):
 		code, msg = http.StatusBadRequest, br.msg
+	case errors.As(err, &ie):
+		code, msg = http.StatusBadRequest, ie.Msg
+	case errors.As(err, &tl):
+		code, msg = http.StatusRequestEntityTooLarge, tl.Error()
 	case errors.As(err, &he):
 		code, msg = he.Code, fmt.Sprint(he.Message)
 	default:
@@ -349,4 +376,35 @@ func (s *Server) workloads(c echo.Context) error {
 			Cost: ledger.FormatMicros(w.CostMicros), IdleCost: ledger.FormatMicros(w.IdleCostMicros)})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"currency": s.opts.Report.Currency, "from": from, "to": to, "workloads": out})
+}
+
+// tooLarge is a body over the limit; it maps to 413.
+type tooLarge struct{ limit int64 }
+
+func (e *tooLarge) Error() string {
+	return fmt.Sprintf("body is over the %d bytes allowed; send smaller batches", e.limit)
+}
+
+// remoteWrite answers POST /api/v1/write (Prometheus remote write 1.0:
+// snappy-compressed protobuf). 204 when accepted; 400 and 413 for bodies
+// that will never be accepted, which the sender must drop; 5xx only where a
+// retry can succeed.
+func (s *Server) remoteWrite(c echo.Context) error {
+	if s.opts.Ingest == nil {
+		return echo.NewHTTPError(http.StatusNotFound, "remote write is not enabled on this server; start it with -config to attribute what it receives")
+	}
+	if enc := c.Request().Header.Get("Content-Encoding"); enc != "" && enc != "snappy" {
+		return badf("Content-Encoding %q is not supported; want snappy (Prometheus remote write 1.0; run vmagent with -remoteWrite.forcePromProto)", enc)
+	}
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, s.opts.MaxRemoteWriteBytes+1))
+	if err != nil {
+		return badf("read remote-write body: %v", err)
+	}
+	if int64(len(body)) > s.opts.MaxRemoteWriteBytes {
+		return &tooLarge{s.opts.MaxRemoteWriteBytes}
+	}
+	if err := s.opts.Ingest.RemoteWrite(body); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
 }

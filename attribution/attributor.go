@@ -245,6 +245,28 @@ func (a *Attributor) AddPod(p PodInfo) {
 	}
 }
 
+// Prime takes a sample from before the first hour to emit, only to restore
+// what a continuous run would know at that point: the device's last sample
+// time and energy counter. It books nothing. A backfill resumed at a
+// checkpoint primes with the last minutes before it, so that its ledger is
+// the one an uninterrupted run would have written.
+func (a *Attributor) Prime(s *Sample) {
+	if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) || s.Field == FieldUnknown {
+		return
+	}
+	if a.startMs != 0 && s.TimeMs >= a.startMs {
+		return
+	}
+	inst := a.instance(s)
+	if inst == nil || s.TimeMs < inst.lastMs {
+		return
+	}
+	inst.lastMs = s.TimeMs
+	if s.Field == FieldTotalEnergy {
+		inst.lastEnergy, inst.hasLastEnergy = s.Value, true
+	}
+}
+
 // Add takes one sample. Samples of one device must come in time order; one
 // older than the device's last, a field repeated for the same pod, a value
 // that is NaN or infinite, or one for an hour already emitted is rejected

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
 
 	"github.com/gpuledger/gpuledger/attribution"
@@ -71,6 +72,9 @@ type Stats struct {
 	Invalid uint64
 	// MissingLabels counts DCGM series without a Hostname or gpu label.
 	MissingLabels uint64
+	// StaleMarkers counts staleness markers (a series ended) received by
+	// remote write.
+	StaleMarkers uint64
 }
 
 // Parser parses exposition bodies. It reuses its buffers between calls and
@@ -81,6 +85,12 @@ type Parser struct {
 	stats  Stats
 	// errs holds the first invalid lines' messages, for the caller to report.
 	errs []string
+
+	// Remote-write buffers, reused between requests.
+	wru     *prompb.WriteRequestUnmarshaler
+	rwBuf   []byte
+	rwTags  []prometheus.Tag
+	rwBatch []rwSample
 }
 
 // Stats returns the counters so far.
@@ -100,7 +110,12 @@ func (p *Parser) ParseExposition(body []byte, defaultMs int64, sink Sink) error 
 	// overwritten by the next; the sink copies what it keeps.
 	p.rows.UnmarshalWithErrLogger(unsafe.String(unsafe.SliceData(body), len(body)), p.logLineError)
 	for i := range p.rows.Rows {
-		p.handleRow(&p.rows.Rows[i], defaultMs, sink)
+		r := &p.rows.Rows[i]
+		ts := r.Timestamp
+		if ts == 0 {
+			ts = defaultMs
+		}
+		p.handleRow(r.Metric, r.Tags, r.Value, ts, sink)
 	}
 	p.stats.Lines += uint64(len(p.rows.Rows))
 	if n := p.stats.Invalid - invalid; n > 0 {
@@ -116,28 +131,27 @@ func (p *Parser) logLineError(s string) {
 	}
 }
 
-func (p *Parser) handleRow(r *prometheus.Row, defaultMs int64, sink Sink) {
-	ts := r.Timestamp
-	if ts == 0 {
-		ts = defaultMs
-	}
-	switch r.Metric {
+// handleRow turns one sample of one series into what attribution takes.
+// All decoders (exposition, remote write, export JSON lines) end here, so
+// label spellings are normalised in one place.
+func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
+	switch metric {
 	case MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests:
-		p.handlePodRow(r, sink)
+		p.handlePodRow(metric, tags, value, sink)
 		return
 	}
-	f := fieldOf(r.Metric)
+	f := fieldOf(metric)
 	if f == attribution.FieldUnknown {
 		p.stats.Skipped++
 		return
 	}
 	s := &p.sample
-	*s = attribution.Sample{TimeMs: ts, Field: f, Value: r.Value}
+	*s = attribution.Sample{TimeMs: ts, Field: f, Value: value}
 	// With honorLabels false a scrape renames the exporter's namespace, pod
 	// and container to exported_*, and the plain names then describe the
 	// exporter itself: the exported_ spelling wins when both are present.
 	var expNS, expPod bool
-	for _, t := range r.Tags {
+	for _, t := range tags {
 		switch t.Key {
 		case "Hostname", "hostname":
 			s.Node = t.Value
@@ -188,11 +202,11 @@ var workloadLabels = []struct{ label, kind string }{
 // containers' GPU requests (kube_pod_container_resource_requests with a GPU
 // resource: nvidia_com_gpu, or a milli-GPU resource such as
 // alibabacloud_com_gpu_milli).
-func (p *Parser) handlePodRow(r *prometheus.Row, sink Sink) {
+func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float64, sink Sink) {
 	var pi attribution.PodInfo
 	var resource, ownerKind, ownerName, wlKind, wlName string
 	wlRank := len(workloadLabels)
-	for _, t := range r.Tags {
+	for _, t := range tags {
 		switch t.Key {
 		case "namespace":
 			pi.Namespace = t.Value
@@ -221,7 +235,7 @@ func (p *Parser) handlePodRow(r *prometheus.Row, sink Sink) {
 		p.stats.MissingLabels++
 		return
 	}
-	switch r.Metric {
+	switch metric {
 	case MetricKubePodLabels:
 		pi.OwnerKind, pi.OwnerName = wlKind, wlName
 	case MetricKubePodOwner:
@@ -230,11 +244,11 @@ func (p *Parser) handlePodRow(r *prometheus.Row, sink Sink) {
 		}
 		pi.OwnerKind, pi.OwnerName = ownerKind, ownerName
 	case MetricKubePodRequests:
-		if !isGPUResource(resource) || r.Value <= 0 {
+		if !isGPUResource(resource) || !(value > 0) || math.IsInf(value, 0) {
 			p.stats.Skipped++
 			return
 		}
-		pi.RequestMilli = int64(math.Round(r.Value * 1000))
+		pi.RequestMilli = int64(math.Round(value * 1000))
 	}
 	if pi.Queue == "" && pi.OwnerName == "" && pi.RequestMilli == 0 {
 		p.stats.Skipped++

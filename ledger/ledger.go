@@ -201,6 +201,13 @@ type Store interface {
 	// q.Cluster and q.Team) summed over the range, most idle cost first,
 	// at most limit of them. Each row's Hour is q.From.
 	TopWorkloads(ctx context.Context, q Query, limit int) ([]WorkloadRow, error)
+	// Checkpoint returns how far the ingest source called name has been
+	// written; the zero time when it has not been.
+	Checkpoint(ctx context.Context, name string) (time.Time, error)
+	// SetCheckpoint records how far a source has been written. Callers set
+	// it after writing the hours it covers: a crash between the two only
+	// makes a rerun write those hours again, which replaces them.
+	SetCheckpoint(ctx context.Context, name string, t time.Time) error
 	// Close releases the Store's resources.
 	Close() error
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -303,4 +304,26 @@ var ksmFamilies = [3]string{
 	"# HELP kube_pod_labels [STABLE] Kubernetes labels converted to Prometheus labels.\n# TYPE kube_pod_labels gauge\n",
 	"# HELP kube_pod_owner [STABLE] Information about the Pod's owner.\n# TYPE kube_pod_owner gauge\n",
 	"# HELP kube_pod_container_resource_requests [STABLE] The number of requested request resource by a container.\n# TYPE kube_pod_container_resource_requests gauge\n",
+}
+
+// AppendTimestamped appends body with every sample line stamped with ms, as
+// an exposition file holding many scrapes (or one VictoriaMetrics imports)
+// needs: "metric{labels} value ms".
+func AppendTimestamped(dst, body []byte, ms int64) []byte {
+	ts := strconv.AppendInt([]byte{' '}, ms, 10)
+	for len(body) > 0 {
+		i := bytes.IndexByte(body, '\n')
+		line := body
+		if i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		dst = append(dst, line...)
+		if len(line) > 0 && line[0] != '#' {
+			dst = append(dst, ts...)
+		}
+		dst = append(dst, '\n')
+	}
+	return dst
 }

@@ -25,7 +25,8 @@ type command struct {
 
 var commands = []command{
 	{"demo", "simulate a month of the example cluster through the whole loop, write reports, serve the API", runDemo},
-	{"serve", "serve the cost API and report downloads from a ledger", runServe},
+	{"serve", "serve the cost API and report downloads; take remote write and scrape exporters into the ledger", runServe},
+	{"ingest", "backfill the ledger from VictoriaMetrics, Prometheus or files, resumably", runIngest},
 	{"report", "write a month's chargeback (CSV and XLSX) from a ledger", runReport},
 	{"validate", "check a configuration file and list every problem", runValidate},
 }

@@ -8,16 +8,27 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
+	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/reports"
 )
 
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("serve", "Serves the cost API (/api/v1/cost), chargeback downloads\n(/api/v1/reports/chargeback/YYYY-MM?format=csv|xlsx), /healthz and /metrics from a ledger.", stdout)
-	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file (teams, budgets, currency)")
-	ledgerPath := fs.String("ledger.path", "gpuledger-demo/ledger", "embedded ledger directory")
+	fs := newFlagSet("serve", `Serves the cost API (/api/v1/cost, /api/v1/workloads), chargeback downloads
+(/api/v1/reports/chargeback/YYYY-MM?format=csv|xlsx), /healthz and /metrics from a ledger,
+and keeps the ledger current: it takes Prometheus remote write on POST /api/v1/write
+(point vmagent or Prometheus at it) and can scrape exporters itself (-scrape.targets).
+An hour is written once it is -ingest.lag old.`, stdout)
+	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file (cluster, teams, prices, budgets)")
+	cluster := fs.String("cluster", "", "cluster the received telemetry is from; empty for the only one")
+	ledgerPath := fs.String("ledger.path", "gpuledger-data/ledger", "embedded ledger directory")
 	listen := fs.String("http.listenAddr", "127.0.0.1:8080", "address the API listens on")
+	remoteWrite := fs.Bool("remoteWrite", true, "accept Prometheus remote write on POST /api/v1/write")
+	targets := fs.String("scrape.targets", "", "comma-separated exporter URLs to scrape (dcgm-exporter, kube-state-metrics), e.g. http://node-1:9400/metrics")
+	interval := fs.Duration("scrape.interval", 15*time.Second, "scrape interval, and how long a last sample counts")
+	lag := fs.Duration("ingest.lag", 5*time.Minute, "how long after an hour ends it is written; later samples for it are rejected as late")
 	newLogger := logFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -27,15 +38,34 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	model, err := cfg.AttributionModel(*cluster)
+	if err != nil {
+		return err
+	}
 	store, err := embedded.Open(*ledgerPath, embedded.Options{Logger: log})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	srv := api.New(api.Options{Store: store, Logger: log,
-		Report: reportOptions(cfg, "")})
-	log.Info("serving", "addr", *listen)
-	if err := srv.ListenAndServe(ctx, *listen); err != nil && !errors.Is(err, context.Canceled) {
+	pl, err := ingest.NewPipeline(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds()}, store,
+		ingest.PipelineOptions{Lag: *lag, Logger: log})
+	if err != nil {
+		return err
+	}
+	opts := api.Options{Store: store, Logger: log, Report: reportOptions(cfg, ""), IngestStats: pl.Stats}
+	if *remoteWrite {
+		opts.Ingest = pl
+	}
+	go pl.Run(ctx, time.Minute)
+	if ts := splitList(*targets); len(ts) > 0 {
+		go ingest.NewScraper(pl, ingest.ScrapeOptions{Targets: ts, Interval: *interval, Logger: log}).Run(ctx)
+	}
+	log.Info("serving", "addr", *listen, "remoteWrite", *remoteWrite, "scrapeTargets", len(splitList(*targets)))
+	err = api.New(opts).ListenAndServe(ctx, *listen)
+	if ferr := pl.Flush(context.Background()); ferr != nil {
+		log.Error("final ledger flush failed", "err", ferr)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w; pass another -http.listenAddr", err)
 	}
 	return nil

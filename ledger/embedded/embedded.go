@@ -62,6 +62,10 @@ var schema = []string{
 		PRIMARY KEY (cluster, hour, team, namespace, kind, name)
 	) WITHOUT ROWID`,
 	`CREATE INDEX IF NOT EXISTS workload_rows_hour ON workload_rows (hour)`,
+	`CREATE TABLE IF NOT EXISTS checkpoints (
+		name TEXT PRIMARY KEY,
+		at   INTEGER NOT NULL -- Unix milliseconds
+	) WITHOUT ROWID`,
 }
 
 // Options configures Open.
@@ -323,4 +327,26 @@ func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]
 		return nil, fmt.Errorf("read workload rows: %w", err)
 	}
 	return out, nil
+}
+
+// Checkpoint returns how far the source called name has been written.
+func (s *Store) Checkpoint(ctx context.Context, name string) (time.Time, error) {
+	var ms int64
+	err := s.db.QueryRowContext(ctx, `SELECT at FROM checkpoints WHERE name = ?`, name).Scan(&ms)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read checkpoint %q: %w", name, err)
+	}
+	return time.UnixMilli(ms).UTC(), nil
+}
+
+// SetCheckpoint records how far the source called name has been written.
+func (s *Store) SetCheckpoint(ctx context.Context, name string, t time.Time) error {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO checkpoints (name, at) VALUES (?, ?)
+		ON CONFLICT (name) DO UPDATE SET at = excluded.at`, name, t.UnixMilli()); err != nil {
+		return fmt.Errorf("write checkpoint %q: %w", name, err)
+	}
+	return nil
 }

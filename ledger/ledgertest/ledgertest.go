@@ -211,6 +211,25 @@ func Run(t *testing.T, open Opener) {
 			t.Error("limit 0 accepted")
 		}
 	})
+	t.Run("Checkpoints", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		if got, err := s.Checkpoint(ctx, "vm"); err != nil || !got.IsZero() {
+			t.Fatalf("new store's checkpoint: %v, %v", got, err)
+		}
+		at := time.Date(2026, 10, 5, 7, 0, 0, 0, time.UTC)
+		for _, cp := range []time.Time{at.Add(-time.Hour), at} {
+			if err := s.SetCheckpoint(ctx, "vm", cp); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.SetCheckpoint(ctx, "file", at.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Checkpoint(ctx, "vm"); err != nil || !got.Equal(at) {
+			t.Errorf("checkpoint vm = %v, %v; want %v", got, err, at)
+		}
+	})
 	t.Run("BadInput", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/ingest"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
+)
+
+func runIngest(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("ingest", `Backfills the ledger from stored telemetry, chunk by chunk, with progress and an ETA.
+It records a checkpoint after each chunk: run the same command again after an
+interruption and it resumes there; hours are replaced, never added to, so nothing
+is counted twice.
+
+  -from http://victoriametrics:8428          VictoriaMetrics /api/v1/export (raw samples)
+  -from prometheus+http://prometheus:9090    Prometheus /api/v1/query_range (evaluated at -scrape.interval)
+  -from file:///path/scrapes.prom            text exposition (timestamps on the lines)
+  -from file:///path/export.jsonl            VictoriaMetrics export JSON lines`, stdout)
+	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file")
+	cluster := fs.String("cluster", "", "cluster of the configuration the telemetry is from; empty for the only one")
+	from := fs.String("from", "", "where to read from (required); see above")
+	startFlag := fs.String("start", "", "start of the range, RFC 3339 (required); rounded down to an hour")
+	endFlag := fs.String("end", "", "end of the range, RFC 3339 (required); rounded down to an hour")
+	chunk := fs.Duration("chunk", time.Hour, "how much to read per request; a whole number of hours")
+	interval := fs.Duration("scrape.interval", 15*time.Second, "the exporters' scrape interval: how long a last sample counts")
+	ledgerPath := fs.String("ledger.path", "gpuledger-data/ledger", "embedded ledger directory")
+	newLogger := logFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *from == "" || *startFlag == "" || *endFlag == "" {
+		return usageError{"ingest needs -from, -start and -end; see 'gpuledger ingest -help'"}
+	}
+	start, err := time.Parse(time.RFC3339, *startFlag)
+	if err != nil {
+		return usageError{fmt.Sprintf("-start=%q is not RFC 3339; want such as 2026-10-01T00:00:00Z", *startFlag)}
+	}
+	end, err := time.Parse(time.RFC3339, *endFlag)
+	if err != nil {
+		return usageError{fmt.Sprintf("-end=%q is not RFC 3339; want such as 2026-11-01T00:00:00Z", *endFlag)}
+	}
+	log := newLogger()
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	model, err := cfg.AttributionModel(*cluster)
+	if err != nil {
+		return err
+	}
+	src, err := ingest.NewSource(*from, nil, *interval)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	store, err := embedded.Open(*ledgerPath, embedded.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	began := time.Now()
+	prog, err := ingest.Backfill(ctx, ingest.BackfillOptions{
+		Source: src, Store: store, Model: model, Logger: log,
+		Attribution: attribution.Options{ScrapeIntervalMs: interval.Milliseconds()},
+		Start:       start, End: end, Chunk: *chunk,
+		Progress: func(p ingest.BackfillProgress) {
+			done := p.Done
+			if !p.Resumed.IsZero() {
+				done -= p.Resumed.Sub(start.Truncate(time.Hour))
+			}
+			left := p.Total - p.Done
+			el := time.Since(began)
+			eta := time.Duration(float64(el) * float64(left) / float64(max(done, time.Millisecond)))
+			fmt.Fprintf(os.Stderr, "\r%5.1f%%  %s of %s  %.1fM samples  ETA %s ",
+				100*float64(p.Done)/float64(p.Total), p.Done, p.Total, float64(p.Ingest.Samples)/1e6, eta.Round(time.Second))
+		},
+	})
+	fmt.Fprintln(os.Stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "ingested %s to %s from %s: %d ledger rows, %d samples attributed, %d rejected %v\n",
+		start.Truncate(time.Hour).Format(time.RFC3339), end.Truncate(time.Hour).Format(time.RFC3339), src.Name(),
+		prog.Rows, prog.Attribution.Accepted, sum(prog.Attribution.Rejected), prog.Attribution.Rejected)
+	return nil
+}
+
+func sum(m map[attribution.Reason]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

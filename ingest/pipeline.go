@@ -1,0 +1,139 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// PipelineOptions configures a Pipeline.
+type PipelineOptions struct {
+	// Lag is how long after an hour ends its rows are written: samples
+	// arriving later than that for the hour are rejected as late. Default
+	// 5 minutes.
+	Lag    time.Duration
+	Limits Limits
+	Logger *slog.Logger
+}
+
+// Pipeline is live ingestion: remote-write requests and scrapes go in,
+// hours come out into the ledger once they are Lag old. It is safe for
+// concurrent use; requests are attributed one at a time.
+type Pipeline struct {
+	mu    sync.Mutex
+	p     Parser
+	att   *attribution.Attributor
+	store ledger.Store
+	opts  PipelineOptions
+	log   *slog.Logger
+	maxMs int64
+	rows  int // written so far
+	// Rows emitted but not yet written: a failed write keeps them for the
+	// next flush, so an outage of the store loses nothing.
+	unwritten    []ledger.Row
+	unwrittenWls []ledger.WorkloadRow
+}
+
+// NewPipeline returns a pipeline for one cluster's model.
+func NewPipeline(model *attribution.Model, aopts attribution.Options, store ledger.Store, opts PipelineOptions) (*Pipeline, error) {
+	att, err := attribution.New(model, aopts)
+	if err != nil {
+		return nil, fmt.Errorf("cost model: %w", err)
+	}
+	if opts.Lag <= 0 {
+		opts.Lag = 5 * time.Minute
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Pipeline{att: att, store: store, opts: opts, log: log}, nil
+}
+
+type watermarkSink struct {
+	*attribution.Attributor
+	max *int64
+}
+
+func (w watermarkSink) Add(s *attribution.Sample) {
+	if s.TimeMs > *w.max {
+		*w.max = s.TimeMs
+	}
+	w.Attributor.Add(s)
+}
+
+// RemoteWrite ingests one remote-write body. An *InputError means the body
+// will never be accepted.
+func (pl *Pipeline) RemoteWrite(body []byte) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.p.ParseRemoteWrite(body, pl.opts.Limits, watermarkSink{pl.att, &pl.maxMs})
+}
+
+// Exposition ingests one scrape, taken at scrapeMs, of text exposition.
+func (pl *Pipeline) Exposition(body []byte, scrapeMs int64) error {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.p.ParseExposition(body, scrapeMs, watermarkSink{pl.att, &pl.maxMs})
+}
+
+// Flush writes every hour that ended at least Lag before the newest sample.
+func (pl *Pipeline) Flush(ctx context.Context) error {
+	pl.mu.Lock()
+	until := pl.maxMs - pl.opts.Lag.Milliseconds()
+	pl.mu.Unlock()
+	return pl.FlushUntil(ctx, time.UnixMilli(until))
+}
+
+// FlushUntil writes every hour that ends at or before until, whatever the
+// lag: for tests, and for the end of a finite stream.
+func (pl *Pipeline) FlushUntil(ctx context.Context, until time.Time) error {
+	pl.mu.Lock()
+	rows, wls := pl.att.Emit(until.UnixMilli())
+	rows = append(pl.unwritten, rows...)
+	wls = append(pl.unwrittenWls, wls...)
+	pl.unwritten, pl.unwrittenWls = nil, nil
+	pl.mu.Unlock()
+	if len(rows) == 0 && len(wls) == 0 {
+		return nil
+	}
+	if err := pl.store.WriteHours(ctx, rows, wls); err != nil {
+		pl.mu.Lock()
+		pl.unwritten = append(rows, pl.unwritten...)
+		pl.unwrittenWls = append(wls, pl.unwrittenWls...)
+		pl.mu.Unlock()
+		return fmt.Errorf("write %d ledger rows (kept for the next flush): %w", len(rows), err)
+	}
+	pl.mu.Lock()
+	pl.rows += len(rows)
+	pl.mu.Unlock()
+	return nil
+}
+
+// Run flushes every interval until ctx is done.
+func (pl *Pipeline) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := pl.Flush(ctx); err != nil {
+				pl.log.Error("ledger flush failed", "err", err)
+			}
+		}
+	}
+}
+
+// Stats returns the ingest and attribution counters.
+func (pl *Pipeline) Stats() (Stats, attribution.Stats) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.p.Stats(), pl.att.Stats()
+}
