@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -161,5 +162,56 @@ func TestWorkloads(t *testing.T) {
 	}
 	if code, _, body := get(t, srv, "/api/v1/workloads?from=2026-10&to=2026-11&limit=0"); code != http.StatusBadRequest || !strings.Contains(body, "limit") {
 		t.Errorf("limit=0: %d %s", code, body)
+	}
+}
+
+type fakeIngest struct {
+	err error
+	got [][]byte
+}
+
+func (f *fakeIngest) RemoteWrite(body []byte) error {
+	f.got = append(f.got, body)
+	return f.err
+}
+
+func post(t *testing.T, srv *Server, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/write", strings.NewReader(body))
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	return rec.Code, rec.Body.String()
+}
+
+// TestRemoteWriteStatus: 204 when taken; 400 and 413 for bodies the sender
+// must drop; 500 only for failures a retry can get past; 404 when off.
+func TestRemoteWriteStatus(t *testing.T) {
+	store, _ := embedded.Open(t.TempDir(), embedded.Options{})
+	defer store.Close()
+	fi := &fakeIngest{}
+	srv := New(Options{Store: store, Ingest: fi, MaxRemoteWriteBytes: 10})
+	if code, body := post(t, srv, "ok", nil); code != http.StatusNoContent || len(fi.got) != 1 {
+		t.Errorf("good body: %d %s", code, body)
+	}
+	if code, body := post(t, srv, "0123456789x", nil); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "10 bytes") {
+		t.Errorf("big body: %d %s", code, body)
+	}
+	if code, body := post(t, srv, "x", map[string]string{"Content-Encoding": "zstd"}); code != http.StatusBadRequest || !strings.Contains(body, "forcePromProto") {
+		t.Errorf("zstd: %d %s", code, body)
+	}
+	fi.err = &ingest.InputError{Msg: "not snappy"}
+	if code, body := post(t, srv, "x", nil); code != http.StatusBadRequest || !strings.Contains(body, "not snappy") {
+		t.Errorf("bad body: %d %s", code, body)
+	}
+	fi.err = errors.New("disk full")
+	if code, _ := post(t, srv, "x", nil); code != http.StatusInternalServerError {
+		t.Errorf("store failure: %d, want 500 so that the sender retries", code)
+	}
+	off := New(Options{Store: store})
+	if code, _ := post(t, off, "x", nil); code != http.StatusNotFound {
+		t.Errorf("disabled: %d", code)
 	}
 }

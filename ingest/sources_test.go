@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -367,4 +369,34 @@ func FuzzParseExportLines(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestScraper scrapes a fake exporter into a pipeline with a fixed clock,
+// and counts a failing target.
+func TestScraper(t *testing.T) {
+	m, scrapes := simScrapes(t, 1)
+	exporter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(scrapes[0].body)
+	}))
+	defer exporter.Close()
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusServiceUnavailable)
+	}))
+	defer broken.Close()
+	pl, err := NewPipeline(m, attribution.Options{}, openStore(t), PipelineOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := simStart
+	s := NewScraper(pl, ScrapeOptions{Targets: []string{exporter.URL, broken.URL}, Now: func() time.Time { return now }})
+	s.ScrapeOnce(context.Background())
+	now = now.Add(15 * time.Second)
+	s.ScrapeOnce(context.Background())
+	is, as := pl.Stats()
+	if want := 2 * uint64(56*5+32*4); is.Samples != want || len(as.Rejected) != 0 {
+		t.Errorf("%d samples (want %d), rejected %v", is.Samples, want, as.Rejected)
+	}
+	if f := s.Failures(); f[broken.URL] != 2 || f[exporter.URL] != 0 {
+		t.Errorf("failures %v", f)
+	}
 }
