@@ -21,8 +21,10 @@ build:
 test:
 	$(GO) test -count=1 $(PKGS)
 
+# Benchmarks, including the side-by-side with VictoriaMetrics (built and
+# cached by tools/build-victoriametrics.sh).
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+	GPULEDGER_VICTORIAMETRICS=$$(bash tools/build-victoriametrics.sh) $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -35,6 +37,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzAttribution -fuzztime=$(FUZZTIME) ./attribution
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./config
 	$(GO) test -run='^$$' -fuzz=FuzzParseExposition -fuzztime=$(FUZZTIME) ./ingest
+	$(GO) test -run='^$$' -fuzz=FuzzParseRemoteWrite -fuzztime=$(FUZZTIME) ./ingest
+	$(GO) test -run='^$$' -fuzz=FuzzParseExportLines -fuzztime=$(FUZZTIME) ./ingest
 
 clean:
 	rm -rf bin gpuledger-demo

@@ -87,7 +87,7 @@ func sharedCapture(t *testing.T) []byte {
 	return b
 }
 
-func openStore(t *testing.T) ledger.Store {
+func openStore(t testing.TB) ledger.Store {
 	t.Helper()
 	s, err := embedded.Open(t.TempDir(), embedded.Options{})
 	if err != nil {

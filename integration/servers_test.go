@@ -18,7 +18,7 @@ import (
 
 // vmBinary returns the path of a VictoriaMetrics binary (victoria-metrics,
 // vmagent): from $GPULEDGER_VICTORIAMETRICS, else the build script's cache.
-func vmBinary(t *testing.T, name string) string {
+func vmBinary(t testing.TB, name string) string {
 	t.Helper()
 	dir := os.Getenv("GPULEDGER_VICTORIAMETRICS")
 	if dir == "" {
@@ -40,7 +40,7 @@ func vmBinary(t *testing.T, name string) string {
 }
 
 // freeAddr returns a free 127.0.0.1 address.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,7 +51,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // start runs a server until the test ends and waits until ready answers 200.
-func start(t *testing.T, ready string, bin string, args ...string) {
+func start(t testing.TB, ready string, bin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	logPath := filepath.Join(t.TempDir(), filepath.Base(bin)+".log")
@@ -96,7 +96,7 @@ func tail(s string, n int) string {
 
 // startVictoriaMetrics starts a single-node VictoriaMetrics with its own
 // storage and returns its base URL.
-func startVictoriaMetrics(t *testing.T) string {
+func startVictoriaMetrics(t testing.TB) string {
 	t.Helper()
 	bin := vmBinary(t, "victoria-metrics")
 	addr := freeAddr(t)
