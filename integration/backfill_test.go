@@ -1,0 +1,157 @@
+package integration_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ingest"
+	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
+	"github.com/gpuledger/gpuledger/sim"
+)
+
+// loadVM imports scrapes into a fresh VictoriaMetrics, writes the same
+// data to a file, and returns the server's URL and the file.
+func loadVM(t *testing.T, scrapes []scrape) (vm, file string) {
+	t.Helper()
+	vm = startVictoriaMetrics(t)
+	var body []byte
+	for _, sc := range scrapes {
+		body = sim.AppendTimestamped(body, sc.body, sc.at.UnixMilli())
+	}
+	file = filepath.Join(t.TempDir(), "telemetry.prom")
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	post(t, vm+"/api/v1/import/prometheus", "text/plain", body)
+	resp, err := http.Get(vm + "/internal/force_flush")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return vm, file
+}
+
+// TestPrometheusQueryRangeFallback backfills through the Prometheus HTTP
+// API (VictoriaMetrics serves it too). query_range evaluates each series at
+// every step with a lookback, so a pod's series lingers a little after the
+// pod is gone: the ledger is close to the raw one, not equal. Every hour
+// still reconciles exactly, and each team's cost stays within 2%.
+func TestPrometheusQueryRangeFallback(t *testing.T) {
+	cfg, scrapes := simulate(t, 2*time.Hour)
+	vm, file := loadVM(t, scrapes)
+	model, _ := cfg.AttributionModel("")
+	end := simStart.Add(2 * time.Hour)
+	opts := ingest.BackfillOptions{Model: model, Start: simStart, End: end}
+	raw := openStore(t)
+	opts.Store, opts.Source = raw, &ingest.FileSource{Path: file}
+	if _, err := ingest.Backfill(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	src, err := ingest.NewSource("prometheus+"+vm, nil, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaProm := openStore(t)
+	opts.Store, opts.Source = viaProm, src
+	prog, err := ingest.Backfill(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prog.Attribution.Accepted == 0 {
+		t.Fatal("query_range gave no samples")
+	}
+	perTeam := func(s ledger.Store) map[string]int64 {
+		rows, err := s.Query(context.Background(), ledger.Query{From: simStart, To: end, Step: ledger.StepHour, GroupBy: []ledger.Dimension{ledger.DimTeam}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		hours := map[time.Time]int64{}
+		for _, r := range rows {
+			out[r.Team] += r.CostMicros
+			hours[r.Hour] += r.CostMicros
+		}
+		for h, c := range hours {
+			if c != model.HourlyCostMicros() {
+				t.Errorf("hour %s sums to %d, want %d", h, c, model.HourlyCostMicros())
+			}
+		}
+		return out
+	}
+	want, got := perTeam(raw), perTeam(viaProm)
+	for team, w := range want {
+		if w < 1_000_000 {
+			continue
+		}
+		if d := float64(got[team]-w) / float64(w); d > 0.02 || d < -0.02 {
+			t.Errorf("team %s: %d via query_range, %d raw (%.1f%%)", team, got[team], w, 100*d)
+		}
+	}
+}
+
+// TestIngestKilledAndRerun runs the gpuledger binary's ingest against a real
+// VictoriaMetrics, kills it (SIGKILL) once it has checkpointed an hour, runs
+// it again, and gets the ledger an uninterrupted backfill writes.
+func TestIngestKilledAndRerun(t *testing.T) {
+	cfg, scrapes := simulate(t, 6*time.Hour)
+	vm, file := loadVM(t, scrapes)
+	model, _ := cfg.AttributionModel("")
+	end := simStart.Add(6 * time.Hour)
+
+	bin := filepath.Join(t.TempDir(), "gpuledger")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/gpuledger").CombinedOutput(); err != nil {
+		t.Fatalf("build gpuledger: %v\n%s", err, out)
+	}
+	ledgerDir := t.TempDir()
+	args := []string{"ingest", "-config", "../examples/cluster.yaml", "-from", vm,
+		"-start", simStart.Format(time.RFC3339), "-end", end.Format(time.RFC3339), "-ledger.path", ledgerDir}
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	name := ingest.CheckpointName(&ingest.VMExport{BaseURL: vm})
+	killed := false
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if s, err := embedded.Open(ledgerDir, embedded.Options{}); err == nil {
+			cp, _ := s.Checkpoint(context.Background(), name)
+			s.Close()
+			if !cp.IsZero() && cp.Before(end) {
+				cmd.Process.Signal(syscall.SIGKILL)
+				killed = true
+				break
+			}
+			if !cp.Before(end) {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Wait()
+	if !killed {
+		t.Fatal("the backfill finished before it could be killed midway")
+	}
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ingested") {
+		t.Fatalf("rerun: %v\n%s", err, out)
+	}
+	resumed, err := embedded.Open(ledgerDir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Close()
+	whole := openStore(t)
+	if _, err := ingest.Backfill(context.Background(), ingest.BackfillOptions{Model: model, Start: simStart, End: end,
+		Store: whole, Source: &ingest.FileSource{Path: file}}); err != nil {
+		t.Fatal(err)
+	}
+	sameLedger(t, "killed and rerun", whole, resumed, simStart, end)
+}
