@@ -18,9 +18,11 @@ const module = "github.com/gpuledger/gpuledger/"
 // third-party library lives in one package). The standard library is always
 // allowed, except in attribution, which must stay pure.
 var allowed = map[string][]string{
-	"attribution":       {"ledger"},
-	"ledger":            {},
-	"ledger/embedded":   {"ledger", "modernc.org/sqlite"},
+	"attribution":     {"ledger"},
+	"ledger":          {},
+	"ledger/embedded": {"ledger", "modernc.org/sqlite"},
+	// shopspring/decimal is clickhouse-go's value type for Decimal columns.
+	"ledger/clickhouse": {"ledger", "github.com/ClickHouse/clickhouse-go/v2", "github.com/shopspring/decimal"},
 	"ledger/ledgertest": {"ledger", "github.com/google/go-cmp"},
 	"config":            {"ledger", "attribution", "go.yaml.in/yaml/v3"},
 	"ingest":            {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib"},

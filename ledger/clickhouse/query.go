@@ -1,0 +1,203 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+type clusterHour struct {
+	cluster string
+	hour    time.Time
+}
+
+// markHours writes, for each hour the record replaces in one table but has
+// no rows for in the other, an empty marker row with the record's version
+// there, so that the older version's rows of that table stop counting.
+// Markers have an empty team (ledger) or name (workloads); reads skip them.
+func (s *Store) markHours(ctx context.Context, rec *record) error {
+	inRows, inWls := map[clusterHour]bool{}, map[clusterHour]bool{}
+	for _, r := range rec.Rows {
+		inRows[clusterHour{r.Cluster, r.Hour.UTC()}] = true
+	}
+	for _, w := range rec.Workloads {
+		inWls[clusterHour{w.Cluster, w.Hour.UTC()}] = true
+	}
+	for k := range inRows {
+		if !inWls[k] {
+			if err := s.insertOne(ctx, `INSERT INTO `+s.table(s.opts.WorkloadTable)+` (hour, cluster, team, namespace, kind, name, version,
+				gpu_seconds, active_gpu_seconds, cost, idle_cost)`, k.hour, k.cluster, "", "", "", "", rec.Version, 0.0, 0.0, micros(0), micros(0)); err != nil {
+				return fmt.Errorf("mark hour in workloads: %w", err)
+			}
+		}
+	}
+	for k := range inWls {
+		if !inRows[k] {
+			if err := s.insertOne(ctx, `INSERT INTO `+s.table(s.opts.LedgerTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
+				gpu_seconds, active_gpu_seconds, cost, idle_cost, unallocated_cost, energy_joules, energy_cost)`,
+				k.hour, k.cluster, "", "", "", "", "", uint8(0), rec.Version, 0.0, 0.0, micros(0), micros(0), micros(0), 0.0, micros(0)); err != nil {
+				return fmt.Errorf("mark hour in ledger: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+var dimColumns = map[ledger.Dimension]string{
+	ledger.DimCluster:      "cluster",
+	ledger.DimTeam:         "team",
+	ledger.DimNamespace:    "namespace",
+	ledger.DimLocalQueue:   "local_queue",
+	ledger.DimClusterQueue: "cluster_queue",
+	ledger.DimFlavor:       "flavor",
+	ledger.DimBorrowed:     "borrowed",
+}
+
+// where builds the range and filter conditions, and the newest-version
+// condition: each (cluster, hour) counts only its last write. GLOBAL IN
+// evaluates the subquery once, which a Distributed table needs; all of an
+// hour's versions live on one shard (deploy/clickhouse shards by cluster
+// and hour).
+func where(table string, q ledger.Query) (string, []any) {
+	conds := []string{"hour >= ?", "hour < ?"}
+	args := []any{q.From.UTC(), q.To.UTC()}
+	if q.Cluster != "" {
+		conds = append(conds, "cluster = ?")
+		args = append(args, q.Cluster)
+	}
+	base := strings.Join(conds, " AND ")
+	sub := fmt.Sprintf("(cluster, hour, version) GLOBAL IN (SELECT cluster, hour, max(version) FROM %s WHERE %s GROUP BY cluster, hour)", table, base)
+	subArgs := append([]any(nil), args...)
+	if q.Team != "" {
+		conds = append(conds, "team = ?")
+		args = append(args, q.Team)
+	}
+	return strings.Join(conds, " AND ") + " AND " + sub, append(args, subArgs...)
+}
+
+// Query sums the newest rows per bucket and GroupBy dimensions. Money is
+// read as text and parsed exactly.
+func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error) {
+	var bucket string
+	switch q.Step {
+	case ledger.StepHour:
+		bucket = "hour"
+	case ledger.StepDay:
+		bucket = "toStartOfDay(hour)"
+	case ledger.StepMonth:
+		bucket = "toDateTime(toStartOfMonth(hour))"
+	default:
+		return nil, fmt.Errorf("query step %d: want hour, day or month", q.Step)
+	}
+	group := make(map[ledger.Dimension]bool)
+	for _, d := range q.GroupBy {
+		if _, ok := dimColumns[d]; !ok {
+			return nil, fmt.Errorf("query groupBy %q: want one of %v", d, ledger.Dimensions)
+		}
+		group[d] = true
+	}
+	cols := []string{bucket + " AS b"}
+	groupCols := []string{"b"}
+	for _, d := range ledger.Dimensions {
+		switch {
+		case group[d]:
+			cols = append(cols, dimColumns[d])
+			groupCols = append(groupCols, dimColumns[d])
+		case d == ledger.DimBorrowed:
+			cols = append(cols, "toUInt8(0)")
+		default:
+			cols = append(cols, "''")
+		}
+	}
+	table := s.table(s.opts.LedgerTable)
+	w, args := where(table, q)
+	sql := fmt.Sprintf(`SELECT %s, sum(gpu_seconds), sum(active_gpu_seconds), toString(sum(cost)), toString(sum(idle_cost)),
+		toString(sum(unallocated_cost)), sum(energy_joules), toString(sum(energy_cost))
+		FROM %s FINAL WHERE team != '' AND %s GROUP BY %s ORDER BY %s`,
+		strings.Join(cols, ", "), table, w, strings.Join(groupCols, ", "), strings.Join(groupCols, ", "))
+	rs, err := s.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query ledger: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.Row
+	for rs.Next() {
+		var r ledger.Row
+		var b time.Time
+		var borrowed uint8
+		var cost, idle, unalloc, ecost string
+		if err := rs.Scan(&b, &r.Cluster, &r.Team, &r.Namespace, &r.LocalQueue, &r.ClusterQueue, &r.Flavor, &borrowed,
+			&r.GPUSeconds, &r.ActiveGPUSeconds, &cost, &idle, &unalloc, &r.EnergyJoules, &ecost); err != nil {
+			return nil, fmt.Errorf("scan ledger row: %w", err)
+		}
+		r.Hour, r.Borrowed = b.UTC(), borrowed == 1
+		for _, m := range []struct {
+			s   string
+			dst *int64
+		}{{cost, &r.CostMicros}, {idle, &r.IdleCostMicros}, {unalloc, &r.UnallocatedCostMicros}, {ecost, &r.EnergyCostMicros}} {
+			if *m.dst, err = ledger.ParseMicros(m.s); err != nil {
+				return nil, fmt.Errorf("read amount: %w", err)
+			}
+		}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read ledger rows: %w", err)
+	}
+	return out, nil
+}
+
+// TopWorkloads sums the newest workload rows, most idle cost first.
+func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]ledger.WorkloadRow, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("workload limit %d: want at least 1", limit)
+	}
+	table := s.table(s.opts.WorkloadTable)
+	w, args := where(table, q)
+	args = append(args, limit)
+	rs, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, team, namespace, kind, name,
+		sum(gpu_seconds), sum(active_gpu_seconds), toString(sum(cost)), toString(sum(idle_cost))
+		FROM %s FINAL WHERE name != '' AND %s
+		GROUP BY cluster, team, namespace, kind, name
+		ORDER BY sum(idle_cost) DESC, cluster, team, namespace, kind, name LIMIT ?`, table, w), args...)
+	if err != nil {
+		return nil, fmt.Errorf("query workloads: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.WorkloadRow
+	for rs.Next() {
+		wl := ledger.WorkloadRow{Hour: q.From.UTC()}
+		var cost, idle string
+		if err := rs.Scan(&wl.Cluster, &wl.Team, &wl.Namespace, &wl.Kind, &wl.Name, &wl.GPUSeconds, &wl.ActiveGPUSeconds, &cost, &idle); err != nil {
+			return nil, fmt.Errorf("scan workload row: %w", err)
+		}
+		if wl.CostMicros, err = ledger.ParseMicros(cost); err != nil {
+			return nil, err
+		}
+		if wl.IdleCostMicros, err = ledger.ParseMicros(idle); err != nil {
+			return nil, err
+		}
+		out = append(out, wl)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read workload rows: %w", err)
+	}
+	return out, nil
+}
+
+// Checkpoint returns the newest checkpoint of a source.
+func (s *Store) Checkpoint(ctx context.Context, name string) (time.Time, error) {
+	var ms int64
+	var n uint64
+	row := s.conn.QueryRow(ctx, `SELECT argMax(at_ms, version), count() FROM `+s.table(s.opts.CheckpointTable)+` WHERE name = ?`, name)
+	if err := row.Scan(&ms, &n); err != nil {
+		return time.Time{}, fmt.Errorf("read checkpoint %q: %w", name, err)
+	}
+	if n == 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(ms).UTC(), nil
+}

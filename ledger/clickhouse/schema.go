@@ -1,0 +1,56 @@
+package clickhouse
+
+// migrations are applied in order at Open; each runs once per database,
+// recorded in gpuledger_schema. The SQL runs on ClickHouse 18.16 (Debian's
+// package) as on current releases: MergeTree-family engines, Decimal,
+// DateTime and plain functions only, and explicit column lists in every
+// INSERT.
+//
+// Ledger rows carry a version: every write of a (cluster, hour) gets a new
+// one, and reads keep only each hour's newest version, so a rewritten hour
+// replaces the old one even where it has fewer rows. ReplacingMergeTree
+// folds equal keys to the newest version as parts merge; FINAL makes reads
+// exact before that.
+var migrations = []string{
+	1: `CREATE TABLE IF NOT EXISTS {db}.ledger_rows (
+		hour DateTime,
+		cluster String,
+		team String,
+		namespace String,
+		local_queue String,
+		cluster_queue String,
+		flavor String,
+		borrowed UInt8,
+		version UInt64,
+		gpu_seconds Float64,
+		active_gpu_seconds Float64,
+		cost Decimal(18, 6),
+		idle_cost Decimal(18, 6),
+		unallocated_cost Decimal(18, 6),
+		energy_joules Float64,
+		energy_cost Decimal(18, 6)
+	) ENGINE = ReplacingMergeTree(version)
+	PARTITION BY toYYYYMM(hour)
+	ORDER BY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed)`,
+	2: `CREATE TABLE IF NOT EXISTS {db}.workload_rows (
+		hour DateTime,
+		cluster String,
+		team String,
+		namespace String,
+		kind String,
+		name String,
+		version UInt64,
+		gpu_seconds Float64,
+		active_gpu_seconds Float64,
+		cost Decimal(18, 6),
+		idle_cost Decimal(18, 6)
+	) ENGINE = ReplacingMergeTree(version)
+	PARTITION BY toYYYYMM(hour)
+	ORDER BY (cluster, hour, team, namespace, kind, name)`,
+	3: `CREATE TABLE IF NOT EXISTS {db}.checkpoints (
+		name String,
+		at_ms Int64,
+		version UInt64
+	) ENGINE = ReplacingMergeTree(version)
+	ORDER BY name`,
+}
