@@ -10,7 +10,6 @@ import (
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ingest"
-	"github.com/gpuledger/gpuledger/ledger/embedded"
 )
 
 func runIngest(ctx context.Context, args []string, stdout io.Writer) error {
@@ -30,7 +29,7 @@ is counted twice.
 	endFlag := fs.String("end", "", "end of the range, RFC 3339 (required); rounded down to an hour")
 	chunk := fs.Duration("chunk", time.Hour, "how much to read per request; a whole number of hours")
 	interval := fs.Duration("scrape.interval", 15*time.Second, "the exporters' scrape interval: how long a last sample counts")
-	ledgerPath := fs.String("ledger.path", "gpuledger-data/ledger", "embedded ledger directory")
+	openStore := storeFlags(fs, "gpuledger-data/ledger")
 	newLogger := logFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,7 +58,7 @@ is counted twice.
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	store, err := embedded.Open(*ledgerPath, embedded.Options{Logger: log})
+	store, err := openStore(ctx, log)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ingest"
-	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/reports"
 )
 
@@ -23,7 +22,7 @@ and keeps the ledger current: it takes Prometheus remote write on POST /api/v1/w
 An hour is written once it is -ingest.lag old.`, stdout)
 	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file (cluster, teams, prices, budgets)")
 	cluster := fs.String("cluster", "", "cluster the received telemetry is from; empty for the only one")
-	ledgerPath := fs.String("ledger.path", "gpuledger-data/ledger", "embedded ledger directory")
+	openStore := storeFlags(fs, "gpuledger-data/ledger")
 	listen := fs.String("http.listenAddr", "127.0.0.1:8080", "address the API listens on")
 	remoteWrite := fs.Bool("remoteWrite", true, "accept Prometheus remote write on POST /api/v1/write")
 	targets := fs.String("scrape.targets", "", "comma-separated exporter URLs to scrape (dcgm-exporter, kube-state-metrics), e.g. http://node-1:9400/metrics")
@@ -42,7 +41,7 @@ An hour is written once it is -ingest.lag old.`, stdout)
 	if err != nil {
 		return err
 	}
-	store, err := embedded.Open(*ledgerPath, embedded.Options{Logger: log})
+	store, err := openStore(ctx, log)
 	if err != nil {
 		return err
 	}
@@ -74,7 +73,7 @@ An hour is written once it is -ingest.lag old.`, stdout)
 func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("report", "Writes the chargeback of one month from a ledger as chargeback-YYYY-MM.csv and .xlsx.", stdout)
 	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file (teams, budgets, currency)")
-	ledgerPath := fs.String("ledger.path", "gpuledger-demo/ledger", "embedded ledger directory")
+	openStore := storeFlags(fs, "gpuledger-demo/ledger")
 	monthFlag := fs.String("month", "", "month to report, YYYY-MM (required)")
 	cluster := fs.String("cluster", "", "restrict to one cluster; empty for all")
 	out := fs.String("out", ".", "folder to write the reports into")
@@ -91,7 +90,7 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, err := embedded.Open(*ledgerPath, embedded.Options{Logger: newLogger()})
+	store, err := openStore(ctx, newLogger())
 	if err != nil {
 		return err
 	}

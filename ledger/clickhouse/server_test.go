@@ -30,10 +30,10 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startServer starts a clickhouse-server with tools/clickhouse-test-server.sh;
-// extraXML is spliced into its config. Outside CI a missing clickhouse-server
-// skips the test; under CI=true it fails it.
-func startServer(t testing.TB, extraXML string) *server {
+// newServer prepares a clickhouse-server of the test's own, on free ports,
+// without starting it. Outside CI a missing clickhouse-server skips the
+// test; under CI=true it fails it.
+func newServer(t testing.TB) *server {
 	t.Helper()
 	if _, err := exec.LookPath("clickhouse-server"); err != nil {
 		msg := "clickhouse-server not installed (apt-get install -y clickhouse-server)"
@@ -43,14 +43,26 @@ func startServer(t testing.TB, extraXML string) *server {
 		t.Skip(msg)
 	}
 	s := &server{t: t, dir: t.TempDir(), tcp: freePort(t), http: freePort(t)}
+	t.Cleanup(s.kill)
+	return s
+}
+
+// setExtra splices xml into the server's config.
+func (s *server) setExtra(xml string) {
+	s.extra = filepath.Join(s.dir, "extra.xml")
+	if err := os.WriteFile(s.extra, []byte(xml), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// startServer starts a clickhouse-server with tools/clickhouse-test-server.sh.
+func startServer(t testing.TB, extraXML string) *server {
+	t.Helper()
+	s := newServer(t)
 	if extraXML != "" {
-		s.extra = filepath.Join(s.dir, "extra.xml")
-		if err := os.WriteFile(s.extra, []byte(extraXML), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		s.setExtra(extraXML)
 	}
 	s.start()
-	t.Cleanup(s.kill)
 	return s
 }
 

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+
+	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/clickhouse"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
+)
+
+// storeFlags registers the ledger flags and returns what opens the store.
+func storeFlags(fs *flag.FlagSet, defaultPath string) func(ctx context.Context, log *slog.Logger) (ledger.Store, error) {
+	kind := fs.String("ledger.store", "embedded", "ledger backend: embedded (SQLite file, no server) or clickhouse")
+	path := fs.String("ledger.path", defaultPath, "embedded ledger directory")
+	dsn := fs.String("clickhouse.dsn", "clickhouse://127.0.0.1:9000/default", "ClickHouse server and database, for -ledger.store=clickhouse")
+	spool := fs.String("clickhouse.spoolDir", "", "directory that keeps writes while ClickHouse is unreachable, replayed in order when it is back (empty: writes fail instead)")
+	distributed := fs.Bool("clickhouse.distributed", false, "use the Distributed tables of a ClickHouse cluster (ledger_rows_all, workload_rows_all, checkpoints_all from deploy/clickhouse/cluster.sql); the schema is then the operator's")
+	return func(ctx context.Context, log *slog.Logger) (ledger.Store, error) {
+		switch *kind {
+		case "embedded":
+			return embedded.Open(*path, embedded.Options{Logger: log})
+		case "clickhouse":
+			opts := clickhouse.Options{DSN: *dsn, SpoolDir: *spool, Logger: log}
+			if *distributed {
+				opts.LedgerTable, opts.WorkloadTable, opts.CheckpointTable = "ledger_rows_all", "workload_rows_all", "checkpoints_all"
+				opts.SkipMigrations = true
+			}
+			return clickhouse.Open(ctx, opts)
+		}
+		return nil, usageError{fmt.Sprintf("-ledger.store=%q: want embedded or clickhouse", *kind)}
+	}
+}

@@ -1,0 +1,69 @@
+-- gpuledger on a ClickHouse cluster: replicated local tables on every node
+-- and Distributed tables over them. Apply once with clickhouse-client on any
+-- node (ON CLUSTER needs the cluster's ZooKeeper), then run gpuledger with
+--   -ledger.store=clickhouse -clickhouse.distributed
+--   -clickhouse.dsn='clickhouse://node:9000/gpuledger?insert_distributed_sync=1'
+--
+-- The cluster is named gpuledger in <remote_servers>; {shard} and {replica}
+-- are each node's <macros>. The columns are those of ledger/clickhouse's
+-- migrations; keep the two in step.
+--
+-- Sharding: all versions of one (cluster, hour) must live on one shard, since
+-- reads keep each hour's newest version; the sharding key is therefore the
+-- cluster and the hour. A month's chargeback reads every shard in parallel.
+
+CREATE DATABASE IF NOT EXISTS gpuledger ON CLUSTER gpuledger;
+
+CREATE TABLE IF NOT EXISTS gpuledger.ledger_rows ON CLUSTER gpuledger (
+    hour DateTime,
+    cluster String,
+    team String,
+    namespace String,
+    local_queue String,
+    cluster_queue String,
+    flavor String,
+    borrowed UInt8,
+    version UInt64,
+    gpu_seconds Float64,
+    active_gpu_seconds Float64,
+    cost Decimal(18, 6),
+    idle_cost Decimal(18, 6),
+    unallocated_cost Decimal(18, 6),
+    energy_joules Float64,
+    energy_cost Decimal(18, 6)
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/ledger_rows', '{replica}', version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed);
+
+CREATE TABLE IF NOT EXISTS gpuledger.workload_rows ON CLUSTER gpuledger (
+    hour DateTime,
+    cluster String,
+    team String,
+    namespace String,
+    kind String,
+    name String,
+    version UInt64,
+    gpu_seconds Float64,
+    active_gpu_seconds Float64,
+    cost Decimal(18, 6),
+    idle_cost Decimal(18, 6)
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/workload_rows', '{replica}', version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (cluster, hour, team, namespace, kind, name);
+
+CREATE TABLE IF NOT EXISTS gpuledger.checkpoints ON CLUSTER gpuledger (
+    name String,
+    at_ms Int64,
+    version UInt64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/checkpoints', '{replica}', version)
+ORDER BY name;
+
+-- Distributed tables: what gpuledger reads and writes.
+CREATE TABLE IF NOT EXISTS gpuledger.ledger_rows_all ON CLUSTER gpuledger AS gpuledger.ledger_rows
+ENGINE = Distributed(gpuledger, gpuledger, ledger_rows, cityHash64(cluster, toUInt32(hour)));
+
+CREATE TABLE IF NOT EXISTS gpuledger.workload_rows_all ON CLUSTER gpuledger AS gpuledger.workload_rows
+ENGINE = Distributed(gpuledger, gpuledger, workload_rows, cityHash64(cluster, toUInt32(hour)));
+
+CREATE TABLE IF NOT EXISTS gpuledger.checkpoints_all ON CLUSTER gpuledger AS gpuledger.checkpoints
+ENGINE = Distributed(gpuledger, gpuledger, checkpoints, cityHash64(name));

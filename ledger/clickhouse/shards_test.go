@@ -1,0 +1,150 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// clusterDDL reads deploy/clickhouse/cluster.sql for a cluster without
+// ZooKeeper: no ON CLUSTER, and ReplacingMergeTree for its replicated form.
+// localOnly keeps the local tables; otherwise only the Distributed ones.
+func clusterDDL(t *testing.T, local bool) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../deploy/clickhouse/cluster.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			lines = append(lines, l)
+		}
+	}
+	replicated := regexp.MustCompile(`ReplicatedReplacingMergeTree\('[^']*', '\{replica\}', version\)`)
+	var out []string
+	for _, stmt := range strings.Split(strings.Join(lines, "\n"), ";") {
+		stmt = strings.TrimSpace(strings.ReplaceAll(stmt, " ON CLUSTER gpuledger", ""))
+		if stmt == "" {
+			continue
+		}
+		stmt = replicated.ReplaceAllString(stmt, "ReplacingMergeTree(version)")
+		isDist := strings.Contains(stmt, "ENGINE = Distributed")
+		if isDist != local || strings.HasPrefix(stmt, "CREATE DATABASE") {
+			out = append(out, stmt)
+		}
+	}
+	return out
+}
+
+func execAll(t *testing.T, dsn string, stmts []string) {
+	t.Helper()
+	opts, err := ch.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := ch.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, s := range stmts {
+		if err := conn.Exec(context.Background(), s); err != nil {
+			t.Fatalf("%v\n%s", err, s)
+		}
+	}
+}
+
+func countRows(t *testing.T, dsn, table string) uint64 {
+	t.Helper()
+	opts, _ := ch.ParseDSN(dsn)
+	conn, err := ch.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var n uint64
+	if err := conn.QueryRow(context.Background(), "SELECT count() FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestTwoShards runs deploy/clickhouse/cluster.sql (without ZooKeeper:
+// plain ReplacingMergeTree, no ON CLUSTER) on two clickhouse-server
+// processes as two shards, writes three months through the Distributed
+// tables, and gets the ledger one store without shards holds.
+func TestTwoShards(t *testing.T) {
+	s1, s2 := newServer(t), newServer(t)
+	remote := fmt.Sprintf(`<remote_servers><gpuledger>
+		<shard><replica><host>127.0.0.1</host><port>%d</port></replica></shard>
+		<shard><replica><host>127.0.0.1</host><port>%d</port></replica></shard>
+	</gpuledger></remote_servers>`, s1.tcp, s2.tcp)
+	for _, s := range []*server{s1, s2} {
+		s.setExtra(remote)
+		s.start()
+		execAll(t, s.dsn(), clusterDDL(t, true))
+	}
+	execAll(t, s1.dsn(), clusterDDL(t, false))
+
+	ctx := context.Background()
+	dsn := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpuledger?insert_distributed_sync=1", s1.tcp)
+	cluster, err := Open(ctx, Options{DSN: dsn, SkipMigrations: true,
+		LedgerTable: "ledger_rows_all", WorkloadTable: "workload_rows_all", CheckpointTable: "checkpoints_all"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cluster.Close()
+	const hours = 24 * 92
+	for start := 0; start < hours; start += 24 {
+		var rows []ledger.Row
+		var wls []ledger.WorkloadRow
+		for i := start; i < start+24; i++ {
+			r, w := hourRows(i)
+			rows, wls = append(rows, r...), append(wls, w...)
+		}
+		if err := cluster.WriteHours(ctx, rows, wls); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Rewrite a few hours with fewer rows: the old rows must stop counting.
+	for _, i := range []int{5, 700, 2000} {
+		rows, _ := hourRows(i)
+		if err := cluster.WriteHours(ctx, rows[:1], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := reference(t, hours, nil)
+	for _, i := range []int{5, 700, 2000} {
+		rows, _ := hourRows(i)
+		if err := want.WriteHours(ctx, rows[:1], nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := ledger.Query{From: h0, To: h0.Add(hours * time.Hour), Step: ledger.StepMonth, GroupBy: []ledger.Dimension{ledger.DimTeam}}
+	a, err := want.Query(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cluster.Query(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a) == 0 || fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("monthly totals through the shards:\n%v\nwant\n%v", b, a)
+	}
+	sameAs(t, want, cluster, hours)
+	n1, n2 := countRows(t, s1.dsn(), "gpuledger.ledger_rows"), countRows(t, s2.dsn(), "gpuledger.ledger_rows")
+	if n1 == 0 || n2 == 0 {
+		t.Errorf("shard rows %d and %d: both shards should hold some", n1, n2)
+	}
+	t.Logf("rows per shard: %d and %d", n1, n2)
+}
