@@ -26,21 +26,47 @@ func (s *Store) markHours(ctx context.Context, rec *record) error {
 	for _, w := range rec.Workloads {
 		inWls[clusterHour{w.Cluster, w.Hour.UTC()}] = true
 	}
+	var wlMarks, rowMarks []clusterHour
 	for k := range inRows {
 		if !inWls[k] {
-			if err := s.insertOne(ctx, `INSERT INTO `+s.table(s.opts.WorkloadTable)+` (hour, cluster, team, namespace, kind, name, version,
-				gpu_seconds, active_gpu_seconds, cost, idle_cost)`, k.hour, k.cluster, "", "", "", "", rec.Version, 0.0, 0.0, micros(0), micros(0)); err != nil {
-				return fmt.Errorf("mark hour in workloads: %w", err)
-			}
+			wlMarks = append(wlMarks, k)
 		}
 	}
 	for k := range inWls {
 		if !inRows[k] {
-			if err := s.insertOne(ctx, `INSERT INTO `+s.table(s.opts.LedgerTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
-				gpu_seconds, active_gpu_seconds, cost, idle_cost, unallocated_cost, energy_joules, energy_cost)`,
-				k.hour, k.cluster, "", "", "", "", "", uint8(0), rec.Version, 0.0, 0.0, micros(0), micros(0), micros(0), 0.0, micros(0)); err != nil {
-				return fmt.Errorf("mark hour in ledger: %w", err)
+			rowMarks = append(rowMarks, k)
+		}
+	}
+	if len(wlMarks) > 0 {
+		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.WorkloadTable)+` (hour, cluster, team, namespace, kind, name, version,
+			gpu_seconds, active_gpu_seconds, cost, idle_cost)`)
+		if err != nil {
+			return fmt.Errorf("mark hours in workloads: %w", err)
+		}
+		for _, k := range wlMarks {
+			if err := b.Append(k.hour, k.cluster, "", "", "", "", rec.Version, 0.0, 0.0, micros(0), micros(0)); err != nil {
+				b.Abort()
+				return fmt.Errorf("mark hours in workloads: %w", err)
 			}
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("mark hours in workloads: %w", err)
+		}
+	}
+	if len(rowMarks) > 0 {
+		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.LedgerTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
+			gpu_seconds, active_gpu_seconds, cost, idle_cost, unallocated_cost, energy_joules, energy_cost)`)
+		if err != nil {
+			return fmt.Errorf("mark hours in ledger: %w", err)
+		}
+		for _, k := range rowMarks {
+			if err := b.Append(k.hour, k.cluster, "", "", "", "", "", uint8(0), rec.Version, 0.0, 0.0, micros(0), micros(0), micros(0), 0.0, micros(0)); err != nil {
+				b.Abort()
+				return fmt.Errorf("mark hours in ledger: %w", err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("mark hours in ledger: %w", err)
 		}
 	}
 	return nil
