@@ -42,6 +42,9 @@ type Options struct {
 	MaxRemoteWriteBytes int64
 	// IngestStats, when set, is read into /metrics at each scrape.
 	IngestStats func() (ingest.Stats, attribution.Stats)
+	// Gauges are more values for /metrics, read at each scrape, by name
+	// (such as the ClickHouse spool's).
+	Gauges map[string]func() float64
 }
 
 // RemoteWriter takes remote-write bodies. An *ingest.InputError means the
@@ -76,6 +79,9 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, e: echo.New(), log: opts.Logger, metrics: metrics.NewSet()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	for name, f := range opts.Gauges {
+		s.metrics.GetOrCreateGauge(name, f)
 	}
 	s.e.HideBanner, s.e.HidePort = true, true
 	s.e.HTTPErrorHandler = s.handleError

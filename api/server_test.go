@@ -40,7 +40,8 @@ func testServer(t *testing.T) *Server {
 	if err := s.WriteHours(context.Background(), rows, wl); err != nil {
 		t.Fatal(err)
 	}
-	return New(Options{Store: s, Report: reports.Options{Currency: "USD", Teams: []string{"ml"}, Budgets: map[string]int64{"ml": 1}}})
+	return New(Options{Store: s, Report: reports.Options{Currency: "USD", Teams: []string{"ml"}, Budgets: map[string]int64{"ml": 1}},
+		Gauges: map[string]func() float64{"gpuledger_clickhouse_spool_pending_records": func() float64 { return 7 }}})
 }
 
 func get(t *testing.T, srv *Server, url string) (int, http.Header, string) {
@@ -135,6 +136,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		`gpuledger_ingest_rejected_samples_total{reason="late"} 3`,
 		`gpuledger_ingest_rejected_samples_total{reason="invalid_line"} 2`,
 		`gpuledger_http_request_duration_seconds_bucket`,
+		`gpuledger_clickhouse_spool_pending_records 7`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, body)

@@ -51,7 +51,7 @@ An hour is written once it is -ingest.lag old.`, stdout)
 	if err != nil {
 		return err
 	}
-	opts := api.Options{Store: store, Logger: log, Report: reportOptions(cfg, ""), IngestStats: pl.Stats}
+	opts := api.Options{Store: store, Logger: log, Report: reportOptions(cfg, ""), IngestStats: pl.Stats, Gauges: storeGauges(store)}
 	if *remoteWrite {
 		opts.Ingest = pl
 	}

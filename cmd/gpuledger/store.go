@@ -33,3 +33,21 @@ func storeFlags(fs *flag.FlagSet, defaultPath string) func(ctx context.Context, 
 		return nil, usageError{fmt.Sprintf("-ledger.store=%q: want embedded or clickhouse", *kind)}
 	}
 }
+
+// storeGauges exports what a store counts: the ClickHouse spool.
+func storeGauges(s ledger.Store) map[string]func() float64 {
+	chs, ok := s.(*clickhouse.Store)
+	if !ok {
+		return nil
+	}
+	stat := func(f func(clickhouse.SpoolStats) float64) func() float64 {
+		return func() float64 { return f(chs.SpoolStats()) }
+	}
+	return map[string]func() float64{
+		"gpuledger_clickhouse_spool_pending_bytes":   stat(func(s clickhouse.SpoolStats) float64 { return float64(s.PendingBytes) }),
+		"gpuledger_clickhouse_spool_pending_records": stat(func(s clickhouse.SpoolStats) float64 { return float64(s.PendingRecords) }),
+		"gpuledger_clickhouse_spool_spooled_total":   stat(func(s clickhouse.SpoolStats) float64 { return float64(s.Spooled) }),
+		"gpuledger_clickhouse_spool_replayed_total":  stat(func(s clickhouse.SpoolStats) float64 { return float64(s.Replayed) }),
+		"gpuledger_clickhouse_spool_corrupt_total":   stat(func(s clickhouse.SpoolStats) float64 { return float64(s.Corrupt) }),
+	}
+}
