@@ -1,0 +1,96 @@
+package integration_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/gpuledger/gpuledger/ingest"
+	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/clickhouse"
+	"github.com/gpuledger/gpuledger/reports"
+	"github.com/gpuledger/gpuledger/sim"
+)
+
+// clickhouseDatabase creates a database of the test's own on the server CI
+// starts ($GPULEDGER_CLICKHOUSE_DSN) and returns its DSN.
+func clickhouseDatabase(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("GPULEDGER_CLICKHOUSE_DSN")
+	if dsn == "" {
+		dsn = "clickhouse://127.0.0.1:9000/default"
+	}
+	opts, err := ch.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.DialTimeout = 2 * time.Second
+	conn, err := ch.Open(opts)
+	if err == nil {
+		err = conn.Ping(context.Background())
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no ClickHouse at %s: %v", dsn, err)
+		}
+		t.Skipf("no ClickHouse at %s: %v", dsn, err)
+	}
+	defer conn.Close()
+	db := fmt.Sprintf("gpuledger_it_%d", time.Now().UnixNano())
+	if err := conn.Exec(context.Background(), "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if c, err := ch.Open(opts); err == nil {
+			c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
+			c.Close()
+		}
+	})
+	return fmt.Sprintf("clickhouse://%s/%s", opts.Addr[0], db)
+}
+
+// TestChargebackSameOnBothStores backfills the same six hours into the
+// embedded store and into ClickHouse and gets byte-identical chargeback
+// CSVs.
+func TestChargebackSameOnBothStores(t *testing.T) {
+	dsn := clickhouseDatabase(t)
+	cfg, scrapes := simulate(t, 6*time.Hour)
+	var body []byte
+	for _, sc := range scrapes {
+		body = sim.AppendTimestamped(body, sc.body, sc.at.UnixMilli())
+	}
+	file := filepath.Join(t.TempDir(), "telemetry.prom")
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model, _ := cfg.AttributionModel("")
+	chs, err := clickhouse.Open(context.Background(), clickhouse.Options{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chs.Close()
+	ropts := reports.Options{Currency: cfg.Currency, Teams: cfg.TeamNames(), Budgets: cfg.TeamBudgets()}
+	var csvs [2]bytes.Buffer
+	for i, store := range []ledger.Store{openStore(t), chs} {
+		if _, err := ingest.Backfill(context.Background(), ingest.BackfillOptions{Source: &ingest.FileSource{Path: file},
+			Store: store, Model: model, Start: simStart, End: simStart.Add(6 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		cb, err := reports.Build(context.Background(), store, simStart, ropts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cb.WriteCSV(&csvs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if csvs[0].String() != csvs[1].String() || csvs[0].Len() == 0 {
+		t.Errorf("chargeback differs:\nembedded:\n%s\nclickhouse:\n%s", csvs[0].String(), csvs[1].String())
+	}
+}
