@@ -3,63 +3,24 @@ package integration_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	ch "github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/clickhouse"
+	"github.com/gpuledger/gpuledger/ledger/clickhouse/chtest"
 	"github.com/gpuledger/gpuledger/reports"
 	"github.com/gpuledger/gpuledger/sim"
 )
-
-// clickhouseDatabase creates a database of the test's own on the server CI
-// starts ($GPULEDGER_CLICKHOUSE_DSN) and returns its DSN.
-func clickhouseDatabase(t *testing.T) string {
-	t.Helper()
-	dsn := os.Getenv("GPULEDGER_CLICKHOUSE_DSN")
-	if dsn == "" {
-		dsn = "clickhouse://127.0.0.1:9000/default"
-	}
-	opts, err := ch.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.DialTimeout = 2 * time.Second
-	conn, err := ch.Open(opts)
-	if err == nil {
-		err = conn.Ping(context.Background())
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no ClickHouse at %s: %v", dsn, err)
-		}
-		t.Skipf("no ClickHouse at %s: %v", dsn, err)
-	}
-	defer conn.Close()
-	db := fmt.Sprintf("gpuledger_it_%d", time.Now().UnixNano())
-	if err := conn.Exec(context.Background(), "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if c, err := ch.Open(opts); err == nil {
-			c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
-			c.Close()
-		}
-	})
-	return fmt.Sprintf("clickhouse://%s/%s", opts.Addr[0], db)
-}
 
 // TestChargebackSameOnBothStores backfills the same six hours into the
 // embedded store and into ClickHouse and gets byte-identical chargeback
 // CSVs.
 func TestChargebackSameOnBothStores(t *testing.T) {
-	dsn := clickhouseDatabase(t)
+	dsn := chtest.Database(t, chtest.DSN())
 	cfg, scrapes := simulate(t, 6*time.Hour)
 	var body []byte
 	for _, sc := range scrapes {

@@ -9,6 +9,8 @@ package ledger
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 )
 
@@ -182,6 +184,20 @@ type Query struct {
 	// Cluster and Team filter on equality when not empty.
 	Cluster string
 	Team    string
+}
+
+// Validate checks that the query has a step and groups by known
+// dimensions; backends call it before building their SQL.
+func (q *Query) Validate() error {
+	if q.Step < StepHour || q.Step > StepMonth {
+		return fmt.Errorf("query step %d: want hour, day or month", q.Step)
+	}
+	for _, d := range q.GroupBy {
+		if !slices.Contains(Dimensions, d) {
+			return fmt.Errorf("query groupBy %q: want one of %v", d, Dimensions)
+		}
+	}
+	return nil
 }
 
 // Store is the contract every ledger backend implements (embedded, ClickHouse).

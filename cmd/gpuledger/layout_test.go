@@ -23,13 +23,15 @@ var allowed = map[string][]string{
 	"ledger/embedded": {"ledger", "modernc.org/sqlite"},
 	// shopspring/decimal is clickhouse-go's value type for Decimal columns.
 	"ledger/clickhouse": {"ledger", "github.com/ClickHouse/clickhouse-go/v2", "github.com/shopspring/decimal"},
-	"ledger/ledgertest": {"ledger", "github.com/google/go-cmp"},
-	"config":            {"ledger", "attribution", "go.yaml.in/yaml/v3"},
-	"ingest":            {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib"},
-	"sim":               {"config"},
-	"reports":           {"ledger", "github.com/xuri/excelize/v2"},
-	"api":               {"ledger", "reports", "ingest", "attribution", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
-	"cmd/gpuledger":     {"*"},
+	// chtest gives tests a database on the ClickHouse CI starts.
+	"ledger/clickhouse/chtest": {"github.com/ClickHouse/clickhouse-go/v2"},
+	"ledger/ledgertest":        {"ledger", "github.com/google/go-cmp"},
+	"config":                   {"ledger", "attribution", "go.yaml.in/yaml/v3"},
+	"ingest":                   {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib"},
+	"sim":                      {"config"},
+	"reports":                  {"ledger", "github.com/xuri/excelize/v2"},
+	"api":                      {"ledger", "reports", "ingest", "attribution", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
+	"cmd/gpuledger":            {"*"},
 }
 
 // impure are standard packages attribution may not import: it does no I/O

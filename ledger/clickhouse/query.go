@@ -107,22 +107,16 @@ func where(table string, q ledger.Query) (string, []any) {
 // Query sums the newest rows per bucket and GroupBy dimensions. Money is
 // read as text and parsed exactly.
 func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error) {
-	var bucket string
-	switch q.Step {
-	case ledger.StepHour:
-		bucket = "hour"
-	case ledger.StepDay:
-		bucket = "toStartOfDay(hour)"
-	case ledger.StepMonth:
-		bucket = "toDateTime(toStartOfMonth(hour))"
-	default:
-		return nil, fmt.Errorf("query step %d: want hour, day or month", q.Step)
+	if err := q.Validate(); err != nil {
+		return nil, err
 	}
+	bucket := map[ledger.Step]string{
+		ledger.StepHour:  "hour",
+		ledger.StepDay:   "toStartOfDay(hour)",
+		ledger.StepMonth: "toDateTime(toStartOfMonth(hour))",
+	}[q.Step]
 	group := make(map[ledger.Dimension]bool)
 	for _, d := range q.GroupBy {
-		if _, ok := dimColumns[d]; !ok {
-			return nil, fmt.Errorf("query groupBy %q: want one of %v", d, ledger.Dimensions)
-		}
 		group[d] = true
 	}
 	cols := []string{bucket + " AS b"}

@@ -220,24 +220,33 @@ var dimColumns = map[ledger.Dimension]string{
 	ledger.DimBorrowed:     "borrowed",
 }
 
+// filters returns the range, cluster and team conditions of q.
+func filters(q ledger.Query) (string, []any) {
+	where := []string{"hour >= ?", "hour < ?"}
+	args := []any{q.From.Unix(), q.To.Unix()}
+	if q.Cluster != "" {
+		where = append(where, "cluster = ?")
+		args = append(args, q.Cluster)
+	}
+	if q.Team != "" {
+		where = append(where, "team = ?")
+		args = append(args, q.Team)
+	}
+	return strings.Join(where, " AND "), args
+}
+
 // Query sums rows per bucket and GroupBy dimensions.
 func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error) {
-	var bucket string
-	switch q.Step {
-	case ledger.StepHour:
-		bucket = "hour"
-	case ledger.StepDay:
-		bucket = "hour - hour % 86400"
-	case ledger.StepMonth:
-		bucket = "CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)"
-	default:
-		return nil, fmt.Errorf("query step %d: want hour, day or month", q.Step)
+	if err := q.Validate(); err != nil {
+		return nil, err
 	}
+	bucket := map[ledger.Step]string{
+		ledger.StepHour:  "hour",
+		ledger.StepDay:   "hour - hour % 86400",
+		ledger.StepMonth: "CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)",
+	}[q.Step]
 	group := make(map[ledger.Dimension]bool)
 	for _, d := range q.GroupBy {
-		if _, ok := dimColumns[d]; !ok {
-			return nil, fmt.Errorf("query groupBy %q: want one of %v", d, ledger.Dimensions)
-		}
 		group[d] = true
 	}
 	cols := []string{bucket + " AS b"}
@@ -252,20 +261,11 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 			cols = append(cols, "''")
 		}
 	}
-	where := []string{"hour >= ?", "hour < ?"}
-	args := []any{q.From.Unix(), q.To.Unix()}
-	if q.Cluster != "" {
-		where = append(where, "cluster = ?")
-		args = append(args, q.Cluster)
-	}
-	if q.Team != "" {
-		where = append(where, "team = ?")
-		args = append(args, q.Team)
-	}
+	where, args := filters(q)
 	sqlText := fmt.Sprintf(`SELECT %s, SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros),
 		SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)
 		FROM ledger_rows WHERE %s GROUP BY %s ORDER BY %s`,
-		strings.Join(cols, ", "), strings.Join(where, " AND "), strings.Join(groupCols, ", "), strings.Join(groupCols, ", "))
+		strings.Join(cols, ", "), where, strings.Join(groupCols, ", "), strings.Join(groupCols, ", "))
 	rs, err := s.db.QueryContext(ctx, sqlText, args...)
 	if err != nil {
 		return nil, fmt.Errorf("query ledger: %w", err)
@@ -294,20 +294,11 @@ func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]
 	if limit <= 0 {
 		return nil, fmt.Errorf("workload limit %d: want at least 1", limit)
 	}
-	where := []string{"hour >= ?", "hour < ?"}
-	args := []any{q.From.Unix(), q.To.Unix()}
-	if q.Cluster != "" {
-		where = append(where, "cluster = ?")
-		args = append(args, q.Cluster)
-	}
-	if q.Team != "" {
-		where = append(where, "team = ?")
-		args = append(args, q.Team)
-	}
+	where, args := filters(q)
 	args = append(args, limit)
 	rs, err := s.db.QueryContext(ctx, `SELECT cluster, team, namespace, kind, name,
 		SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros) AS idle
-		FROM workload_rows WHERE `+strings.Join(where, " AND ")+`
+		FROM workload_rows WHERE `+where+`
 		GROUP BY cluster, team, namespace, kind, name
 		ORDER BY idle DESC, cluster, team, namespace, kind, name LIMIT ?`, args...)
 	if err != nil {
