@@ -1,0 +1,113 @@
+package admission
+
+import (
+	"slices"
+	"sort"
+)
+
+// FIFO admits the oldest workloads first, whatever their queue.
+type FIFO struct{}
+
+// Name is "fifo".
+func (FIFO) Name() string { return "fifo" }
+
+// Order sorts by submission time.
+func (FIFO) Order(_ *Snapshot, pending []*Workload) { sortFIFO(pending) }
+
+func sortFIFO(ws []*Workload) {
+	slices.SortStableFunc(ws, func(a, b *Workload) int {
+		switch {
+		case a.SubmittedMs != b.SubmittedMs:
+			return cmpInt(a.SubmittedMs, b.SubmittedMs)
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// KueueFairSharing orders queues by Kueue's dominant resource share: for
+// each resource a queue uses beyond its nominal quota, what it borrows over
+// what the cohort can lend of it; the largest of those, over the queue's
+// weight. Queues borrowing least go first; within a queue, FIFO.
+type KueueFairSharing struct{}
+
+// Name is "kueue".
+func (KueueFairSharing) Name() string { return "kueue" }
+
+// Order sorts by dominant resource share, then FIFO.
+func (KueueFairSharing) Order(s *Snapshot, pending []*Workload) {
+	drs := make(map[string]float64)
+	for name := range s.Queues {
+		drs[name] = s.DominantResourceShare(name)
+	}
+	sortByShare(pending, drs)
+}
+
+// DominantResourceShare is Kueue's fair-sharing value of a queue (×1000,
+// as Kueue reports it).
+func (s *Snapshot) DominantResourceShare(name string) float64 {
+	q := s.Queues[name]
+	if q == nil {
+		return 0
+	}
+	var dominant float64
+	for fr, quota := range q.Quotas {
+		borrowed := s.Usage[name][fr] - quota.Nominal
+		if borrowed <= 0 {
+			continue
+		}
+		var lendable int64
+		for _, o := range s.Queues {
+			if o.Cohort != q.Cohort || q.Cohort == "" {
+				continue
+			}
+			if oq, ok := o.Quotas[fr]; ok {
+				l := oq.Nominal
+				if oq.LendingLimit >= 0 {
+					l = min(l, oq.LendingLimit)
+				}
+				lendable += l
+			}
+		}
+		if lendable > 0 {
+			dominant = max(dominant, float64(borrowed)/float64(lendable))
+		}
+	}
+	w := q.Weight
+	if w <= 0 {
+		w = 1
+	}
+	return dominant * 1000 / w
+}
+
+// ShareOrder orders queues by Snapshot.Share, lowest first, then FIFO: the
+// caller keeps the shares. With shares of decayed usage in resource units
+// over weight it is Kueue's Admission Fair Sharing; with decayed spend in
+// money over weight, gpuledger's cost-weighted fair share.
+type ShareOrder struct {
+	PolicyName string
+}
+
+// Name is the policy's name.
+func (p ShareOrder) Name() string { return p.PolicyName }
+
+// Order sorts by share, then FIFO.
+func (p ShareOrder) Order(s *Snapshot, pending []*Workload) { sortByShare(pending, s.Share) }
+
+func sortByShare(ws []*Workload, share map[string]float64) {
+	sortFIFO(ws)
+	sort.SliceStable(ws, func(i, j int) bool { return share[ws[i].Queue] < share[ws[j].Queue] })
+}
