@@ -77,6 +77,8 @@ type Snapshot struct {
 	// one (decayed usage in resource units or in money, over weight); lower
 	// goes first.
 	Share map[string]float64
+
+	freeByFlavor map[string]int64 // during Admit
 }
 
 // Decision says what happened to one pending workload.
@@ -110,6 +112,12 @@ type Policy interface {
 func Admit(s *Snapshot, p Policy, pending []*Workload, opts Options) []Decision {
 	order := slices.Clone(pending)
 	p.Order(s, order)
+	// Free capacity per flavor, kept current as workloads are admitted: a
+	// workload larger than it is refused without a placement search.
+	s.freeByFlavor = make(map[string]int64)
+	for _, n := range s.Nodes {
+		s.freeByFlavor[n.Flavor] += n.Free
+	}
 	blocked := make(map[string]bool) // StrictFIFO queues whose head did not fit
 	out := make([]Decision, 0, len(order))
 	for _, w := range order {
@@ -142,6 +150,10 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 			reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
 			continue
 		}
+		if free := s.freeByFlavor[f]; free < w.Units() {
+			reasons = append(reasons, fmt.Sprintf("flavor %s: not enough free capacity for %d pods of %d (%d free)", f, w.Pods, w.PerPod, free))
+			continue
+		}
 		nodes, why := s.place(f, w, opts)
 		if why != "" {
 			reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
@@ -151,6 +163,7 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 			s.Usage[q.Name] = make(map[FlavorResource]int64)
 		}
 		s.Usage[q.Name][fr] += w.Units()
+		s.freeByFlavor[f] -= w.Units()
 		d.Admitted, d.Flavor, d.Nodes = true, f, nodes
 		return ""
 	}
@@ -158,6 +171,19 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 		return fmt.Sprintf("ClusterQueue %s has no quota for %s", q.Name, w.Resource)
 	}
 	return fmt.Sprint(reasons)
+}
+
+// FitsQuota says why n more units of fr would break queue's quota, or ""
+// when they fit.
+func (s *Snapshot) FitsQuota(queue string, fr FlavorResource, n int64) string {
+	q := s.Queues[queue]
+	if q == nil {
+		return fmt.Sprintf("ClusterQueue %q does not exist", queue)
+	}
+	if _, ok := q.Quotas[fr]; !ok {
+		return fmt.Sprintf("ClusterQueue %s has no quota for %s", queue, fr.Resource)
+	}
+	return s.fitsQuota(q, fr, n)
 }
 
 // fitsQuota applies Kueue's quota rules: usage up to nominal is the queue's
@@ -211,6 +237,13 @@ func (s *Snapshot) place(f string, w *Workload, opts Options) ([]string, string)
 		}
 	}
 	try := func(cands []int) []int {
+		var total int64
+		for _, i := range cands {
+			total += s.Nodes[i].Free
+		}
+		if total < w.Units() {
+			return nil
+		}
 		free := make(map[int]int64, len(cands))
 		for _, i := range cands {
 			free[i] = s.Nodes[i].Free

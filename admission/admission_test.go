@@ -156,3 +156,19 @@ func TestPolicyOrder(t *testing.T) {
 		t.Errorf("share order: %s", got)
 	}
 }
+
+func TestDecayed(t *testing.T) {
+	d := NewDecayed(1000)
+	d.Advance(1)
+	d.Add("a", 8)
+	d.Advance(2001)
+	qs := map[string]*ClusterQueue{"a": {Weight: 2}, "b": {}}
+	sh := d.Shares(qs)
+	if sh["a"] != 1 || sh["b"] != 0 {
+		t.Errorf("after two half-lives, shares %v; want a = 8/4/2 = 1, b = 0", sh)
+	}
+	d.Advance(5) // backwards: ignored
+	if got := d.Shares(qs)["a"]; got != 1 {
+		t.Errorf("going back in time changed the share to %v", got)
+	}
+}

@@ -1,0 +1,496 @@
+package sim
+
+import (
+	"container/heap"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuledger/gpuledger/admission"
+)
+
+// TraceJob is one job of a trace: GPUs that must all run at once for
+// Duration, submitted at Submit (from the trace's start).
+type TraceJob struct {
+	ID       string
+	Queue    string
+	Submit   time.Duration
+	Duration time.Duration
+	GPUs     int
+}
+
+// TraceQueue is a queue of a trace with its nominal quota in GPUs.
+type TraceQueue struct {
+	Name        string
+	NominalGPUs int
+}
+
+// GPUsPerNode is the node size of the Philly-derived traces.
+const GPUsPerNode = 8
+
+// LoadPhilly reads the Philly-derived virtual-cluster traces in dir
+// (trace_<vc>.csv: app_id, submit_time, service, num_jobs, sleep_time,
+// model_name) and philly_vc_nodes.csv (vc, node num): each VC becomes a queue
+// whose nominal quota is its nodes × 8 GPUs (a VC missing from the node list
+// gets one node). Only jobs submitted in [from, to) are kept, at most maxJobs
+// per VC (0: all), with submit times counted from from.
+func LoadPhilly(dir string, from, to time.Duration, maxJobs int) ([]TraceQueue, []TraceJob, error) {
+	nodes := map[string]int{}
+	recs, err := readCSV(filepath.Join(dir, "philly_vc_nodes.csv"))
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, r := range recs[1:] {
+		if len(r) != 2 {
+			return nil, nil, fmt.Errorf("philly_vc_nodes.csv line %d: %d fields; want vc,node num", i+2, len(r))
+		}
+		n, err := strconv.Atoi(r[1])
+		if err != nil || n <= 0 {
+			return nil, nil, fmt.Errorf("philly_vc_nodes.csv line %d: node num %q is not a positive count", i+2, r[1])
+		}
+		nodes[r[0]] = n
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "trace_*.csv"))
+	if len(files) == 0 {
+		return nil, nil, fmt.Errorf("no trace_*.csv in %s", dir)
+	}
+	var queues []TraceQueue
+	var jobs []TraceJob
+	for _, f := range files {
+		vc := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "trace_"), ".csv")
+		recs, err := readCSV(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		n := nodes[vc]
+		if n == 0 {
+			n = 1
+		}
+		queues = append(queues, TraceQueue{Name: "vc-" + vc, NominalGPUs: n * GPUsPerNode})
+		var vcJobs []TraceJob
+		for i, r := range recs[1:] {
+			if len(r) < 4 {
+				return nil, nil, fmt.Errorf("%s line %d: %d fields; want app_id,submit_time,service,num_jobs,...", filepath.Base(f), i+2, len(r))
+			}
+			submit, err1 := strconv.ParseFloat(r[1], 64)
+			service, err2 := strconv.ParseFloat(r[2], 64)
+			gpus, err3 := strconv.Atoi(r[3])
+			if err1 != nil || err2 != nil || err3 != nil || submit < 0 || service < 0 || gpus <= 0 {
+				return nil, nil, fmt.Errorf("%s line %d: submit_time %q, service %q, num_jobs %q; want seconds, seconds and a GPU count", filepath.Base(f), i+2, r[1], r[2], r[3])
+			}
+			at := time.Duration(submit * float64(time.Second))
+			if at < from || at >= to {
+				continue
+			}
+			at -= from
+			vcJobs = append(vcJobs, TraceJob{ID: vc + "-" + r[0], Queue: "vc-" + vc, Submit: at,
+				Duration: max(time.Duration(service*float64(time.Second)), time.Second), GPUs: gpus})
+		}
+		// The files are not sorted by submit time.
+		slices.SortStableFunc(vcJobs, func(a, b TraceJob) int { return int(a.Submit - b.Submit) })
+		if maxJobs > 0 && len(vcJobs) > maxJobs {
+			vcJobs = vcJobs[:maxJobs]
+		}
+		jobs = append(jobs, vcJobs...)
+	}
+	slices.SortStableFunc(jobs, func(a, b TraceJob) int {
+		if a.Submit != b.Submit {
+			return int(a.Submit - b.Submit)
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return queues, jobs, nil
+}
+
+func readCSV(path string) ([][]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.FieldsPerRecord = -1
+	recs, err := r.ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(recs) < 1 {
+		return nil, fmt.Errorf("%s is empty", path)
+	}
+	return recs, nil
+}
+
+// ReplayOptions configures Replay.
+type ReplayOptions struct {
+	// Policy is fifo, kueue (Kueue fair sharing), kueue-afs (Kueue
+	// Admission Fair Sharing) or costfair (gpuledger's cost-weighted fair
+	// share).
+	Policy string
+	// Gating admits gangs all at once; without it, a job's pods are placed
+	// as GPUs free up and the placed ones wait, held, for the rest.
+	Gating bool
+	// SameDomain keeps a gang in one rack (NodesPerRack nodes).
+	SameDomain   bool
+	NodesPerRack int
+	// HalfLife of the decayed usage kueue-afs and costfair weigh. Default 1 h.
+	HalfLife time.Duration
+	// PriceMicrosPerGPUHour prices GPU time for costfair and the per-team
+	// cost. Default 6.88 (an on-demand H100).
+	PriceMicrosPerGPUHour int64
+	// Limit stops the replay this long after the start; 0 runs until every
+	// job has finished.
+	Limit time.Duration
+	// CapacityScale shrinks every queue's quota, and so the cluster, to
+	// this fraction (at least one node each): a short window of a trace
+	// then sees the contention the whole trace has. 0 means 1.
+	CapacityScale float64
+}
+
+// ReplayResult is what a policy achieved.
+type ReplayResult struct {
+	Policy   string `json:"policy"`
+	Gating   bool   `json:"gating"`
+	Jobs     int    `json:"jobs"`
+	Finished int    `json:"finished"`
+	// AvgJCTSeconds and P95JCTSeconds are over finished jobs: finish − submit.
+	AvgJCTSeconds float64 `json:"avgJctSeconds"`
+	P95JCTSeconds float64 `json:"p95JctSeconds"`
+	// WaitBySize is the mean wait (start − submit) per size class.
+	WaitBySize map[string]float64 `json:"meanWaitSecondsBySize"`
+	// Utilization is GPU time of running jobs over GPUs × makespan.
+	Utilization float64 `json:"utilization"`
+	// Jain is Jain's fairness index over each queue's GPU time divided by
+	// its nominal quota.
+	Jain float64 `json:"jainFairness"`
+	// PartialGangGPUHours is GPU time held by jobs whose pods were not all
+	// placed yet.
+	PartialGangGPUHours float64 `json:"partialGangGpuHours"`
+	// CostMicrosByQueue is each queue's GPU time at the price.
+	CostMicrosByQueue map[string]int64 `json:"costMicrosByQueue"`
+	Makespan          time.Duration    `json:"-"`
+}
+
+func sizeClass(gpus int) string {
+	switch {
+	case gpus == 1:
+		return "1"
+	case gpus <= 4:
+		return "2-4"
+	case gpus <= 8:
+		return "5-8"
+	}
+	return ">8"
+}
+
+type replayRun struct {
+	end   time.Duration
+	job   *replayJob
+	nodes []int
+}
+
+type runHeap []*replayRun
+
+func (h runHeap) Len() int           { return len(h) }
+func (h runHeap) Less(i, j int) bool { return h[i].end < h[j].end }
+func (h runHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)        { *h = append(*h, x.(*replayRun)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+type replayJob struct {
+	TraceJob
+	w      admission.Workload
+	start  time.Duration
+	placed []int // nodes holding one of its pods (partial without gating)
+	held   int   // GPUs placed
+}
+
+// Replay runs the jobs through the admission core on a cluster with as many
+// 8-GPU nodes as the queues' quotas add up to, all queues in one cohort that
+// lends without limit, and measures the result. The same inputs give the
+// same result.
+func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayResult, error) {
+	if opts.HalfLife <= 0 {
+		opts.HalfLife = time.Hour
+	}
+	if opts.PriceMicrosPerGPUHour <= 0 {
+		opts.PriceMicrosPerGPUHour = 6_880_000
+	}
+	if opts.NodesPerRack <= 0 {
+		opts.NodesPerRack = 8
+	}
+	var policy admission.Policy
+	switch opts.Policy {
+	case "fifo":
+		policy = admission.FIFO{}
+	case "kueue":
+		policy = admission.KueueFairSharing{}
+	case "kueue-afs", "costfair":
+		policy = admission.ShareOrder{PolicyName: opts.Policy}
+	default:
+		return ReplayResult{}, fmt.Errorf("policy %q: want fifo, kueue, kueue-afs or costfair", opts.Policy)
+	}
+	const res = "nvidia.com/gpu"
+	fr := admission.FlavorResource{Flavor: "gpu", Resource: res}
+	snap := &admission.Snapshot{Queues: map[string]*admission.ClusterQueue{}, Usage: map[string]map[admission.FlavorResource]int64{}}
+	totalNodes := 0
+	nominal := map[string]int{}
+	scale := opts.CapacityScale
+	if scale <= 0 {
+		scale = 1
+	}
+	for _, q := range queues {
+		nodes := max(int(math.Round(float64(q.NominalGPUs)/GPUsPerNode*scale)), 1)
+		gpus := nodes * GPUsPerNode
+		snap.Queues[q.Name] = &admission.ClusterQueue{Name: q.Name, Cohort: "philly", Team: q.Name, Weight: 1, Flavors: []string{"gpu"},
+			Quotas: map[admission.FlavorResource]admission.Quota{fr: {Nominal: int64(gpus), BorrowingLimit: -1, LendingLimit: -1}}}
+		totalNodes += nodes
+		nominal[q.Name] = gpus
+	}
+	for i := range totalNodes {
+		snap.Nodes = append(snap.Nodes, admission.Node{Name: "node-" + strconv.Itoa(i), Flavor: "gpu",
+			Domain: "rack-" + strconv.Itoa(i/opts.NodesPerRack), Free: GPUsPerNode})
+	}
+	nodeIndex := make(map[string]int, len(snap.Nodes))
+	for i, n := range snap.Nodes {
+		nodeIndex[n.Name] = i
+	}
+	// A job of n GPUs is n one-GPU workers (Philly's num_jobs), all needed
+	// at once: a gang.
+	rjobs := make([]*replayJob, len(jobs))
+	for i, j := range jobs {
+		rjobs[i] = &replayJob{TraceJob: j, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: res, Pods: j.GPUs, PerPod: 1, SubmittedMs: j.Submit.Milliseconds()}}
+	}
+	decayed := admission.NewDecayed(opts.HalfLife.Milliseconds())
+	var (
+		now       time.Duration
+		next      int
+		pending   []*replayJob
+		partial   []*replayJob // without gating: admitted, some pods placed
+		run       runHeap
+		usedSec   = map[string]float64{}
+		busyGPUs  int
+		heldGPUs  int // by partial gangs
+		busyGPUs2 float64
+		partialS  float64
+		waits     = map[string][]float64{}
+		jcts      []float64
+		finished  int
+	)
+	snap.Share = map[string]float64{}
+	byID := make(map[string]*replayJob, len(rjobs))
+	for _, j := range rjobs {
+		byID[j.ID] = j
+	}
+	advance := func(t time.Duration) {
+		dt := (t - now).Seconds()
+		if dt > 0 {
+			busyGPUs2 += float64(busyGPUs) * dt
+			partialS += float64(heldGPUs) * dt
+			for _, r := range run {
+				g := float64(r.job.GPUs) * dt
+				usedSec[r.job.Queue] += g
+				switch opts.Policy {
+				case "kueue-afs":
+					decayed.Add(r.job.Queue, g)
+				case "costfair":
+					decayed.Add(r.job.Queue, g/3600*float64(opts.PriceMicrosPerGPUHour))
+				}
+			}
+			for _, p := range partial {
+				// Held GPUs of a partial gang cost the queue too.
+				if opts.Policy == "costfair" {
+					decayed.Add(p.Queue, float64(p.held)*dt/3600*float64(opts.PriceMicrosPerGPUHour))
+				}
+			}
+		}
+		now = t
+		decayed.Advance(t.Milliseconds() + 1)
+	}
+	startJob := func(j *replayJob, nodes []int) {
+		j.start = now
+		heap.Push(&run, &replayRun{end: now + j.Duration, job: j, nodes: nodes})
+		busyGPUs += j.GPUs
+		waits[sizeClass(j.GPUs)] = append(waits[sizeClass(j.GPUs)], (j.start - j.Submit).Seconds())
+	}
+	for {
+		// Next event: a submission or a completion.
+		t := time.Duration(math.MaxInt64)
+		if next < len(rjobs) {
+			t = rjobs[next].Submit
+		}
+		if len(run) > 0 && run[0].end < t {
+			t = run[0].end
+		}
+		if t == time.Duration(math.MaxInt64) || (opts.Limit > 0 && t > opts.Limit) {
+			break
+		}
+		advance(t)
+		for len(run) > 0 && run[0].end <= now {
+			r := heap.Pop(&run).(*replayRun)
+			for _, i := range r.nodes {
+				snap.Nodes[i].Free += r.job.w.PerPod
+			}
+			snap.Usage[r.job.Queue][fr] -= int64(r.job.GPUs)
+			busyGPUs -= r.job.GPUs
+			finished++
+			jcts = append(jcts, (now - r.job.Submit).Seconds())
+		}
+		for next < len(rjobs) && rjobs[next].Submit <= now {
+			pending = append(pending, rjobs[next])
+			next++
+		}
+		// Gangs waiting for pods first (without gating), in admission order.
+		kept := partial[:0]
+		for _, p := range partial {
+			for p.held < p.GPUs {
+				i := freestNode(snap.Nodes, p.w.PerPod)
+				if i < 0 {
+					break
+				}
+				snap.Nodes[i].Free -= p.w.PerPod
+				p.placed = append(p.placed, i)
+				p.held += int(p.w.PerPod)
+				heldGPUs += int(p.w.PerPod)
+			}
+			if p.held >= p.GPUs {
+				heldGPUs -= p.held
+				startJob(p, p.placed)
+				continue
+			}
+			kept = append(kept, p)
+		}
+		partial = kept
+		if len(pending) == 0 {
+			continue
+		}
+		// Nothing can start when the free GPUs are fewer than the smallest
+		// pending job needs: skip the cycle.
+		var free int64
+		for i := range snap.Nodes {
+			free += snap.Nodes[i].Free
+		}
+		smallest := int64(math.MaxInt64)
+		for _, j := range pending {
+			smallest = min(smallest, int64(j.GPUs))
+		}
+		if free < smallest {
+			continue
+		}
+		if opts.Policy == "kueue-afs" || opts.Policy == "costfair" {
+			snap.Share = decayed.Shares(snap.Queues)
+		}
+		ws := make([]*admission.Workload, len(pending))
+		for i, j := range pending {
+			ws[i] = &j.w
+		}
+		if opts.Gating {
+			decisions := admission.Admit(snap, policy, ws, admission.Options{SameDomain: opts.SameDomain})
+			admitted := map[string]bool{}
+			for _, d := range decisions {
+				if !d.Admitted {
+					continue
+				}
+				j := byID[d.Workload.ID]
+				nodes := make([]int, len(d.Nodes))
+				for k, n := range d.Nodes {
+					nodes[k] = nodeIndex[n]
+				}
+				startJob(j, nodes)
+				admitted[j.ID] = true
+			}
+			pending = slices.DeleteFunc(pending, func(j *replayJob) bool { return admitted[j.ID] })
+			continue
+		}
+		// Without gating: admit by quota alone, then place what fits now.
+		policy.Order(snap, ws)
+		admitted := map[string]bool{}
+		for _, w := range ws {
+			if snap.FitsQuota(w.Queue, fr, w.Units()) != "" {
+				continue
+			}
+			if snap.Usage[w.Queue] == nil {
+				snap.Usage[w.Queue] = map[admission.FlavorResource]int64{}
+			}
+			snap.Usage[w.Queue][fr] += w.Units()
+			j := byID[w.ID]
+			admitted[j.ID] = true
+			partial = append(partial, j)
+			for j.held < j.GPUs {
+				i := freestNode(snap.Nodes, w.PerPod)
+				if i < 0 {
+					break
+				}
+				snap.Nodes[i].Free -= w.PerPod
+				j.placed = append(j.placed, i)
+				j.held += int(w.PerPod)
+				heldGPUs += int(w.PerPod)
+			}
+			if j.held >= j.GPUs {
+				heldGPUs -= j.held
+				partial = partial[:len(partial)-1]
+				startJob(j, j.placed)
+			}
+		}
+		pending = slices.DeleteFunc(pending, func(j *replayJob) bool { return admitted[j.ID] })
+	}
+	r := ReplayResult{Policy: opts.Policy, Gating: opts.Gating, Jobs: len(jobs), Finished: finished, Makespan: now,
+		WaitBySize: map[string]float64{}, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: partialS / 3600}
+	if len(jcts) > 0 {
+		sort.Float64s(jcts)
+		var sum float64
+		for _, v := range jcts {
+			sum += v
+		}
+		r.AvgJCTSeconds = sum / float64(len(jcts))
+		r.P95JCTSeconds = jcts[int(math.Ceil(0.95*float64(len(jcts))))-1]
+	}
+	for c, ws := range waits {
+		var sum float64
+		for _, v := range ws {
+			sum += v
+		}
+		r.WaitBySize[c] = sum / float64(len(ws))
+	}
+	if now > 0 {
+		r.Utilization = busyGPUs2 / (float64(totalNodes*GPUsPerNode) * now.Seconds())
+	}
+	var s1, s2 float64
+	names := make([]string, 0, len(nominal))
+	for q := range nominal {
+		names = append(names, q)
+	}
+	sort.Strings(names)
+	for _, q := range names {
+		x := usedSec[q] / float64(nominal[q])
+		s1 += x
+		s2 += x * x
+		r.CostMicrosByQueue[q] = int64(math.Round(usedSec[q] / 3600 * float64(opts.PriceMicrosPerGPUHour)))
+	}
+	if s2 > 0 {
+		r.Jain = s1 * s1 / (float64(len(names)) * s2)
+	}
+	return r, nil
+}
+
+// freestNode returns the node with the most free units that takes n, or -1.
+func freestNode(nodes []admission.Node, n int64) int {
+	best := -1
+	for i := range nodes {
+		if nodes[i].Free >= n && (best < 0 || nodes[i].Free > nodes[best].Free) {
+			best = i
+		}
+	}
+	return best
+}

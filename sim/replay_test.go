@@ -1,0 +1,61 @@
+package sim
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func philly(t testing.TB, from, to time.Duration) ([]TraceQueue, []TraceJob) {
+	t.Helper()
+	dir := "../../shared/data/traces/philly-pcs"
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("reference data missing under CI: %v", err)
+		}
+		t.Skipf("reference data not here: %v", err)
+	}
+	qs, jobs, err := LoadPhilly(dir, from, to, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return qs, jobs
+}
+
+func TestReplayPhilly(t *testing.T) {
+	// A day of the densest stretch of the traces.
+	qs, jobs := philly(t, 30*24*time.Hour, 31*24*time.Hour)
+	if len(qs) != 8 || len(jobs) == 0 {
+		t.Fatalf("%d queues, %d jobs", len(qs), len(jobs))
+	}
+	// A tenth of the quotas: the window's jobs then contend.
+	const scale = 0.1
+	for _, p := range []string{"fifo", "kueue", "kueue-afs", "costfair"} {
+		start := time.Now()
+		r, err := Replay(qs, jobs, ReplayOptions{Policy: p, Gating: true, CapacityScale: scale})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%-9s jobs %d finished %d avgJCT %.0fs p95 %.0fs util %.3f jain %.3f partial %.1f GPU-h (%s)",
+			p, r.Jobs, r.Finished, r.AvgJCTSeconds, r.P95JCTSeconds, r.Utilization, r.Jain, r.PartialGangGPUHours, time.Since(start).Round(time.Millisecond))
+		if r.Finished != r.Jobs || r.PartialGangGPUHours != 0 || r.Utilization <= 0 || r.Utilization > 1 {
+			t.Errorf("%s: %+v", p, r)
+		}
+	}
+	off, err := Replay(qs, jobs, ReplayOptions{Policy: "fifo", Gating: false, CapacityScale: scale, Limit: 60 * 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fifo without gating: finished %d of %d, partial gangs held %.1f GPU-h", off.Finished, off.Jobs, off.PartialGangGPUHours)
+	if off.PartialGangGPUHours <= 0 {
+		t.Error("without gating no GPU time was held by partial gangs")
+	}
+	// Same inputs, same numbers.
+	a, _ := Replay(qs, jobs, ReplayOptions{Policy: "costfair", Gating: true, CapacityScale: scale})
+	b, _ := Replay(qs, jobs, ReplayOptions{Policy: "costfair", Gating: true, CapacityScale: scale})
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Errorf("two runs differ:\n%s", diff)
+	}
+}
