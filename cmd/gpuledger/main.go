@@ -28,6 +28,7 @@ var commands = []command{
 	{"serve", "serve the cost API and report downloads; take remote write and scrape exporters into the ledger", runServe},
 	{"ingest", "backfill the ledger from VictoriaMetrics, Prometheus or files, resumably", runIngest},
 	{"report", "write a month's chargeback (CSV and XLSX) from a ledger", runReport},
+	{"simulate", "replay the Philly-derived traces through the admission policies side by side", runSimulate},
 	{"validate", "check a configuration file and list every problem", runValidate},
 }
 
