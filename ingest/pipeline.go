@@ -109,9 +109,6 @@ func (pl *Pipeline) FlushUntil(ctx context.Context, until time.Time) error {
 		pl.mu.Unlock()
 		return fmt.Errorf("write %d ledger rows (kept for the next flush): %w", len(rows), err)
 	}
-	pl.mu.Lock()
-	pl.rows += len(rows)
-	pl.mu.Unlock()
 	return nil
 }
 

@@ -274,19 +274,19 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	}
 	decayed := admission.NewDecayed(opts.HalfLife.Milliseconds())
 	var (
-		now       time.Duration
-		next      int
-		pending   []*replayJob
-		partial   []*replayJob // without gating: admitted, some pods placed
-		run       runHeap
-		usedSec   = map[string]float64{}
-		busyGPUs  int
-		heldGPUs  int // by partial gangs
-		busyGPUs2 float64
-		partialS  float64
-		waits     = map[string][]float64{}
-		jcts      []float64
-		finished  int
+		now               time.Duration
+		next              int
+		pending           []*replayJob
+		partial           []*replayJob // without gating: admitted, some pods placed
+		run               runHeap
+		usedSec           = map[string]float64{}
+		busyGPUs          int
+		heldGPUs          int // by partial gangs
+		busyGPUSeconds    float64
+		partialGPUSeconds float64
+		waits             = map[string][]float64{}
+		jcts              []float64
+		finished          int
 	)
 	snap.Share = map[string]float64{}
 	byID := make(map[string]*replayJob, len(rjobs))
@@ -296,8 +296,8 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	advance := func(t time.Duration) {
 		dt := (t - now).Seconds()
 		if dt > 0 {
-			busyGPUs2 += float64(busyGPUs) * dt
-			partialS += float64(heldGPUs) * dt
+			busyGPUSeconds += float64(busyGPUs) * dt
+			partialGPUSeconds += float64(heldGPUs) * dt
 			for _, r := range run {
 				g := float64(r.job.GPUs) * dt
 				usedSec[r.job.Queue] += g
@@ -446,7 +446,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		pending = slices.DeleteFunc(pending, func(j *replayJob) bool { return admitted[j.ID] })
 	}
 	r := ReplayResult{Policy: opts.Policy, Gating: opts.Gating, Jobs: len(jobs), Finished: finished, Makespan: now,
-		WaitBySize: map[string]float64{}, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: partialS / 3600}
+		WaitBySize: map[string]float64{}, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: partialGPUSeconds / 3600}
 	if len(jcts) > 0 {
 		sort.Float64s(jcts)
 		var sum float64
@@ -464,7 +464,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		r.WaitBySize[c] = sum / float64(len(ws))
 	}
 	if now > 0 {
-		r.Utilization = busyGPUs2 / (float64(totalNodes*GPUsPerNode) * now.Seconds())
+		r.Utilization = busyGPUSeconds / (float64(totalNodes*GPUsPerNode) * now.Seconds())
 	}
 	var s1, s2 float64
 	names := make([]string, 0, len(nominal))
