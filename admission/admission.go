@@ -112,15 +112,42 @@ type Policy interface {
 func Admit(s *Snapshot, p Policy, pending []*Workload, opts Options) []Decision {
 	order := slices.Clone(pending)
 	p.Order(s, order)
+	i := 0
+	out := AdmitInOrder(s, func() *Workload {
+		if i == len(order) {
+			return nil
+		}
+		i++
+		return order[i-1]
+	}, opts)
+	// What AdmitInOrder did not reach waits for capacity.
+	for _, w := range order[len(out):] {
+		out = append(out, Decision{Workload: w, Reason: "no free capacity left in this cycle"})
+	}
+	return out
+}
+
+// AdmitInOrder is Admit with the order given as a stream: it takes workloads
+// from next until next returns nil or no flavor has free capacity left, and
+// returns a decision for each workload it took. Large backlogs need not be
+// sorted whole: a caller that keeps pending workloads per queue in FIFO
+// order can stream them in policy order.
+func AdmitInOrder(s *Snapshot, next func() *Workload, opts Options) []Decision {
 	// Free capacity per flavor, kept current as workloads are admitted: a
 	// workload larger than it is refused without a placement search.
 	s.freeByFlavor = make(map[string]int64)
+	var free int64
 	for _, n := range s.Nodes {
 		s.freeByFlavor[n.Flavor] += n.Free
+		free += n.Free
 	}
 	blocked := make(map[string]bool) // StrictFIFO queues whose head did not fit
-	out := make([]Decision, 0, len(order))
-	for _, w := range order {
+	var out []Decision
+	for free > 0 {
+		w := next()
+		if w == nil {
+			break
+		}
 		d := Decision{Workload: w}
 		q := s.Queues[w.Queue]
 		switch {
@@ -132,6 +159,9 @@ func Admit(s *Snapshot, p Policy, pending []*Workload, opts Options) []Decision 
 			d.Reason = s.tryAdmit(q, w, opts, &d)
 			if !d.Admitted && q.StrictFIFO {
 				blocked[w.Queue] = true
+			}
+			if d.Admitted {
+				free -= w.Units()
 			}
 		}
 		out = append(out, d)

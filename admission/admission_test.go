@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -170,5 +171,37 @@ func TestDecayed(t *testing.T) {
 	d.Advance(5) // backwards: ignored
 	if got := d.Shares(qs)["a"]; got != 1 {
 		t.Errorf("going back in time changed the share to %v", got)
+	}
+}
+
+// TestStreamMatchesOrder: streaming per-queue FIFO lists gives the order
+// sorting the whole backlog gives, for every policy.
+func TestStreamMatchesOrder(t *testing.T) {
+	s := snapshot()
+	s.Usage["a"] = map[FlavorResource]int64{fr("h100"): 12}
+	s.Share = map[string]float64{"a": 3, "b": 3, "c": 1}
+	var all []*Workload
+	lists := map[string][]*Workload{}
+	for i := range 30 {
+		q := []string{"a", "b", "c"}[i*7%3]
+		w := wl(fmt.Sprintf("w%02d", i), q, 1, 1, int64(i*13%17))
+		all = append(all, w)
+	}
+	sortFIFO(all)
+	for _, w := range all {
+		lists[w.Queue] = append(lists[w.Queue], w)
+	}
+	for _, p := range []Sharer{FIFO{}, KueueFairSharing{}, ShareOrder{"costfair"}} {
+		want := append([]*Workload(nil), all...)
+		p.Order(s, want)
+		next := Stream(p.QueueShares(s), lists, nil)
+		for i, w := range want {
+			if got := next(); got != w {
+				t.Fatalf("%s: item %d is %v, want %v", p.Name(), i, got, w)
+			}
+		}
+		if next() != nil {
+			t.Errorf("%s: stream longer than the backlog", p.Name())
+		}
 	}
 }

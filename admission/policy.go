@@ -111,3 +111,78 @@ func sortByShare(ws []*Workload, share map[string]float64) {
 	sortFIFO(ws)
 	sort.SliceStable(ws, func(i, j int) bool { return share[ws[i].Queue] < share[ws[j].Queue] })
 }
+
+// Sharer is a policy that orders queues by a per-queue value, lowest first,
+// FIFO within a queue and across queues of equal value. All policies here
+// are: FIFO gives every queue the same value.
+type Sharer interface {
+	Policy
+	QueueShares(s *Snapshot) map[string]float64
+}
+
+// QueueShares gives every queue the same value: global FIFO.
+func (FIFO) QueueShares(*Snapshot) map[string]float64 { return nil }
+
+// QueueShares returns each queue's dominant resource share.
+func (KueueFairSharing) QueueShares(s *Snapshot) map[string]float64 {
+	out := make(map[string]float64, len(s.Queues))
+	for name := range s.Queues {
+		out[name] = s.DominantResourceShare(name)
+	}
+	return out
+}
+
+// QueueShares returns Snapshot.Share.
+func (ShareOrder) QueueShares(s *Snapshot) map[string]float64 { return s.Share }
+
+// Stream yields the workloads of per-queue lists, each in FIFO order, in
+// the order Sharer policies give: the queue with the lowest share first,
+// ties broken by submission time, then ID. Entries for which skip is true
+// are passed over. It is what AdmitInOrder takes, without sorting a whole
+// backlog.
+func Stream(shares map[string]float64, lists map[string][]*Workload, skip func(*Workload) bool) func() *Workload {
+	names := make([]string, 0, len(lists))
+	for q := range lists {
+		names = append(names, q)
+	}
+	sort.Strings(names)
+	cursor := make([]int, len(names))
+	head := func(i int) *Workload {
+		l := lists[names[i]]
+		for cursor[i] < len(l) && skip != nil && skip(l[cursor[i]]) {
+			cursor[i]++
+		}
+		if cursor[i] < len(l) {
+			return l[cursor[i]]
+		}
+		return nil
+	}
+	return func() *Workload {
+		best := -1
+		var bw *Workload
+		for i := range names {
+			w := head(i)
+			if w == nil {
+				continue
+			}
+			if best < 0 || less(shares[names[i]], w, shares[names[best]], bw) {
+				best, bw = i, w
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		cursor[best]++
+		return bw
+	}
+}
+
+func less(sa float64, a *Workload, sb float64, b *Workload) bool {
+	if sa != sb {
+		return sa < sb
+	}
+	if a.SubmittedMs != b.SubmittedMs {
+		return a.SubmittedMs < b.SubmittedMs
+	}
+	return a.ID < b.ID
+}

@@ -230,7 +230,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	if opts.NodesPerRack <= 0 {
 		opts.NodesPerRack = 8
 	}
-	var policy admission.Policy
+	var policy admission.Sharer
 	switch opts.Policy {
 	case "fifo":
 		policy = admission.FIFO{}
@@ -273,10 +273,27 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		rjobs[i] = &replayJob{TraceJob: j, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: res, Pods: j.GPUs, PerPod: 1, SubmittedMs: j.Submit.Milliseconds()}}
 	}
 	decayed := admission.NewDecayed(opts.HalfLife.Milliseconds())
+	// Pending workloads per queue in FIFO order; admitted ones are marked
+	// dead and dropped lazily, so a cycle costs what it admits, not the
+	// backlog.
+	lists := map[string][]*admission.Workload{}
+	dead := map[*admission.Workload]bool{}
+	deadIn := map[string]int{}
+	bySize := map[int]int{} // pending jobs per GPU count
+	pendingCount := 0
+	take := func(w *admission.Workload) {
+		dead[w] = true
+		deadIn[w.Queue]++
+		bySize[int(w.Units())]--
+		pendingCount--
+		if l := lists[w.Queue]; deadIn[w.Queue] > len(l)/2 {
+			lists[w.Queue] = slices.DeleteFunc(l, func(x *admission.Workload) bool { return dead[x] })
+			deadIn[w.Queue] = 0
+		}
+	}
 	var (
 		now               time.Duration
 		next              int
-		pending           []*replayJob
 		partial           []*replayJob // without gating: admitted, some pods placed
 		run               runHeap
 		usedSec           = map[string]float64{}
@@ -348,7 +365,10 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 			jcts = append(jcts, (now - r.job.Submit).Seconds())
 		}
 		for next < len(rjobs) && rjobs[next].Submit <= now {
-			pending = append(pending, rjobs[next])
+			j := rjobs[next]
+			lists[j.Queue] = append(lists[j.Queue], &j.w)
+			bySize[j.GPUs]++
+			pendingCount++
 			next++
 		}
 		// Gangs waiting for pods first (without gating), in admission order.
@@ -372,7 +392,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 			kept = append(kept, p)
 		}
 		partial = kept
-		if len(pending) == 0 {
+		if pendingCount == 0 {
 			continue
 		}
 		// Nothing can start when the free GPUs are fewer than the smallest
@@ -382,23 +402,20 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 			free += snap.Nodes[i].Free
 		}
 		smallest := int64(math.MaxInt64)
-		for _, j := range pending {
-			smallest = min(smallest, int64(j.GPUs))
+		for size, n := range bySize {
+			if n > 0 {
+				smallest = min(smallest, int64(size))
+			}
 		}
-		if free < smallest {
+		if opts.Gating && free < smallest {
 			continue
 		}
 		if opts.Policy == "kueue-afs" || opts.Policy == "costfair" {
 			snap.Share = decayed.Shares(snap.Queues)
 		}
-		ws := make([]*admission.Workload, len(pending))
-		for i, j := range pending {
-			ws[i] = &j.w
-		}
+		stream := admission.Stream(policy.QueueShares(snap), lists, func(w *admission.Workload) bool { return dead[w] })
 		if opts.Gating {
-			decisions := admission.Admit(snap, policy, ws, admission.Options{SameDomain: opts.SameDomain})
-			admitted := map[string]bool{}
-			for _, d := range decisions {
+			for _, d := range admission.AdmitInOrder(snap, stream, admission.Options{SameDomain: opts.SameDomain}) {
 				if !d.Admitted {
 					continue
 				}
@@ -407,16 +424,23 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 				for k, n := range d.Nodes {
 					nodes[k] = nodeIndex[n]
 				}
+				take(d.Workload)
 				startJob(j, nodes)
-				admitted[j.ID] = true
 			}
-			pending = slices.DeleteFunc(pending, func(j *replayJob) bool { return admitted[j.ID] })
 			continue
 		}
 		// Without gating: admit by quota alone, then place what fits now.
-		policy.Order(snap, ws)
-		admitted := map[string]bool{}
-		for _, w := range ws {
+		// In one cohort lending without limit, nothing more fits once the
+		// cohort's free quota is below the smallest pending job.
+		var headroom int64
+		for name, q := range snap.Queues {
+			headroom += q.Quotas[fr].Nominal - snap.Usage[name][fr]
+		}
+		for headroom >= smallest {
+			w := stream()
+			if w == nil {
+				break
+			}
 			if snap.FitsQuota(w.Queue, fr, w.Units()) != "" {
 				continue
 			}
@@ -424,8 +448,9 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 				snap.Usage[w.Queue] = map[admission.FlavorResource]int64{}
 			}
 			snap.Usage[w.Queue][fr] += w.Units()
+			headroom -= w.Units()
 			j := byID[w.ID]
-			admitted[j.ID] = true
+			take(w)
 			partial = append(partial, j)
 			for j.held < j.GPUs {
 				i := freestNode(snap.Nodes, w.PerPod)
@@ -443,7 +468,6 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 				startJob(j, j.placed)
 			}
 		}
-		pending = slices.DeleteFunc(pending, func(j *replayJob) bool { return admitted[j.ID] })
 	}
 	r := ReplayResult{Policy: opts.Policy, Gating: opts.Gating, Jobs: len(jobs), Finished: finished, Makespan: now,
 		WaitBySize: map[string]float64{}, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: partialGPUSeconds / 3600}

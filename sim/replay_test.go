@@ -59,3 +59,28 @@ func TestReplayPhilly(t *testing.T) {
 		t.Errorf("two runs differ:\n%s", diff)
 	}
 }
+
+// BenchmarkPhillyPolicies replays the whole Philly-derived trace (every VC,
+// its real quota) under Kueue fair sharing and the cost-weighted fair share,
+// side by side, and reports their job completion times and the ratio.
+func BenchmarkPhillyPolicies(b *testing.B) {
+	qs, jobs := philly(b, 0, 365*24*time.Hour)
+	var k, c ReplayResult
+	for i := 0; i < b.N; i++ {
+		var err error
+		if k, err = Replay(qs, jobs, ReplayOptions{Policy: "kueue", Gating: true}); err != nil {
+			b.Fatal(err)
+		}
+		if c, err = Replay(qs, jobs, ReplayOptions{Policy: "costfair", Gating: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(jobs)), "jobs")
+	b.ReportMetric(k.AvgJCTSeconds, "kueue-avg-jct-s")
+	b.ReportMetric(c.AvgJCTSeconds, "costfair-avg-jct-s")
+	b.ReportMetric(c.AvgJCTSeconds/k.AvgJCTSeconds, "costfair/kueue-jct")
+	b.ReportMetric(k.P95JCTSeconds, "kueue-p95-jct-s")
+	b.ReportMetric(c.P95JCTSeconds, "costfair-p95-jct-s")
+	b.ReportMetric(k.Jain, "kueue-jain")
+	b.ReportMetric(c.Jain, "costfair-jain")
+}
