@@ -51,6 +51,8 @@ type Workload struct {
 	Resource string
 	Pods     int
 	PerPod   int64
+	// Priority goes before submission time: higher first.
+	Priority int32
 	// SubmittedMs orders FIFO; ties break on ID.
 	SubmittedMs int64
 }

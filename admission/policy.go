@@ -14,18 +14,32 @@ func (FIFO) Name() string { return "fifo" }
 // Order sorts by submission time.
 func (FIFO) Order(_ *Snapshot, pending []*Workload) { sortFIFO(pending) }
 
+// sortFIFO orders by priority (higher first), then submission time, then ID:
+// Kueue's order within a queue.
 func sortFIFO(ws []*Workload) {
-	slices.SortStableFunc(ws, func(a, b *Workload) int {
-		switch {
-		case a.SubmittedMs != b.SubmittedMs:
-			return cmpInt(a.SubmittedMs, b.SubmittedMs)
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(ws, compareFIFO)
+}
+
+// compareFIFO is sortFIFO's order.
+func compareFIFO(a, b *Workload) int {
+	if a.Priority != b.Priority {
+		return cmpInt(int64(b.Priority), int64(a.Priority))
+	}
+	switch {
+	case a.SubmittedMs != b.SubmittedMs:
+		return cmpInt(a.SubmittedMs, b.SubmittedMs)
+	case a.ID < b.ID:
+		return -1
+	case a.ID > b.ID:
+		return 1
+	}
+	return 0
+}
+
+// InsertFIFO inserts w into a list kept in sortFIFO's order.
+func InsertFIFO(list []*Workload, w *Workload) []*Workload {
+	i, _ := slices.BinarySearchFunc(list, w, compareFIFO)
+	return slices.Insert(list, i, w)
 }
 
 func cmpInt(a, b int64) int {
@@ -135,9 +149,10 @@ func (KueueFairSharing) QueueShares(s *Snapshot) map[string]float64 {
 // QueueShares returns Snapshot.Share.
 func (ShareOrder) QueueShares(s *Snapshot) map[string]float64 { return s.Share }
 
-// Stream yields the workloads of per-queue lists, each in FIFO order, in
-// the order Sharer policies give: the queue with the lowest share first,
-// ties broken by submission time, then ID. Entries for which skip is true
+// Stream yields the workloads of per-queue lists, each in FIFO order
+// (priority, then submission time), in the order Sharer policies give: the
+// queue with the lowest share first, ties broken by priority, submission
+// time, then ID. Entries for which skip is true
 // are passed over. It is what AdmitInOrder takes, without sorting a whole
 // backlog.
 func Stream(shares map[string]float64, lists map[string][]*Workload, skip func(*Workload) bool) func() *Workload {
@@ -181,8 +196,5 @@ func less(sa float64, a *Workload, sb float64, b *Workload) bool {
 	if sa != sb {
 		return sa < sb
 	}
-	if a.SubmittedMs != b.SubmittedMs {
-		return a.SubmittedMs < b.SubmittedMs
-	}
-	return a.ID < b.ID
+	return compareFIFO(a, b) < 0
 }

@@ -16,20 +16,29 @@ import (
 	"github.com/gpuledger/gpuledger/admission"
 )
 
-// TraceJob is one job of a trace: GPUs that must all run at once for
-// Duration, submitted at Submit (from the trace's start).
+// TraceJob is one job of a trace: a gang of Pods pods of PerPod units each
+// (GPUs, GPUs in all) that must all run at once for Duration, submitted at
+// Submit (from the trace's start).
 type TraceJob struct {
 	ID       string
 	Queue    string
 	Submit   time.Duration
 	Duration time.Duration
 	GPUs     int
+	Pods     int
+	PerPod   int
+	Priority int32
+	// Class names the job's kind in the results; empty: by size.
+	Class string
 }
 
 // TraceQueue is a queue of a trace with its nominal quota in GPUs.
 type TraceQueue struct {
 	Name        string
 	NominalGPUs int
+	// Cohort is the queue's cohort; BorrowingLimit < 0 means none.
+	Cohort         string
+	BorrowingLimit int
 }
 
 // GPUsPerNode is the node size of the Philly-derived traces.
@@ -73,7 +82,7 @@ func LoadPhilly(dir string, from, to time.Duration, maxJobs int) ([]TraceQueue, 
 		if n == 0 {
 			n = 1
 		}
-		queues = append(queues, TraceQueue{Name: "vc-" + vc, NominalGPUs: n * GPUsPerNode})
+		queues = append(queues, TraceQueue{Name: "vc-" + vc, NominalGPUs: n * GPUsPerNode, Cohort: "philly", BorrowingLimit: -1})
 		var vcJobs []TraceJob
 		for i, r := range recs[1:] {
 			if len(r) < 4 {
@@ -90,8 +99,10 @@ func LoadPhilly(dir string, from, to time.Duration, maxJobs int) ([]TraceQueue, 
 				continue
 			}
 			at -= from
+			// A job of n GPUs is n one-GPU workers (Philly's num_jobs), all
+			// needed at once: a gang.
 			vcJobs = append(vcJobs, TraceJob{ID: vc + "-" + r[0], Queue: "vc-" + vc, Submit: at,
-				Duration: max(time.Duration(service*float64(time.Second)), time.Second), GPUs: gpus})
+				Duration: max(time.Duration(service*float64(time.Second)), time.Second), GPUs: gpus, Pods: gpus, PerPod: 1})
 		}
 		// The files are not sorted by submit time.
 		slices.SortStableFunc(vcJobs, func(a, b TraceJob) int { return int(a.Submit - b.Submit) })
@@ -100,13 +111,18 @@ func LoadPhilly(dir string, from, to time.Duration, maxJobs int) ([]TraceQueue, 
 		}
 		jobs = append(jobs, vcJobs...)
 	}
+	sortJobs(jobs)
+	return queues, jobs, nil
+}
+
+// sortJobs orders jobs by submission time, then ID.
+func sortJobs(jobs []TraceJob) {
 	slices.SortStableFunc(jobs, func(a, b TraceJob) int {
 		if a.Submit != b.Submit {
 			return int(a.Submit - b.Submit)
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-	return queues, jobs, nil
 }
 
 func readCSV(path string) ([][]string, error) {
@@ -147,6 +163,8 @@ type ReplayOptions struct {
 	// Limit stops the replay this long after the start; 0 runs until every
 	// job has finished.
 	Limit time.Duration
+	// NodeSize is the units a node has. Default 8 (GPUs).
+	NodeSize int
 	// CapacityScale shrinks every queue's quota, and so the cluster, to
 	// this fraction (at least one node each): a short window of a trace
 	// then sees the contention the whole trace has. 0 means 1.
@@ -230,6 +248,10 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	if opts.NodesPerRack <= 0 {
 		opts.NodesPerRack = 8
 	}
+	if opts.NodeSize <= 0 {
+		opts.NodeSize = GPUsPerNode
+	}
+	nodeSize := opts.NodeSize
 	var policy admission.Sharer
 	switch opts.Policy {
 	case "fifo":
@@ -251,26 +273,33 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		scale = 1
 	}
 	for _, q := range queues {
-		nodes := max(int(math.Round(float64(q.NominalGPUs)/GPUsPerNode*scale)), 1)
-		gpus := nodes * GPUsPerNode
-		snap.Queues[q.Name] = &admission.ClusterQueue{Name: q.Name, Cohort: "philly", Team: q.Name, Weight: 1, Flavors: []string{"gpu"},
-			Quotas: map[admission.FlavorResource]admission.Quota{fr: {Nominal: int64(gpus), BorrowingLimit: -1, LendingLimit: -1}}}
+		nodes := max(int(math.Round(float64(q.NominalGPUs)/float64(nodeSize)*scale)), 1)
+		gpus := nodes * nodeSize
+		borrow := int64(q.BorrowingLimit)
+		if q.BorrowingLimit >= 0 {
+			borrow = int64(math.Round(float64(q.BorrowingLimit) * scale))
+		}
+		snap.Queues[q.Name] = &admission.ClusterQueue{Name: q.Name, Cohort: q.Cohort, Team: q.Name, Weight: 1, Flavors: []string{"gpu"},
+			Quotas: map[admission.FlavorResource]admission.Quota{fr: {Nominal: int64(gpus), BorrowingLimit: borrow, LendingLimit: -1}}}
 		totalNodes += nodes
 		nominal[q.Name] = gpus
 	}
 	for i := range totalNodes {
 		snap.Nodes = append(snap.Nodes, admission.Node{Name: "node-" + strconv.Itoa(i), Flavor: "gpu",
-			Domain: "rack-" + strconv.Itoa(i/opts.NodesPerRack), Free: GPUsPerNode})
+			Domain: "rack-" + strconv.Itoa(i/opts.NodesPerRack), Free: int64(nodeSize)})
 	}
 	nodeIndex := make(map[string]int, len(snap.Nodes))
 	for i, n := range snap.Nodes {
 		nodeIndex[n.Name] = i
 	}
-	// A job of n GPUs is n one-GPU workers (Philly's num_jobs), all needed
-	// at once: a gang.
 	rjobs := make([]*replayJob, len(jobs))
 	for i, j := range jobs {
-		rjobs[i] = &replayJob{TraceJob: j, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: res, Pods: j.GPUs, PerPod: 1, SubmittedMs: j.Submit.Milliseconds()}}
+		if j.Pods <= 0 || j.PerPod <= 0 {
+			j.Pods, j.PerPod = j.GPUs, 1
+		}
+		j.GPUs = j.Pods * j.PerPod
+		rjobs[i] = &replayJob{TraceJob: j, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: res, Pods: j.Pods, PerPod: int64(j.PerPod),
+			Priority: j.Priority, SubmittedMs: j.Submit.Milliseconds()}}
 	}
 	decayed := admission.NewDecayed(opts.HalfLife.Milliseconds())
 	// Pending workloads per queue in FIFO order; admitted ones are marked
@@ -339,7 +368,11 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		j.start = now
 		heap.Push(&run, &replayRun{end: now + j.Duration, job: j, nodes: nodes})
 		busyGPUs += j.GPUs
-		waits[sizeClass(j.GPUs)] = append(waits[sizeClass(j.GPUs)], (j.start - j.Submit).Seconds())
+		c := j.Class
+		if c == "" {
+			c = sizeClass(j.GPUs)
+		}
+		waits[c] = append(waits[c], (j.start - j.Submit).Seconds())
 	}
 	for {
 		// Next event: a submission or a completion.
@@ -366,7 +399,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		}
 		for next < len(rjobs) && rjobs[next].Submit <= now {
 			j := rjobs[next]
-			lists[j.Queue] = append(lists[j.Queue], &j.w)
+			lists[j.Queue] = admission.InsertFIFO(lists[j.Queue], &j.w)
 			bySize[j.GPUs]++
 			pendingCount++
 			next++
@@ -488,7 +521,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		r.WaitBySize[c] = sum / float64(len(ws))
 	}
 	if now > 0 {
-		r.Utilization = busyGPUSeconds / (float64(totalNodes*GPUsPerNode) * now.Seconds())
+		r.Utilization = busyGPUSeconds / (float64(totalNodes*nodeSize) * now.Seconds())
 	}
 	var s1, s2 float64
 	names := make([]string, 0, len(nominal))

@@ -84,3 +84,49 @@ func BenchmarkPhillyPolicies(b *testing.B) {
 	b.ReportMetric(k.Jain, "kueue-jain")
 	b.ReportMetric(c.Jain, "costfair-jain")
 }
+
+// TestKueueBaseline replays Kueue's baseline configuration: every workload
+// is admitted, and priority shows: large (priority 200) waits least, small
+// (50) most, as in Kueue's own results.
+func TestKueueBaseline(t *testing.T) {
+	qs, jobs := KueueBaseline.Generate()
+	if len(qs) != 30 || len(jobs) != 30*500 {
+		t.Fatalf("%d queues, %d workloads", len(qs), len(jobs))
+	}
+	for _, p := range []string{"fifo", "kueue", "costfair"} {
+		r, err := Replay(qs, jobs, ReplayOptions{Policy: p, Gating: true, NodeSize: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%-8s usage %.1f%% time to admission small %.1fs medium %.1fs large %.1fs", p, 100*r.Utilization,
+			r.WaitBySize["small"], r.WaitBySize["medium"], r.WaitBySize["large"])
+		if r.Finished != r.Jobs {
+			t.Errorf("%s: %d of %d finished", p, r.Finished, r.Jobs)
+		}
+		if !(r.WaitBySize["large"] <= r.WaitBySize["medium"] && r.WaitBySize["medium"] <= r.WaitBySize["small"]) {
+			t.Errorf("%s: waits %v do not follow priority", p, r.WaitBySize)
+		}
+	}
+}
+
+// BenchmarkKueueLarge replays Kueue's large-scale configuration (2,000
+// queues, 60,000 workloads) under Kueue fair sharing and the cost-weighted
+// share; one op is both.
+func BenchmarkKueueLarge(b *testing.B) {
+	qs, jobs := KueueLarge.Generate()
+	for i := 0; i < b.N; i++ {
+		for _, p := range []string{"kueue", "costfair"} {
+			r, err := Replay(qs, jobs, ReplayOptions{Policy: p, Gating: true, NodeSize: 20})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if r.Finished != len(jobs) {
+				b.Fatalf("%s: %d of %d finished", p, r.Finished, len(jobs))
+			}
+			b.ReportMetric(100*r.Utilization, p+"-usage-%")
+			b.ReportMetric(r.WaitBySize["small"], p+"-small-admission-s")
+			b.ReportMetric(r.WaitBySize["large"], p+"-large-admission-s")
+		}
+	}
+	b.ReportMetric(float64(len(jobs)), "workloads")
+}

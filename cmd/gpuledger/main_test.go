@@ -153,7 +153,7 @@ func TestSimulateCommand(t *testing.T) {
 	if a.String() != b.String() {
 		t.Errorf("two runs differ:\n%s\n%s", a.String(), b.String())
 	}
-	for _, want := range []string{"avg JCT h", "fifo", "costfair", "partial GPU-h"} {
+	for _, want := range []string{"avg JCT s", "fifo", "costfair", "partial GPU-h"} {
 		if !strings.Contains(a.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, a.String())
 		}
@@ -166,5 +166,12 @@ func TestSimulateCommand(t *testing.T) {
 	var ue usageError
 	if err := run(context.Background(), []string{"simulate", "-policies=random", "-out=" + out}, &a); !errors.As(err, &ue) {
 		t.Errorf("unknown policy: %v", err)
+	}
+	var k bytes.Buffer
+	if err := run(context.Background(), []string{"simulate", "-workload=kueue-baseline", "-policies=kueue", "-out=" + out}, &k); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(k.String(), "15000 workloads in 30 ClusterQueues") || !strings.Contains(k.String(), "wait large s") {
+		t.Errorf("kueue baseline output:\n%s", k.String())
 	}
 }

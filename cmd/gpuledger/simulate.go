@@ -18,12 +18,14 @@ import (
 )
 
 func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("simulate", `Replays the Philly-derived virtual-cluster traces through the admission core under
-each policy, side by side: every VC is a ClusterQueue in one cohort with its nodes × 8 GPUs
+	fs := newFlagSet("simulate", `Replays a workload through the admission core under each policy, side by side: the
+Philly-derived virtual-cluster traces (default), or Kueue's scheduler performance
+configurations (-workload=kueue-baseline, kueue-large). For Philly, every VC is a ClusterQueue in one cohort with its nodes × 8 GPUs
 as nominal quota; a job of n GPUs is a gang of n one-GPU pods. Prints average and p95 job
-completion time, mean wait per size class, utilisation, Jain's fairness over usage/quota,
+completion time, mean wait per size (or Kueue) class, utilisation, Jain's fairness over usage/quota,
 GPU-hours held by partial gangs and cost per queue, and writes them as JSON and CSV.
 The replay is deterministic: the same flags give the same numbers.`, stdout)
+	workload := fs.String("workload", "philly", "what to replay: philly (the VC traces), kueue-baseline or kueue-large (Kueue's scheduler performance configurations)")
 	trace := fs.String("trace", "../shared/data/traces/philly-pcs", "folder of trace_<vc>.csv and philly_vc_nodes.csv")
 	fromDay := fs.Float64("from", 30, "first day of the traces to replay (submit times are from each VC's first job)")
 	days := fs.Float64("days", 1, "how many days of submissions to replay")
@@ -35,37 +37,57 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	from := time.Duration(*fromDay * 24 * float64(time.Hour))
-	to := from + time.Duration(*days*24*float64(time.Hour))
-	queues, jobs, err := sim.LoadPhilly(*trace, from, to, 0)
-	if err != nil {
-		return fmt.Errorf("%w; pass -trace with the philly-pcs folder", err)
+	var queues []sim.TraceQueue
+	var jobs []sim.TraceJob
+	nodeSize := sim.GPUsPerNode
+	classes := []string{"1", "2-4", "5-8", ">8"}
+	switch *workload {
+	case "philly":
+		from := time.Duration(*fromDay * 24 * float64(time.Hour))
+		to := from + time.Duration(*days*24*float64(time.Hour))
+		var err error
+		if queues, jobs, err = sim.LoadPhilly(*trace, from, to, 0); err != nil {
+			return fmt.Errorf("%w; pass -trace with the philly-pcs folder", err)
+		}
+		if len(jobs) == 0 {
+			return usageError{fmt.Sprintf("no job was submitted between day %g and day %g; widen -from/-days", *fromDay, *fromDay+*days)}
+		}
+		fmt.Fprintf(stdout, "Replaying %d jobs of %d queues (days %g to %g, %.0f%% of the quotas), gating %v.\n\n",
+			len(jobs), len(queues), *fromDay, *fromDay+*days, 100**scale, *gating)
+	case "kueue-baseline", "kueue-large":
+		cfg := sim.KueueBaseline
+		if *workload == "kueue-large" {
+			cfg = sim.KueueLarge
+		}
+		queues, jobs = cfg.Generate()
+		*scale, nodeSize, classes = 1, 20, []string{"small", "medium", "large"}
+		fmt.Fprintf(stdout, "Replaying Kueue's %s configuration: %d workloads in %d ClusterQueues.\n\n", *workload, len(jobs), len(queues))
+	default:
+		return usageError{fmt.Sprintf("-workload=%q: want philly, kueue-baseline or kueue-large", *workload)}
 	}
-	if len(jobs) == 0 {
-		return usageError{fmt.Sprintf("no job was submitted between day %g and day %g; widen -from/-days", *fromDay, *fromDay+*days)}
-	}
-	fmt.Fprintf(stdout, "Replaying %d jobs of %d queues (days %g to %g, %.0f%% of the quotas), gating %v.\n\n",
-		len(jobs), len(queues), *fromDay, *fromDay+*days, 100**scale, *gating)
 	var results []sim.ReplayResult
 	for _, p := range splitList(*policies) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		began := time.Now()
-		r, err := sim.Replay(queues, jobs, sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale})
+		r, err := sim.Replay(queues, jobs, sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale, NodeSize: nodeSize})
 		if err != nil {
 			return usageError{err.Error()}
 		}
 		fmt.Fprintf(os.Stderr, "%s: %s\n", p, time.Since(began).Round(time.Millisecond))
 		results = append(results, r)
 	}
-	classes := []string{"1", "2-4", "5-8", ">8"}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tavg JCT h\tp95 JCT h\twait 1 h\twait 2-4 h\twait 5-8 h\twait >8 h\tutil\tJain\tpartial GPU-h\t")
+	fmt.Fprint(tw, "policy\tavg JCT s\tp95 JCT s\t")
+	for _, c := range classes {
+		fmt.Fprintf(tw, "wait %s s\t", c)
+	}
+	fmt.Fprintln(tw, "util\tJain\tpartial GPU-h\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t", r.Policy, r.AvgJCTSeconds/3600, r.P95JCTSeconds/3600)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t", r.Policy, r.AvgJCTSeconds, r.P95JCTSeconds)
 		for _, c := range classes {
-			fmt.Fprintf(tw, "%.1f\t", r.WaitBySize[c]/3600)
+			fmt.Fprintf(tw, "%.1f\t", r.WaitBySize[c])
 		}
 		fmt.Fprintf(tw, "%.3f\t%.3f\t%.1f\t\n", r.Utilization, r.Jain, r.PartialGangGPUHours)
 	}
@@ -82,7 +104,11 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 		return err
 	}
 	w := csv.NewWriter(f)
-	w.Write([]string{"policy", "gating", "jobs", "finished", "avg_jct_s", "p95_jct_s", "wait_1_s", "wait_2_4_s", "wait_5_8_s", "wait_gt8_s", "utilization", "jain", "partial_gang_gpu_hours", "queue", "cost"})
+	header := []string{"policy", "gating", "jobs", "finished", "avg_jct_s", "p95_jct_s"}
+	for _, c := range classes {
+		header = append(header, "wait_"+c+"_s")
+	}
+	w.Write(append(header, "utilization", "jain", "partial_gang_gpu_hours", "queue", "cost"))
 	for _, r := range results {
 		qs := make([]string, 0, len(r.CostMicrosByQueue))
 		for q := range r.CostMicrosByQueue {
