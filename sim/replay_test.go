@@ -130,3 +130,31 @@ func BenchmarkKueueLarge(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(jobs)), "workloads")
 }
+
+func TestGavelMix(t *testing.T) {
+	qs := []TraceQueue{{Name: "a", NominalGPUs: 24, Cohort: "c", BorrowingLimit: -1}, {Name: "b", NominalGPUs: 8, Cohort: "c", BorrowingLimit: -1}}
+	jobs := Gavel(qs, 100, 48*time.Hour, 7)
+	if diff := cmp.Diff(jobs, Gavel(qs, 100, 48*time.Hour, 7)); diff != "" {
+		t.Fatalf("same seed, different jobs:\n%s", diff)
+	}
+	sizes, perQueue := map[int]int{}, map[string]int{}
+	for _, j := range jobs {
+		sizes[j.GPUs]++
+		perQueue[j.Queue]++
+		if j.Duration < 60*31*time.Second || j.Duration > 600_000*time.Second {
+			t.Fatalf("duration %s out of 60·10^[1.5,4] s", j.Duration)
+		}
+	}
+	n := float64(len(jobs))
+	if n < 4500 || n > 5100 {
+		t.Errorf("%v jobs in 48 h at 100/h", n)
+	}
+	for size, want := range map[int]float64{1: 0.70, 2: 0.10, 4: 0.15, 8: 0.05} {
+		if got := float64(sizes[size]) / n; got < want-0.03 || got > want+0.03 {
+			t.Errorf("size %d: %.3f of jobs, want %.2f", size, got, want)
+		}
+	}
+	if r := float64(perQueue["a"]) / n; r < 0.70 || r > 0.80 {
+		t.Errorf("queue a got %.2f of jobs, want 0.75 (its share of quota)", r)
+	}
+}

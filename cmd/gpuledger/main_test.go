@@ -174,4 +174,15 @@ func TestSimulateCommand(t *testing.T) {
 	if !strings.Contains(k.String(), "15000 workloads in 30 ClusterQueues") || !strings.Contains(k.String(), "wait large s") {
 		t.Errorf("kueue baseline output:\n%s", k.String())
 	}
+	var g1, g2 bytes.Buffer
+	gavel := []string{"simulate", "-workload=gavel", "-seed=3", "-days=2", "-policies=kueue,costfair", "-out=" + out}
+	if err := run(context.Background(), gavel, &g1); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), gavel, &g2); err != nil {
+		t.Fatal(err)
+	}
+	if g1.String() != g2.String() || !strings.Contains(g1.String(), "seed 3") {
+		t.Errorf("gavel runs with one seed differ or lack it:\n%s\n%s", g1.String(), g2.String())
+	}
 }

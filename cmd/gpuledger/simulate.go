@@ -25,7 +25,9 @@ as nominal quota; a job of n GPUs is a gang of n one-GPU pods. Prints average an
 completion time, mean wait per size (or Kueue) class, utilisation, Jain's fairness over usage/quota,
 GPU-hours held by partial gangs and cost per queue, and writes them as JSON and CSV.
 The replay is deterministic: the same flags give the same numbers.`, stdout)
-	workload := fs.String("workload", "philly", "what to replay: philly (the VC traces), kueue-baseline or kueue-large (Kueue's scheduler performance configurations)")
+	workload := fs.String("workload", "philly", "what to replay: philly (the VC traces), gavel (Gavel's synthetic mix on the Philly VCs' queues), kueue-baseline or kueue-large (Kueue's scheduler performance configurations)")
+	seed := fs.Uint64("seed", 1, "random seed of the gavel mix; the same seed gives the same numbers")
+	rate := fs.Float64("gavel.jobsPerHour", 60, "arrival rate of the gavel mix, jobs per hour in all")
 	trace := fs.String("trace", "../shared/data/traces/philly-pcs", "folder of trace_<vc>.csv and philly_vc_nodes.csv")
 	fromDay := fs.Float64("from", 30, "first day of the traces to replay (submit times are from each VC's first job)")
 	days := fs.Float64("days", 1, "how many days of submissions to replay")
@@ -54,6 +56,14 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 		}
 		fmt.Fprintf(stdout, "Replaying %d jobs of %d queues (days %g to %g, %.0f%% of the quotas), gating %v.\n\n",
 			len(jobs), len(queues), *fromDay, *fromDay+*days, 100**scale, *gating)
+	case "gavel":
+		var err error
+		if queues, _, err = sim.LoadPhilly(*trace, 0, 0, 0); err != nil {
+			return fmt.Errorf("%w; pass -trace with the philly-pcs folder (for its queues)", err)
+		}
+		jobs = sim.Gavel(queues, *rate, time.Duration(*days*24*float64(time.Hour)), *seed)
+		fmt.Fprintf(stdout, "Replaying Gavel's mix: %d jobs over %g days at %g/h on %d queues (%.0f%% of the quotas), seed %d, gating %v.\n\n",
+			len(jobs), *days, *rate, len(queues), 100**scale, *seed, *gating)
 	case "kueue-baseline", "kueue-large":
 		cfg := sim.KueueBaseline
 		if *workload == "kueue-large" {
