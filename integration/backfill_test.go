@@ -17,15 +17,17 @@ import (
 	"github.com/gpuledger/gpuledger/sim"
 )
 
-// loadVM imports scrapes into a fresh VictoriaMetrics, writes the same
-// data to a file, and returns the server's URL and the file.
-func loadVM(t *testing.T, scrapes []scrape) (vm, file string) {
+// loadVM imports scrapes (and extra exposition with timestamps) into a fresh
+// VictoriaMetrics, writes the same data to a file, and returns the server's
+// URL and the file.
+func loadVM(t *testing.T, scrapes []scrape, extra []byte) (vm, file string) {
 	t.Helper()
 	vm = startVictoriaMetrics(t)
 	var body []byte
 	for _, sc := range scrapes {
 		body = sim.AppendTimestamped(body, sc.body, sc.at.UnixMilli())
 	}
+	body = append(body, extra...)
 	file = filepath.Join(t.TempDir(), "telemetry.prom")
 	if err := os.WriteFile(file, body, 0o644); err != nil {
 		t.Fatal(err)
@@ -46,7 +48,7 @@ func loadVM(t *testing.T, scrapes []scrape) (vm, file string) {
 // still reconciles exactly, and each team's cost stays within 2%.
 func TestPrometheusQueryRangeFallback(t *testing.T) {
 	cfg, scrapes := simulate(t, 2*time.Hour)
-	vm, file := loadVM(t, scrapes)
+	vm, file := loadVM(t, scrapes, nil)
 	model, _ := cfg.AttributionModel("")
 	end := simStart.Add(2 * time.Hour)
 	opts := ingest.BackfillOptions{Model: model, Start: simStart, End: end}
@@ -102,7 +104,7 @@ func TestPrometheusQueryRangeFallback(t *testing.T) {
 // it again, and gets the ledger an uninterrupted backfill writes.
 func TestIngestKilledAndRerun(t *testing.T) {
 	cfg, scrapes := simulate(t, 6*time.Hour)
-	vm, file := loadVM(t, scrapes)
+	vm, file := loadVM(t, scrapes, nil)
 	model, _ := cfg.AttributionModel("")
 	end := simStart.Add(6 * time.Hour)
 

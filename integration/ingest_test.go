@@ -131,24 +131,9 @@ func sameLedger(t *testing.T, what string, a, b ledger.Store, from, to time.Time
 // file. Then a backfill cancelled after its first hour and run again gets
 // the same ledger too.
 func TestVictoriaMetricsBackfill(t *testing.T) {
-	vm := startVictoriaMetrics(t)
 	cfg, scrapes := simulate(t, 2*time.Hour)
 	model := captureModel(t, cfg)
-	var body []byte
-	for _, sc := range scrapes {
-		body = sim.AppendTimestamped(body, sc.body, sc.at.UnixMilli())
-	}
-	body = sim.AppendTimestamped(body, sharedCapture(t), simStart.Add(5*time.Second).UnixMilli())
-	path := filepath.Join(t.TempDir(), "telemetry.prom")
-	if err := os.WriteFile(path, body, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	post(t, vm+"/api/v1/import/prometheus", "text/plain", body)
-	resp, err := http.Get(vm + "/internal/force_flush")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	vm, path := loadVM(t, scrapes, sim.AppendTimestamped(nil, sharedCapture(t), simStart.Add(5*time.Second).UnixMilli()))
 
 	end := simStart.Add(2 * time.Hour)
 	opts := ingest.BackfillOptions{Model: model, Start: simStart, End: end}

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -35,20 +34,8 @@ func Gavel(queues []TraceQueue, jobsPerHour float64, span time.Duration, seed ui
 			}
 			pick -= c.NominalGPUs
 		}
-		size := 8
-		switch p := rng.Float64(); {
-		case p < 0.70:
-			size = 1
-		case p < 0.80:
-			size = 2
-		case p < 0.95:
-			size = 4
-		}
-		lo, hi := 1.5, 3.0
-		if rng.Float64() >= 0.8 {
-			lo, hi = 3, 4
-		}
-		dur := time.Duration(60 * math.Pow(10, lo+rng.Float64()*(hi-lo)) * float64(time.Second))
+		size := gavelSize(rng, GPUsPerNode)
+		dur := gavelDuration(rng)
 		jobs = append(jobs, TraceJob{ID: fmt.Sprintf("gavel-%06d", n), Queue: q.Name, Submit: t, Duration: dur,
 			GPUs: size, Pods: size, PerPod: 1})
 	}

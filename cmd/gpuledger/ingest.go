@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/attribution"
-	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ingest"
 )
 
@@ -46,11 +45,7 @@ is counted twice.
 		return usageError{fmt.Sprintf("-end=%q is not RFC 3339; want such as 2026-11-01T00:00:00Z", *endFlag)}
 	}
 	log := newLogger()
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	model, err := cfg.AttributionModel(*cluster)
+	_, model, err := loadModel(*cfgPath, *cluster)
 	if err != nil {
 		return err
 	}

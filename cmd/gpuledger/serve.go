@@ -33,11 +33,7 @@ An hour is written once it is -ingest.lag old.`, stdout)
 		return err
 	}
 	log := newLogger()
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
-	model, err := cfg.AttributionModel(*cluster)
+	cfg, model, err := loadModel(*cfgPath, *cluster)
 	if err != nil {
 		return err
 	}
@@ -112,4 +108,17 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 // reportOptions labels and budgets reports from the configuration.
 func reportOptions(cfg *config.Config, cluster string) reports.Options {
 	return reports.Options{Currency: cfg.Currency, Teams: cfg.TeamNames(), Budgets: cfg.TeamBudgets(), Cluster: cluster}
+}
+
+// loadModel reads the configuration and one cluster's cost model from it.
+func loadModel(path, cluster string) (*config.Config, *attribution.Model, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	model, err := cfg.AttributionModel(cluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, model, nil
 }
