@@ -165,6 +165,13 @@ type ReplayOptions struct {
 	Limit time.Duration
 	// NodeSize is the units a node has. Default 8 (GPUs).
 	NodeSize int
+	// ReadyTimeout, without gating, evicts a gang whose pods are not all
+	// placed this long after its admission, freeing what it holds, and
+	// requeues it after BackoffBase × 2^(evictions−1) (Kueue's
+	// waitForPodsReady with requeuing by eviction time). 0: never.
+	ReadyTimeout time.Duration
+	// BackoffBase is the first requeue delay. Default 60 s.
+	BackoffBase time.Duration
 	// CapacityScale shrinks every queue's quota, and so the cluster, to
 	// this fraction (at least one node each): a short window of a trace
 	// then sees the contention the whole trace has. 0 means 1.
@@ -190,6 +197,8 @@ type ReplayResult struct {
 	// PartialGangGPUHours is GPU time held by jobs whose pods were not all
 	// placed yet.
 	PartialGangGPUHours float64 `json:"partialGangGpuHours"`
+	// Evictions counts gangs evicted by ReadyTimeout.
+	Evictions int `json:"evictions"`
 	// CostMicrosByQueue is each queue's GPU time at the price.
 	CostMicrosByQueue map[string]int64 `json:"costMicrosByQueue"`
 	Makespan          time.Duration    `json:"-"`
@@ -231,7 +240,12 @@ type replayJob struct {
 	w      admission.Workload
 	start  time.Duration
 	placed []int // nodes holding one of its pods (partial without gating)
-	held   int   // GPUs placed
+	// Without gating: when the gang was admitted, how often it was evicted
+	// for not getting all its pods in time, and when it comes back.
+	admittedAt time.Duration
+	requeues   int
+	requeueAt  time.Duration
+	held       int // GPUs placed
 }
 
 // Replay runs the jobs through the admission core on a cluster with as many
@@ -250,6 +264,9 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	}
 	if opts.NodeSize <= 0 {
 		opts.NodeSize = GPUsPerNode
+	}
+	if opts.BackoffBase <= 0 {
+		opts.BackoffBase = time.Minute
 	}
 	nodeSize := opts.NodeSize
 	var policy admission.Sharer
@@ -324,6 +341,8 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		now               time.Duration
 		next              int
 		partial           []*replayJob // without gating: admitted, some pods placed
+		delayed           []*replayJob // evicted, waiting for their requeue time
+		evictions         int
 		run               runHeap
 		usedSec           = map[string]float64{}
 		busyGPUs          int
@@ -383,6 +402,14 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		if len(run) > 0 && run[0].end < t {
 			t = run[0].end
 		}
+		if opts.ReadyTimeout > 0 {
+			for _, p := range partial {
+				t = min(t, p.admittedAt+opts.ReadyTimeout)
+			}
+		}
+		for _, d := range delayed {
+			t = min(t, d.requeueAt)
+		}
 		if t == time.Duration(math.MaxInt64) || (opts.Limit > 0 && t > opts.Limit) {
 			break
 		}
@@ -404,9 +431,42 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 			pendingCount++
 			next++
 		}
+		// Evicted gangs whose backoff is over queue again, ordered by their
+		// eviction time.
+		back := delayed[:0]
+		for _, d := range delayed {
+			if d.requeueAt > now {
+				back = append(back, d)
+				continue
+			}
+			// Its old entry is dead in the list: drop the dead ones first so
+			// that it is not there twice.
+			lists[d.Queue] = slices.DeleteFunc(lists[d.Queue], func(x *admission.Workload) bool { return dead[x] })
+			deadIn[d.Queue] = 0
+			delete(dead, &d.w)
+			d.w.SubmittedMs = now.Milliseconds()
+			lists[d.Queue] = admission.InsertFIFO(lists[d.Queue], &d.w)
+			bySize[d.GPUs]++
+			pendingCount++
+		}
+		delayed = back
 		// Gangs waiting for pods first (without gating), in admission order.
 		kept := partial[:0]
 		for _, p := range partial {
+			if opts.ReadyTimeout > 0 && now-p.admittedAt >= opts.ReadyTimeout {
+				// Not ready in time: free its pods and quota, requeue later.
+				for _, i := range p.placed {
+					snap.Nodes[i].Free += p.w.PerPod
+				}
+				heldGPUs -= p.held
+				snap.Usage[p.Queue][fr] -= int64(p.GPUs)
+				p.placed, p.held = p.placed[:0], 0
+				p.requeues++
+				evictions++
+				p.requeueAt = now + opts.BackoffBase<<min(p.requeues-1, 20)
+				delayed = append(delayed, p)
+				continue
+			}
 			for p.held < p.GPUs {
 				i := freestNode(snap.Nodes, p.w.PerPod)
 				if i < 0 {
@@ -484,6 +544,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 			headroom -= w.Units()
 			j := byID[w.ID]
 			take(w)
+			j.admittedAt = now
 			partial = append(partial, j)
 			for j.held < j.GPUs {
 				i := freestNode(snap.Nodes, w.PerPod)
@@ -502,7 +563,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 			}
 		}
 	}
-	r := ReplayResult{Policy: opts.Policy, Gating: opts.Gating, Jobs: len(jobs), Finished: finished, Makespan: now,
+	r := ReplayResult{Policy: opts.Policy, Gating: opts.Gating, Jobs: len(jobs), Finished: finished, Makespan: now, Evictions: evictions,
 		WaitBySize: map[string]float64{}, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: partialGPUSeconds / 3600}
 	if len(jcts) > 0 {
 		sort.Float64s(jcts)

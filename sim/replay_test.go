@@ -52,6 +52,18 @@ func TestReplayPhilly(t *testing.T) {
 	if off.PartialGangGPUHours <= 0 {
 		t.Error("without gating no GPU time was held by partial gangs")
 	}
+	// waitForPodsReady: a gang not ready in 10 minutes gives its GPUs back
+	// and comes back after a backoff; partial holds shrink.
+	ready, err := Replay(qs, jobs, ReplayOptions{Policy: "fifo", Gating: false, CapacityScale: scale, Limit: 60 * 24 * time.Hour,
+		ReadyTimeout: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fifo without gating, 10 min ready timeout: finished %d of %d, partial gangs held %.1f GPU-h, %d evictions",
+		ready.Finished, ready.Jobs, ready.PartialGangGPUHours, ready.Evictions)
+	if ready.Evictions == 0 || ready.PartialGangGPUHours >= off.PartialGangGPUHours {
+		t.Errorf("ready timeout: %d evictions, %.1f partial GPU-h (without: %.1f)", ready.Evictions, ready.PartialGangGPUHours, off.PartialGangGPUHours)
+	}
 	// Same inputs, same numbers.
 	a, _ := Replay(qs, jobs, ReplayOptions{Policy: "costfair", Gating: true, CapacityScale: scale})
 	b, _ := Replay(qs, jobs, ReplayOptions{Policy: "costfair", Gating: true, CapacityScale: scale})

@@ -35,6 +35,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	policies := fs.String("policies", "fifo,kueue,kueue-afs,costfair", "comma-separated policies: fifo, kueue (fair sharing), kueue-afs (admission fair sharing), costfair")
 	gating := fs.Bool("gating", true, "admit gangs all or nothing; -gating=false places pods as GPUs free up")
 	halfLife := fs.Duration("halfLife", time.Hour, "half-life of the decayed usage kueue-afs and costfair weigh")
+	readyTimeout := fs.Duration("readyTimeout", 0, "with -gating=false: evict a gang not fully placed this long after admission and requeue it with exponential backoff (Kueue's waitForPodsReady); 0 never")
 	out := fs.String("out", "gpuledger-sim", "folder for simulate.json and simulate.csv")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -81,7 +82,8 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 			return err
 		}
 		began := time.Now()
-		r, err := sim.Replay(queues, jobs, sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale, NodeSize: nodeSize})
+		r, err := sim.Replay(queues, jobs, sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale,
+			NodeSize: nodeSize, ReadyTimeout: *readyTimeout})
 		if err != nil {
 			return usageError{err.Error()}
 		}
@@ -93,13 +95,13 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	for _, c := range classes {
 		fmt.Fprintf(tw, "wait %s s\t", c)
 	}
-	fmt.Fprintln(tw, "util\tJain\tpartial GPU-h\t")
+	fmt.Fprintln(tw, "util\tJain\tpartial GPU-h\tevictions\t")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t", r.Policy, r.AvgJCTSeconds, r.P95JCTSeconds)
 		for _, c := range classes {
 			fmt.Fprintf(tw, "%.1f\t", r.WaitBySize[c])
 		}
-		fmt.Fprintf(tw, "%.3f\t%.3f\t%.1f\t\n", r.Utilization, r.Jain, r.PartialGangGPUHours)
+		fmt.Fprintf(tw, "%.3f\t%.3f\t%.1f\t%d\t\n", r.Utilization, r.Jain, r.PartialGangGPUHours, r.Evictions)
 	}
 	tw.Flush()
 	if err := os.MkdirAll(*out, 0o755); err != nil {
