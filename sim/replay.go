@@ -2,7 +2,9 @@ package sim
 
 import (
 	"container/heap"
+	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/admission"
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 // TraceJob is one job of a trace: a gang of Pods pods of PerPod units each
@@ -172,11 +175,21 @@ type ReplayOptions struct {
 	ReadyTimeout time.Duration
 	// BackoffBase is the first requeue delay. Default 60 s.
 	BackoffBase time.Duration
+	// Ledger, when set, closes the loop: every hour the replay writes each
+	// queue's GPU time and cost (and the unallocated rest, so that every
+	// hour reconciles) to it, and the costfair policy reads its shares back
+	// from it, the hours' costs decayed by their age. Hours start at Epoch
+	// (default 2026-01-01 UTC).
+	Ledger ledger.Store
+	Epoch  time.Time
 	// CapacityScale shrinks every queue's quota, and so the cluster, to
 	// this fraction (at least one node each): a short window of a trace
 	// then sees the contention the whole trace has. 0 means 1.
 	CapacityScale float64
 }
+
+// ErrPolicy is returned for a policy name Replay does not know.
+var ErrPolicy = errors.New("unknown policy")
 
 // ReplayResult is what a policy achieved.
 type ReplayResult struct {
@@ -278,7 +291,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	case "kueue-afs", "costfair":
 		policy = admission.ShareOrder{PolicyName: opts.Policy}
 	default:
-		return ReplayResult{}, fmt.Errorf("policy %q: want fifo, kueue, kueue-afs or costfair", opts.Policy)
+		return ReplayResult{}, fmt.Errorf("%w %q: want fifo, kueue, kueue-afs or costfair", ErrPolicy, opts.Policy)
 	}
 	const res = "nvidia.com/gpu"
 	fr := admission.FlavorResource{Flavor: "gpu", Resource: res}
@@ -354,6 +367,80 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		finished          int
 	)
 	snap.Share = map[string]float64{}
+	// The closed loop: GPU-seconds per queue of each hour not yet written.
+	epoch := opts.Epoch
+	if epoch.IsZero() {
+		epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	hourUse := map[int64]map[string]float64{}
+	written := int64(0) // hours before this one are in the ledger
+	capacityCost := int64(totalNodes*nodeSize) * opts.PriceMicrosPerGPUHour
+	book := func(q string, from, to time.Duration, gpus float64) {
+		if opts.Ledger == nil {
+			return
+		}
+		for from < to {
+			h := int64(from / time.Hour)
+			end := min(to, time.Duration(h+1)*time.Hour)
+			if hourUse[h] == nil {
+				hourUse[h] = map[string]float64{}
+			}
+			hourUse[h][q] += gpus * (end - from).Seconds()
+			from = end
+		}
+	}
+	var ledgerErr error
+	flushLedger := func() {
+		cur := int64(now / time.Hour)
+		if opts.Ledger == nil || cur <= written || ledgerErr != nil {
+			return
+		}
+		var rows []ledger.Row
+		for h := written; h < cur; h++ {
+			hour := epoch.Add(time.Duration(h) * time.Hour)
+			var sum int64
+			names := make([]string, 0, len(hourUse[h]))
+			for q := range hourUse[h] {
+				names = append(names, q)
+			}
+			sort.Strings(names)
+			var held float64
+			for _, q := range names {
+				sec := hourUse[h][q]
+				cost := int64(sec / 3600 * float64(opts.PriceMicrosPerGPUHour))
+				sum += cost
+				held += sec
+				rows = append(rows, ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "replay", Team: q, Namespace: q, ClusterQueue: q, Flavor: "gpu"},
+					GPUSeconds: sec, ActiveGPUSeconds: sec, CostMicros: cost})
+			}
+			rows = append(rows, ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "replay", Team: ledger.TeamUnallocated, Flavor: "gpu"},
+				GPUSeconds: float64(totalNodes*nodeSize)*3600 - held, CostMicros: capacityCost - sum, UnallocatedCostMicros: capacityCost - sum})
+			delete(hourUse, h)
+		}
+		if ledgerErr = opts.Ledger.WriteHours(context.Background(), rows, nil); ledgerErr != nil {
+			return
+		}
+		written = cur
+		if opts.Policy != "costfair" {
+			return
+		}
+		// Shares from the ledger: each hour's cost halves every half-life
+		// of its age.
+		from := epoch.Add(time.Duration(cur)*time.Hour - 20*opts.HalfLife)
+		got, err := opts.Ledger.Query(context.Background(), ledger.Query{From: from, To: epoch.Add(time.Duration(cur) * time.Hour),
+			Step: ledger.StepHour, GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: "replay"})
+		if err != nil {
+			ledgerErr = err
+			return
+		}
+		ledgerShare := map[string]float64{}
+		nowT := epoch.Add(now)
+		for _, r := range got {
+			age := nowT.Sub(r.Hour.Add(30 * time.Minute))
+			ledgerShare[r.Team] += float64(r.CostMicros) * math.Exp2(-age.Seconds()/opts.HalfLife.Seconds())
+		}
+		snap.Share = ledgerShare
+	}
 	byID := make(map[string]*replayJob, len(rjobs))
 	for _, j := range rjobs {
 		byID[j.ID] = j
@@ -366,6 +453,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 			for _, r := range run {
 				g := float64(r.job.GPUs) * dt
 				usedSec[r.job.Queue] += g
+				book(r.job.Queue, now, t, float64(r.job.GPUs))
 				switch opts.Policy {
 				case "kueue-afs":
 					decayed.Add(r.job.Queue, g)
@@ -374,6 +462,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 				}
 			}
 			for _, p := range partial {
+				book(p.Queue, now, t, float64(p.held))
 				// Held GPUs of a partial gang cost the queue too.
 				if opts.Policy == "costfair" {
 					decayed.Add(p.Queue, float64(p.held)*dt/3600*float64(opts.PriceMicrosPerGPUHour))
@@ -503,7 +592,11 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		if opts.Gating && free < smallest {
 			continue
 		}
-		if opts.Policy == "kueue-afs" || opts.Policy == "costfair" {
+		flushLedger()
+		if ledgerErr != nil {
+			return ReplayResult{}, fmt.Errorf("ledger: %w", ledgerErr)
+		}
+		if opts.Policy == "kueue-afs" || (opts.Policy == "costfair" && opts.Ledger == nil) {
 			snap.Share = decayed.Shares(snap.Queues)
 		}
 		stream := admission.Stream(policy.QueueShares(snap), lists, func(w *admission.Workload) bool { return dead[w] })
@@ -562,6 +655,11 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 				startJob(j, j.placed)
 			}
 		}
+	}
+	// The hours after the last admission cycle go to the ledger too.
+	flushLedger()
+	if ledgerErr != nil {
+		return ReplayResult{}, fmt.Errorf("ledger: %w", ledgerErr)
 	}
 	r := ReplayResult{Policy: opts.Policy, Gating: opts.Gating, Jobs: len(jobs), Finished: finished, Makespan: now, Evictions: evictions,
 		WaitBySize: map[string]float64{}, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: partialGPUSeconds / 3600}

@@ -28,7 +28,7 @@ var allowed = map[string][]string{
 	"ledger/ledgertest":        {"ledger", "github.com/google/go-cmp"},
 	"config":                   {"ledger", "attribution", "go.yaml.in/yaml/v3"},
 	"ingest":                   {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib"},
-	"sim":                      {"config", "admission"},
+	"sim":                      {"config", "admission", "ledger"},
 	"admission":                {"ledger"},
 	"reports":                  {"ledger", "github.com/xuri/excelize/v2"},
 	"api":                      {"ledger", "reports", "ingest", "attribution", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/sim"
 )
 
@@ -37,6 +39,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	halfLife := fs.Duration("halfLife", time.Hour, "half-life of the decayed usage kueue-afs and costfair weigh")
 	readyTimeout := fs.Duration("readyTimeout", 0, "with -gating=false: evict a gang not fully placed this long after admission and requeue it with exponential backoff (Kueue's waitForPodsReady); 0 never")
 	out := fs.String("out", "gpuledger-sim", "folder for simulate.json and simulate.csv")
+	loop := fs.Bool("loop", false, "close the loop: write each policy's hours to an embedded ledger in <out>/ledger-<policy> and have costfair read its shares from it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,10 +85,26 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 			return err
 		}
 		began := time.Now()
-		r, err := sim.Replay(queues, jobs, sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale,
-			NodeSize: nodeSize, ReadyTimeout: *readyTimeout})
+		ropts := sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale,
+			NodeSize: nodeSize, ReadyTimeout: *readyTimeout}
+		if *loop {
+			dir := filepath.Join(*out, "ledger-"+p)
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+			store, err := embedded.Open(dir, embedded.Options{})
+			if err != nil {
+				return err
+			}
+			ropts.Ledger = store
+			defer store.Close()
+		}
+		r, err := sim.Replay(queues, jobs, ropts)
 		if err != nil {
-			return usageError{err.Error()}
+			if errors.Is(err, sim.ErrPolicy) {
+				return usageError{err.Error()}
+			}
+			return err
 		}
 		fmt.Fprintf(os.Stderr, "%s: %s\n", p, time.Since(began).Round(time.Millisecond))
 		results = append(results, r)
