@@ -175,6 +175,7 @@ func (s *Server) PublishIngestStats(is ingest.Stats, as attribution.Stats) {
 	set(`gpuledger_ingest_skipped_series_total`, is.Skipped)
 	set(`gpuledger_ingest_rejected_samples_total{reason="invalid_line"}`, is.Invalid)
 	set(`gpuledger_ingest_rejected_samples_total{reason="missing_labels"}`, is.MissingLabels)
+	set(`gpuledger_ingest_rejected_samples_total{reason="too_new"}`, is.TooNew)
 	set(`gpuledger_attribution_samples_total`, as.Accepted)
 	set(`gpuledger_energy_counter_resets_total`, as.CounterResets)
 	for r, n := range as.Rejected {

@@ -75,6 +75,9 @@ type Stats struct {
 	// StaleMarkers counts staleness markers (a series ended) received by
 	// remote write.
 	StaleMarkers uint64
+	// TooNew counts samples a live pipeline dropped for being stamped too
+	// far ahead of its clock.
+	TooNew uint64
 }
 
 // Parser parses exposition bodies. It reuses its buffers between calls and

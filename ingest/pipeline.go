@@ -19,6 +19,12 @@ type PipelineOptions struct {
 	Lag    time.Duration
 	Limits Limits
 	Logger *slog.Logger
+	// MaxAhead rejects samples stamped more than this ahead of Now: one
+	// bad clock must not move the watermark and make every real sample
+	// late. Default 10 minutes.
+	MaxAhead time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
 }
 
 // Pipeline is live ingestion: remote-write requests and scrapes go in,
@@ -48,6 +54,12 @@ func NewPipeline(model *attribution.Model, aopts attribution.Options, store ledg
 	if opts.Lag <= 0 {
 		opts.Lag = 5 * time.Minute
 	}
+	if opts.MaxAhead <= 0 {
+		opts.MaxAhead = 10 * time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -55,16 +67,28 @@ func NewPipeline(model *attribution.Model, aopts attribution.Options, store ledg
 	return &Pipeline{att: att, store: store, opts: opts, log: log}, nil
 }
 
+// watermarkSink tracks the newest sample time, and drops samples stamped
+// beyond limitMs (counted in tooNew).
 type watermarkSink struct {
 	*attribution.Attributor
-	max *int64
+	max     *int64
+	limitMs int64
+	tooNew  *uint64
 }
 
 func (w watermarkSink) Add(s *attribution.Sample) {
+	if s.TimeMs > w.limitMs {
+		*w.tooNew++
+		return
+	}
 	if s.TimeMs > *w.max {
 		*w.max = s.TimeMs
 	}
 	w.Attributor.Add(s)
+}
+
+func (pl *Pipeline) sink() watermarkSink {
+	return watermarkSink{pl.att, &pl.maxMs, pl.opts.Now().Add(pl.opts.MaxAhead).UnixMilli(), &pl.p.stats.TooNew}
 }
 
 // RemoteWrite ingests one remote-write body. An *InputError means the body
@@ -72,14 +96,14 @@ func (w watermarkSink) Add(s *attribution.Sample) {
 func (pl *Pipeline) RemoteWrite(body []byte) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	return pl.p.ParseRemoteWrite(body, pl.opts.Limits, watermarkSink{pl.att, &pl.maxMs})
+	return pl.p.ParseRemoteWrite(body, pl.opts.Limits, pl.sink())
 }
 
 // Exposition ingests one scrape, taken at scrapeMs, of text exposition.
 func (pl *Pipeline) Exposition(body []byte, scrapeMs int64) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	return pl.p.ParseExposition(body, scrapeMs, watermarkSink{pl.att, &pl.maxMs})
+	return pl.p.ParseExposition(body, scrapeMs, pl.sink())
 }
 
 // Flush writes every hour that ended at least Lag before the newest sample.

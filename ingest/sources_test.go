@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -398,5 +399,36 @@ func TestScraper(t *testing.T) {
 	}
 	if f := s.Failures(); f[broken.URL] != 2 || f[exporter.URL] != 0 {
 		t.Errorf("failures %v", f)
+	}
+}
+
+// TestPipelineDropsFutureSamples: a sample stamped a day ahead of the clock
+// is dropped and counted, and does not make the real ones late.
+func TestPipelineDropsFutureSamples(t *testing.T) {
+	m, scrapes := simScrapes(t, 1)
+	now := scrapes[0].at
+	pl, err := NewPipeline(m, attribution.Options{}, openStore(t), PipelineOptions{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []byte(`DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="h100-a-01"} 50 ` + strconv.FormatInt(now.Add(24*time.Hour).UnixMilli(), 10) + "\n")
+	if err := pl.Exposition(bad, now.UnixMilli()); err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range scrapes[:10] {
+		now = sc.at
+		if err := pl.Exposition(sc.body, sc.at.UnixMilli()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	is, as := pl.Stats()
+	if is.TooNew != 1 || as.Rejected[attribution.ReasonLate] != 0 || as.Accepted == 0 {
+		t.Errorf("too new %d, late %d, accepted %d; want 1, 0, >0", is.TooNew, as.Rejected[attribution.ReasonLate], as.Accepted)
+	}
+	if err := pl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := dumpLedger(t, pl.store, simStart, simStart.Add(48*time.Hour)); len(rows) != 0 {
+		t.Errorf("the future sample flushed %d rows of hours not over yet", len(rows))
 	}
 }
