@@ -1,9 +1,11 @@
 package ingest
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +27,11 @@ type PipelineOptions struct {
 	MaxAhead time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// ReorderWindow holds samples this long before attribution sees them,
+	// in time order: requests from several vmagent queues may arrive out of
+	// order by a few seconds, and attribution wants each device's samples
+	// in order. Default 30 s; negative turns it off.
+	ReorderWindow time.Duration
 }
 
 // Pipeline is live ingestion: remote-write requests and scrapes go in,
@@ -39,6 +46,11 @@ type Pipeline struct {
 	log   *slog.Logger
 	maxMs int64
 	rows  int // written so far
+	// The reorder buffer: samples waiting for the window to pass, with
+	// their strings interned so that they outlive the request's buffer.
+	buf  sampleHeap
+	seq  uint64
+	strs map[string]string
 	// Rows emitted but not yet written: a failed write keeps them for the
 	// next flush, so an outage of the store loses nothing.
 	unwritten    []ledger.Row
@@ -60,20 +72,66 @@ func NewPipeline(model *attribution.Model, aopts attribution.Options, store ledg
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.ReorderWindow == 0 {
+		opts.ReorderWindow = 30 * time.Second
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{att: att, store: store, opts: opts, log: log}, nil
+	return &Pipeline{att: att, store: store, opts: opts, log: log, strs: make(map[string]string)}, nil
 }
 
-// watermarkSink tracks the newest sample time, and drops samples stamped
-// beyond limitMs (counted in tooNew).
+type buffered struct {
+	s   attribution.Sample
+	seq uint64 // arrival order, for ties
+}
+
+type sampleHeap []buffered
+
+func (h sampleHeap) Len() int { return len(h) }
+func (h sampleHeap) Less(i, j int) bool {
+	if h[i].s.TimeMs != h[j].s.TimeMs {
+		return h[i].s.TimeMs < h[j].s.TimeMs
+	}
+	return h[i].seq < h[j].seq
+}
+func (h sampleHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *sampleHeap) Push(x any)   { *h = append(*h, x.(buffered)) }
+func (h *sampleHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+func (pl *Pipeline) intern(s string) string {
+	if v, ok := pl.strs[s]; ok {
+		return v
+	}
+	v := strings.Clone(s)
+	pl.strs[v] = v
+	return v
+}
+
+// release passes buffered samples older than untilMs to attribution, in
+// time order.
+func (pl *Pipeline) release(untilMs int64) {
+	for len(pl.buf) > 0 && pl.buf[0].s.TimeMs < untilMs {
+		b := heap.Pop(&pl.buf).(buffered)
+		pl.att.Add(&b.s)
+	}
+}
+
+// watermarkSink tracks the newest sample time, drops samples stamped
+// beyond limitMs (counted in tooNew), and puts the rest in the reorder
+// buffer (or straight to attribution without one).
 type watermarkSink struct {
 	*attribution.Attributor
 	max     *int64
 	limitMs int64
 	tooNew  *uint64
+	pl      *Pipeline
 }
 
 func (w watermarkSink) Add(s *attribution.Sample) {
@@ -84,11 +142,31 @@ func (w watermarkSink) Add(s *attribution.Sample) {
 	if s.TimeMs > *w.max {
 		*w.max = s.TimeMs
 	}
-	w.Attributor.Add(s)
+	if w.pl == nil {
+		w.Attributor.Add(s)
+		return
+	}
+	// Into the reorder buffer, with strings that outlive the request.
+	c := *s
+	c.Node, c.GPU, c.Profile, c.Instance = w.pl.intern(c.Node), w.pl.intern(c.GPU), w.pl.intern(c.Profile), w.pl.intern(c.Instance)
+	c.Namespace, c.Pod, c.Queue = w.pl.intern(c.Namespace), w.pl.intern(c.Pod), w.pl.intern(c.Queue)
+	w.pl.seq++
+	heap.Push(&w.pl.buf, buffered{c, w.pl.seq})
 }
 
 func (pl *Pipeline) sink() watermarkSink {
-	return watermarkSink{pl.att, &pl.maxMs, pl.opts.Now().Add(pl.opts.MaxAhead).UnixMilli(), &pl.p.stats.TooNew}
+	ws := watermarkSink{Attributor: pl.att, max: &pl.maxMs, limitMs: pl.opts.Now().Add(pl.opts.MaxAhead).UnixMilli(), tooNew: &pl.p.stats.TooNew}
+	if pl.opts.ReorderWindow > 0 {
+		ws.pl = pl
+	}
+	return ws
+}
+
+// afterRequest releases what the reorder window has passed.
+func (pl *Pipeline) afterRequest() {
+	if pl.opts.ReorderWindow > 0 {
+		pl.release(pl.maxMs - pl.opts.ReorderWindow.Milliseconds())
+	}
 }
 
 // RemoteWrite ingests one remote-write body. An *InputError means the body
@@ -96,6 +174,7 @@ func (pl *Pipeline) sink() watermarkSink {
 func (pl *Pipeline) RemoteWrite(body []byte) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	defer pl.afterRequest()
 	return pl.p.ParseRemoteWrite(body, pl.opts.Limits, pl.sink())
 }
 
@@ -103,6 +182,7 @@ func (pl *Pipeline) RemoteWrite(body []byte) error {
 func (pl *Pipeline) Exposition(body []byte, scrapeMs int64) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
+	defer pl.afterRequest()
 	return pl.p.ParseExposition(body, scrapeMs, pl.sink())
 }
 
@@ -118,6 +198,7 @@ func (pl *Pipeline) Flush(ctx context.Context) error {
 // lag: for tests, and for the end of a finite stream.
 func (pl *Pipeline) FlushUntil(ctx context.Context, until time.Time) error {
 	pl.mu.Lock()
+	pl.release(until.UnixMilli())
 	rows, wls := pl.att.Emit(until.UnixMilli())
 	rows = append(pl.unwritten, rows...)
 	wls = append(pl.unwrittenWls, wls...)

@@ -432,3 +432,47 @@ func TestPipelineDropsFutureSamples(t *testing.T) {
 		t.Errorf("the future sample flushed %d rows of hours not over yet", len(rows))
 	}
 }
+
+// TestPipelineReorders: remote-write requests arriving out of order (each
+// pair of scrapes swapped, as two vmagent queues can deliver them) give the
+// in-order ledger with the reorder window, and rejections without it.
+func TestPipelineReorders(t *testing.T) {
+	m, scrapes := simScrapes(t, 1)
+	end := simStart.Add(time.Hour)
+	ledgerOf := func(window time.Duration, swap bool) ([]ledger.Row, attribution.Stats) {
+		store := openStore(t)
+		pl, err := NewPipeline(m, attribution.Options{}, store, PipelineOptions{ReorderWindow: window, Now: func() time.Time { return end }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bodies [][]byte
+		for _, sc := range scrapes {
+			bodies = append(bodies, toRemoteWrite(t, []simScrape{sc}))
+		}
+		for i := 0; swap && i+1 < len(bodies); i += 2 {
+			bodies[i], bodies[i+1] = bodies[i+1], bodies[i]
+		}
+		for _, b := range bodies {
+			if err := pl.RemoteWrite(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := pl.FlushUntil(context.Background(), end); err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := dumpLedger(t, store, simStart, end)
+		_, as := pl.Stats()
+		return rows, as
+	}
+	inOrder, _ := ledgerOf(-1, false)
+	reordered, st := ledgerOf(30*time.Second, true)
+	if diff := cmp.Diff(inOrder, reordered, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("swapped requests through the reorder window (-in order +swapped):\n%s", diff)
+	}
+	if len(st.Rejected) != 0 {
+		t.Errorf("rejected with the window: %v", st.Rejected)
+	}
+	if _, st := ledgerOf(-1, true); st.Rejected[attribution.ReasonOutOfOrder] == 0 {
+		t.Error("without the window, swapped requests were not rejected: the test does not test the window")
+	}
+}

@@ -228,7 +228,7 @@ scrape_configs:
 		"-promscrape.config="+scrapeCfg,
 		"-remoteWrite.url="+gl.URL+"/api/v1/write",
 		"-remoteWrite.forcePromProto",
-		"-remoteWrite.queues=1",
+		"-remoteWrite.queues=4", // several queues: requests may arrive out of order
 		"-remoteWrite.flushInterval=200ms",
 		"-remoteWrite.tmpDataPath="+filepath.Join(dir, "queue"),
 		"-loggerLevel=WARN")
