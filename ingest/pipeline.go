@@ -1,11 +1,10 @@
 package ingest
 
 import (
-	"container/heap"
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,12 +44,12 @@ type Pipeline struct {
 	opts  PipelineOptions
 	log   *slog.Logger
 	maxMs int64
-	rows  int // written so far
-	// The reorder buffer: samples waiting for the window to pass, with
-	// their strings interned so that they outlive the request's buffer.
-	buf  sampleHeap
-	seq  uint64
-	strs map[string]string
+	// The reorder buffer: samples waiting for the window to pass, oldest
+	// from head on. Their strings alias the request bodies, which the
+	// parser keeps (Retain) until the samples are released.
+	buf    []attribution.Sample
+	head   int
+	sorted int // buf[head:sorted] is known to be in time order
 	// Rows emitted but not yet written: a failed write keeps them for the
 	// next flush, so an outage of the store loses nothing.
 	unwritten    []ledger.Row
@@ -79,48 +78,25 @@ func NewPipeline(model *attribution.Model, aopts attribution.Options, store ledg
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{att: att, store: store, opts: opts, log: log, strs: make(map[string]string)}, nil
-}
-
-type buffered struct {
-	s   attribution.Sample
-	seq uint64 // arrival order, for ties
-}
-
-type sampleHeap []buffered
-
-func (h sampleHeap) Len() int { return len(h) }
-func (h sampleHeap) Less(i, j int) bool {
-	if h[i].s.TimeMs != h[j].s.TimeMs {
-		return h[i].s.TimeMs < h[j].s.TimeMs
-	}
-	return h[i].seq < h[j].seq
-}
-func (h sampleHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *sampleHeap) Push(x any)   { *h = append(*h, x.(buffered)) }
-func (h *sampleHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-func (pl *Pipeline) intern(s string) string {
-	if v, ok := pl.strs[s]; ok {
-		return v
-	}
-	v := strings.Clone(s)
-	pl.strs[v] = v
-	return v
+	pl := &Pipeline{att: att, store: store, opts: opts, log: log}
+	pl.p.Retain = opts.ReorderWindow > 0
+	return pl, nil
 }
 
 // release passes buffered samples older than untilMs to attribution, in
 // time order.
 func (pl *Pipeline) release(untilMs int64) {
-	for len(pl.buf) > 0 && pl.buf[0].s.TimeMs < untilMs {
-		b := heap.Pop(&pl.buf).(buffered)
-		pl.att.Add(&b.s)
+	for pl.head < len(pl.buf) && pl.buf[pl.head].TimeMs < untilMs {
+		pl.att.Add(&pl.buf[pl.head])
+		pl.head++
 	}
+	if pl.head > len(pl.buf)/2 {
+		n := copy(pl.buf, pl.buf[pl.head:])
+		clear(pl.buf[n:]) // drop the references to released requests
+		pl.buf, pl.head = pl.buf[:n], 0
+	}
+	// Between requests everything buffered has been put in order.
+	pl.sorted = len(pl.buf)
 }
 
 // watermarkSink tracks the newest sample time, drops samples stamped
@@ -146,12 +122,7 @@ func (w watermarkSink) Add(s *attribution.Sample) {
 		w.Attributor.Add(s)
 		return
 	}
-	// Into the reorder buffer, with strings that outlive the request.
-	c := *s
-	c.Node, c.GPU, c.Profile, c.Instance = w.pl.intern(c.Node), w.pl.intern(c.GPU), w.pl.intern(c.Profile), w.pl.intern(c.Instance)
-	c.Namespace, c.Pod, c.Queue = w.pl.intern(c.Namespace), w.pl.intern(c.Pod), w.pl.intern(c.Queue)
-	w.pl.seq++
-	heap.Push(&w.pl.buf, buffered{c, w.pl.seq})
+	w.pl.buf = append(w.pl.buf, *s)
 }
 
 func (pl *Pipeline) sink() watermarkSink {
@@ -162,11 +133,30 @@ func (pl *Pipeline) sink() watermarkSink {
 	return ws
 }
 
-// afterRequest releases what the reorder window has passed.
+// afterRequest puts the buffer in time order (only when a request came out
+// of order: each request is in order by itself) and releases what the
+// reorder window has passed.
 func (pl *Pipeline) afterRequest() {
-	if pl.opts.ReorderWindow > 0 {
-		pl.release(pl.maxMs - pl.opts.ReorderWindow.Milliseconds())
+	if pl.opts.ReorderWindow <= 0 {
+		return
 	}
+	byTime := func(a, b attribution.Sample) int { return cmpInt64(a.TimeMs, b.TimeMs) }
+	if pl.sorted > pl.head && pl.sorted < len(pl.buf) && pl.buf[pl.sorted].TimeMs < pl.buf[pl.sorted-1].TimeMs ||
+		!slices.IsSortedFunc(pl.buf[pl.sorted:], byTime) {
+		slices.SortStableFunc(pl.buf[pl.head:], byTime)
+	}
+	pl.sorted = len(pl.buf)
+	pl.release(pl.maxMs - pl.opts.ReorderWindow.Milliseconds())
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // RemoteWrite ingests one remote-write body. An *InputError means the body
@@ -178,7 +168,9 @@ func (pl *Pipeline) RemoteWrite(body []byte) error {
 	return pl.p.ParseRemoteWrite(body, pl.opts.Limits, pl.sink())
 }
 
-// Exposition ingests one scrape, taken at scrapeMs, of text exposition.
+// Exposition ingests one scrape, taken at scrapeMs, of text exposition. The
+// pipeline keeps body until its samples leave the reorder buffer: the
+// caller must not reuse it.
 func (pl *Pipeline) Exposition(body []byte, scrapeMs int64) error {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()

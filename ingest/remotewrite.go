@@ -54,7 +54,11 @@ type rwSample struct {
 // used. Series of metrics ingest does not read are counted and skipped.
 func (p *Parser) ParseRemoteWrite(body []byte, limits Limits, sink Sink) error {
 	limits = limits.withDefaults()
-	decoded, err := snappy.Decode(p.rwBuf[:0], body, limits.MaxDecodedBytes)
+	dst := p.rwBuf[:0]
+	if p.Retain {
+		dst = nil // the samples' strings alias it past this call
+	}
+	decoded, err := snappy.Decode(dst, body, limits.MaxDecodedBytes)
 	if err != nil {
 		p.stats.Invalid++
 		return inputErrorf("remote-write body of %d bytes is not snappy-compressed within %d bytes: %v", len(body), limits.MaxDecodedBytes, err)
