@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 )
@@ -23,11 +24,11 @@ func sortFIFO(ws []*Workload) {
 // compareFIFO is sortFIFO's order.
 func compareFIFO(a, b *Workload) int {
 	if a.Priority != b.Priority {
-		return cmpInt(int64(b.Priority), int64(a.Priority))
+		return cmp.Compare(b.Priority, a.Priority)
 	}
 	switch {
 	case a.SubmittedMs != b.SubmittedMs:
-		return cmpInt(a.SubmittedMs, b.SubmittedMs)
+		return cmp.Compare(a.SubmittedMs, b.SubmittedMs)
 	case a.ID < b.ID:
 		return -1
 	case a.ID > b.ID:
@@ -40,16 +41,6 @@ func compareFIFO(a, b *Workload) int {
 func InsertFIFO(list []*Workload, w *Workload) []*Workload {
 	i, _ := slices.BinarySearchFunc(list, w, compareFIFO)
 	return slices.Insert(list, i, w)
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // KueueFairSharing orders queues by Kueue's dominant resource share: for

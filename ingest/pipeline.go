@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -140,23 +141,13 @@ func (pl *Pipeline) afterRequest() {
 	if pl.opts.ReorderWindow <= 0 {
 		return
 	}
-	byTime := func(a, b attribution.Sample) int { return cmpInt64(a.TimeMs, b.TimeMs) }
+	byTime := func(a, b attribution.Sample) int { return cmp.Compare(a.TimeMs, b.TimeMs) }
 	if pl.sorted > pl.head && pl.sorted < len(pl.buf) && pl.buf[pl.sorted].TimeMs < pl.buf[pl.sorted-1].TimeMs ||
 		!slices.IsSortedFunc(pl.buf[pl.sorted:], byTime) {
 		slices.SortStableFunc(pl.buf[pl.head:], byTime)
 	}
 	pl.sorted = len(pl.buf)
 	pl.release(pl.maxMs - pl.opts.ReorderWindow.Milliseconds())
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // RemoteWrite ingests one remote-write body. An *InputError means the body
