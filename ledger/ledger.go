@@ -200,6 +200,37 @@ func (q *Query) Validate() error {
 	return nil
 }
 
+// Columns names each dimension's column in the SQL backends' tables.
+var Columns = map[Dimension]string{
+	DimCluster:      "cluster",
+	DimTeam:         "team",
+	DimNamespace:    "namespace",
+	DimLocalQueue:   "local_queue",
+	DimClusterQueue: "cluster_queue",
+	DimFlavor:       "flavor",
+	DimBorrowed:     "borrowed",
+}
+
+// SQLColumns returns a SQL backend's select and group-by lists for q: the
+// bucket expression as b, then every dimension in Dimensions order, as its
+// column when grouped, else as a constant (” for text, borrowedZero for the
+// borrowed flag) so that every answer has the Row's shape.
+func (q *Query) SQLColumns(bucket, borrowedZero string) (sel, group []string) {
+	sel, group = []string{bucket + " AS b"}, []string{"b"}
+	for _, d := range Dimensions {
+		switch {
+		case slices.Contains(q.GroupBy, d):
+			sel = append(sel, Columns[d])
+			group = append(group, Columns[d])
+		case d == DimBorrowed:
+			sel = append(sel, borrowedZero)
+		default:
+			sel = append(sel, "''")
+		}
+	}
+	return sel, group
+}
+
 // Store is the contract every ledger backend implements (embedded, ClickHouse).
 //
 // Rows are written per cluster-hour: WriteHours replaces all rows of every
@@ -226,15 +257,4 @@ type Store interface {
 	SetCheckpoint(ctx context.Context, name string, t time.Time) error
 	// Close releases the Store's resources.
 	Close() error
-}
-
-// Add adds r's measures to s, leaving s's Key unchanged.
-func (s *Row) Add(r *Row) {
-	s.GPUSeconds += r.GPUSeconds
-	s.ActiveGPUSeconds += r.ActiveGPUSeconds
-	s.CostMicros += r.CostMicros
-	s.IdleCostMicros += r.IdleCostMicros
-	s.UnallocatedCostMicros += r.UnallocatedCostMicros
-	s.EnergyJoules += r.EnergyJoules
-	s.EnergyCostMicros += r.EnergyCostMicros
 }

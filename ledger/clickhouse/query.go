@@ -72,16 +72,6 @@ func (s *Store) markHours(ctx context.Context, rec *record) error {
 	return nil
 }
 
-var dimColumns = map[ledger.Dimension]string{
-	ledger.DimCluster:      "cluster",
-	ledger.DimTeam:         "team",
-	ledger.DimNamespace:    "namespace",
-	ledger.DimLocalQueue:   "local_queue",
-	ledger.DimClusterQueue: "cluster_queue",
-	ledger.DimFlavor:       "flavor",
-	ledger.DimBorrowed:     "borrowed",
-}
-
 // where builds the range and filter conditions, and the newest-version
 // condition: each (cluster, hour) counts only its last write. GLOBAL IN
 // evaluates the subquery once, which a Distributed table needs; all of an
@@ -115,23 +105,7 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 		ledger.StepDay:   "toStartOfDay(hour)",
 		ledger.StepMonth: "toDateTime(toStartOfMonth(hour))",
 	}[q.Step]
-	group := make(map[ledger.Dimension]bool)
-	for _, d := range q.GroupBy {
-		group[d] = true
-	}
-	cols := []string{bucket + " AS b"}
-	groupCols := []string{"b"}
-	for _, d := range ledger.Dimensions {
-		switch {
-		case group[d]:
-			cols = append(cols, dimColumns[d])
-			groupCols = append(groupCols, dimColumns[d])
-		case d == ledger.DimBorrowed:
-			cols = append(cols, "toUInt8(0)")
-		default:
-			cols = append(cols, "''")
-		}
-	}
+	cols, groupCols := q.SQLColumns(bucket, "toUInt8(0)")
 	table := s.table(s.opts.LedgerTable)
 	w, args := where(table, q)
 	sql := fmt.Sprintf(`SELECT %s, sum(gpu_seconds), sum(active_gpu_seconds), toString(sum(cost)), toString(sum(idle_cost)),

@@ -210,16 +210,6 @@ func checkHour(h time.Time) error {
 	return nil
 }
 
-var dimColumns = map[ledger.Dimension]string{
-	ledger.DimCluster:      "cluster",
-	ledger.DimTeam:         "team",
-	ledger.DimNamespace:    "namespace",
-	ledger.DimLocalQueue:   "local_queue",
-	ledger.DimClusterQueue: "cluster_queue",
-	ledger.DimFlavor:       "flavor",
-	ledger.DimBorrowed:     "borrowed",
-}
-
 // filters returns the range, cluster and team conditions of q.
 func filters(q ledger.Query) (string, []any) {
 	where := []string{"hour >= ?", "hour < ?"}
@@ -245,22 +235,7 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 		ledger.StepDay:   "hour - hour % 86400",
 		ledger.StepMonth: "CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)",
 	}[q.Step]
-	group := make(map[ledger.Dimension]bool)
-	for _, d := range q.GroupBy {
-		group[d] = true
-	}
-	cols := []string{bucket + " AS b"}
-	groupCols := []string{"b"}
-	for _, d := range ledger.Dimensions {
-		if group[d] {
-			cols = append(cols, dimColumns[d])
-			groupCols = append(groupCols, dimColumns[d])
-		} else if d == ledger.DimBorrowed {
-			cols = append(cols, "0")
-		} else {
-			cols = append(cols, "''")
-		}
-	}
+	cols, groupCols := q.SQLColumns(bucket, "0")
 	where, args := filters(q)
 	sqlText := fmt.Sprintf(`SELECT %s, SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros),
 		SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)
