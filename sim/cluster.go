@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/config"
 )
 
@@ -84,13 +85,9 @@ type Stats struct {
 	Pending int
 }
 
-type quotaKey struct{ flavor, resource string }
-
 type cqState struct {
 	cfg     *config.ClusterQueue
 	pending []*Job
-	usage   map[quotaKey]int
-	quota   map[quotaKey]*config.ResourceQuota
 	flavors []string
 }
 
@@ -98,8 +95,33 @@ type running struct {
 	end  time.Time
 	job  *Job
 	cq   *cqState
-	key  quotaKey
+	key  admission.FlavorResource
 	devs []*Device
+}
+
+// quotaSnapshot holds the configured ClusterQueues with Kueue's quota
+// rules, as package admission applies them.
+func quotaSnapshot(cfg *config.Config) *admission.Snapshot {
+	snap := &admission.Snapshot{Queues: map[string]*admission.ClusterQueue{}, Usage: map[string]map[admission.FlavorResource]int64{}}
+	limit := func(p *int) int64 {
+		if p == nil {
+			return -1
+		}
+		return int64(*p)
+	}
+	for _, q := range cfg.ClusterQueues {
+		aq := &admission.ClusterQueue{Name: q.Name, Cohort: q.Cohort, Quotas: map[admission.FlavorResource]admission.Quota{}}
+		for _, fq := range q.Flavors {
+			aq.Flavors = append(aq.Flavors, fq.Name)
+			for _, r := range fq.Resources {
+				aq.Quotas[admission.FlavorResource{Flavor: fq.Name, Resource: r.Name}] = admission.Quota{
+					Nominal: int64(r.NominalQuota), BorrowingLimit: limit(r.BorrowingLimit), LendingLimit: limit(r.LendingLimit)}
+			}
+		}
+		snap.Queues[q.Name] = aq
+		snap.Usage[q.Name] = map[admission.FlavorResource]int64{}
+	}
+	return snap
 }
 
 type endHeap []*running
@@ -128,16 +150,14 @@ func (c *Cluster) Run(jobs []Job, start, end time.Time) Stats {
 	for _, lq := range c.cfg.LocalQueues {
 		lqs[lq.Namespace+"/"+lq.Name] = lq.ClusterQueue
 	}
+	quota := quotaSnapshot(c.cfg)
 	cqs := make(map[string]*cqState)
 	var cqOrder []*cqState
 	for i := range c.cfg.ClusterQueues {
 		q := &c.cfg.ClusterQueues[i]
-		s := &cqState{cfg: q, usage: make(map[quotaKey]int), quota: make(map[quotaKey]*config.ResourceQuota)}
+		s := &cqState{cfg: q}
 		for _, fq := range q.Flavors {
 			s.flavors = append(s.flavors, fq.Name)
-			for k := range fq.Resources {
-				s.quota[quotaKey{fq.Name, fq.Resources[k].Name}] = &fq.Resources[k]
-			}
 		}
 		cqs[q.Name] = s
 		cqOrder = append(cqOrder, s)
@@ -167,7 +187,7 @@ func (c *Cluster) Run(jobs []Job, start, end time.Time) Stats {
 		now = t
 		for len(ends) > 0 && !ends[0].end.After(now) {
 			r := heap.Pop(&ends).(*running)
-			r.cq.usage[r.key] -= r.job.Count
+			quota.Usage[r.cq.cfg.Name][r.key] -= int64(r.job.Count)
 			for _, d := range r.devs {
 				free[d] = true
 			}
@@ -186,7 +206,7 @@ func (c *Cluster) Run(jobs []Job, start, end time.Time) Stats {
 			for _, q := range cqOrder {
 				kept := q.pending[:0]
 				for _, j := range q.pending {
-					r := c.tryAdmit(q, cqOrder, j, free)
+					r := c.tryAdmit(quota, q, j, free)
 					if r == nil {
 						kept = append(kept, j)
 						continue
@@ -248,12 +268,13 @@ func containerName(k Kind) string {
 	return "trainer"
 }
 
-// tryAdmit returns the job's placement if its ClusterQueue may admit it now.
-func (c *Cluster) tryAdmit(q *cqState, all []*cqState, j *Job, free map[*Device]bool) *running {
+// tryAdmit returns the job's placement if its ClusterQueue may admit it
+// now: within quota (admission's rules, borrowing in the cohort) and onto
+// free devices, in the queue's flavor order.
+func (c *Cluster) tryAdmit(quota *admission.Snapshot, q *cqState, j *Job, free map[*Device]bool) *running {
 	for _, f := range q.flavors {
-		k := quotaKey{f, j.Resource}
-		rq := q.quota[k]
-		if rq == nil || !fitsQuota(q, all, k, j.Count) {
+		k := admission.FlavorResource{Flavor: f, Resource: j.Resource}
+		if quota.FitsQuota(q.cfg.Name, k, int64(j.Count)) != "" {
 			continue
 		}
 		devs := c.place(f, j, free)
@@ -263,46 +284,10 @@ func (c *Cluster) tryAdmit(q *cqState, all []*cqState, j *Job, free map[*Device]
 		for _, d := range devs {
 			free[d] = false
 		}
-		q.usage[k] += j.Count
+		quota.Usage[q.cfg.Name][k] += int64(j.Count)
 		return &running{job: j, cq: q, key: k, devs: devs}
 	}
 	return nil
-}
-
-// fitsQuota applies Kueue's quota rules for one flavor and resource: usage
-// may exceed the nominal quota up to borrowingLimit, borrowing only what the
-// other ClusterQueues of the cohort leave unused and may lend.
-func fitsQuota(q *cqState, all []*cqState, k quotaKey, n int) bool {
-	rq := q.quota[k]
-	want := q.usage[k] + n
-	if want <= rq.NominalQuota {
-		return true
-	}
-	if q.cfg.Cohort == "" {
-		return false
-	}
-	if rq.BorrowingLimit != nil && want > rq.NominalQuota+*rq.BorrowingLimit {
-		return false
-	}
-	// What the cohort can lend: each other member's unused nominal quota,
-	// capped by its lendingLimit, less what others already borrow.
-	lendable, borrowed := 0, 0
-	for _, o := range all {
-		if o == q || o.cfg.Cohort != q.cfg.Cohort {
-			continue
-		}
-		orq := o.quota[k]
-		if orq == nil {
-			continue
-		}
-		unused := max(orq.NominalQuota-o.usage[k], 0)
-		if orq.LendingLimit != nil {
-			unused = min(unused, *orq.LendingLimit)
-		}
-		lendable += unused
-		borrowed += max(o.usage[k]-orq.NominalQuota, 0)
-	}
-	return want-rq.NominalQuota <= lendable-borrowed
 }
 
 // place picks devices of flavor f for j: whole GPUs best-fit on one node
