@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // FlavorResource names one quota: a resource (nvidia.com/gpu) of a flavor.
@@ -41,6 +42,9 @@ type ClusterQueue struct {
 	// StrictFIFO stops at the first pending workload that does not fit;
 	// otherwise (BestEffortFIFO) later ones may go ahead.
 	StrictFIFO bool
+	// Preemption says which running workloads the queue's pending ones may
+	// evict.
+	Preemption Preemption
 }
 
 // Workload is a gang: Pods pods of PerPod units of Resource each, all or
@@ -79,8 +83,31 @@ type Snapshot struct {
 	// one (decayed usage in resource units or in money, over weight); lower
 	// goes first.
 	Share map[string]float64
+	// Running holds the admitted workloads per queue, for preemption. A
+	// nil map turns tracking off; otherwise Admit adds what it admits and
+	// the caller calls Release when a workload ends.
+	Running map[string][]*Running
+	// NowMs is the time of the cycle (victim order by time run).
+	NowMs int64
 
 	freeByFlavor map[string]int64 // during Admit
+	nodeIdx      map[string]int
+}
+
+// Release ends a running workload: it gives back its quota and nodes.
+func (s *Snapshot) Release(r *Running) {
+	s.indexNodes()
+	s.evict(r)
+}
+
+func (s *Snapshot) indexNodes() {
+	if len(s.nodeIdx) == len(s.Nodes) {
+		return
+	}
+	s.nodeIdx = make(map[string]int, len(s.Nodes))
+	for i, n := range s.Nodes {
+		s.nodeIdx[n.Name] = i
+	}
 }
 
 // Decision says what happened to one pending workload.
@@ -92,12 +119,25 @@ type Decision struct {
 	Nodes []string
 	// Reason says why a workload waits.
 	Reason string
+	// Running is the admitted workload, when the snapshot tracks them.
+	Running *Running
+	// Preempted are the workloads evicted to admit this one; the caller
+	// stops them and requeues them.
+	Preempted []Preempted
 }
 
 // Options tunes a cycle.
 type Options struct {
 	// SameDomain places all of a gang's pods in one topology domain.
 	SameDomain bool
+	// Policy is consulted by preemption: fair-sharing strategies compare
+	// its shares (PreemptionSharer) and it may order victims
+	// (VictimOrderer).
+	Policy Policy
+	// FairSharing lists fair-sharing preemption strategies, tried in
+	// order (Kueue's default: LessThanOrEqualToFinalShare, then
+	// LessThanInitialShare). Empty: classic preemption.
+	FairSharing []string
 }
 
 // Policy orders the pending workloads of a cycle; the first that fits is
@@ -114,27 +154,62 @@ type Policy interface {
 func Admit(s *Snapshot, p Policy, pending []*Workload, opts Options) []Decision {
 	order := slices.Clone(pending)
 	p.Order(s, order)
-	i := 0
-	out := AdmitInOrder(s, func() *Workload {
-		if i == len(order) {
-			return nil
-		}
-		i++
-		return order[i-1]
-	}, opts)
+	if opts.Policy == nil {
+		opts.Policy = p
+	}
+	list := &sliceQueue{order: order, dropped: map[string]bool{}}
+	out := AdmitInOrder(s, list, opts)
 	// What AdmitInOrder did not reach waits for capacity.
-	for _, w := range order[len(out):] {
-		out = append(out, Decision{Workload: w, Reason: "no free capacity left in this cycle"})
+	seen := make(map[*Workload]bool, len(out))
+	for _, d := range out {
+		seen[d.Workload] = true
+	}
+	for _, w := range order {
+		if !seen[w] {
+			out = append(out, Decision{Workload: w, Reason: "no free capacity left in this cycle"})
+		}
 	}
 	return out
 }
 
+// Pending yields pending workloads in the order a policy admits them.
+type Pending interface {
+	// Next returns the next workload, or nil at the end.
+	Next() *Workload
+	// Drop passes over the rest of a queue's workloads in this cycle.
+	Drop(queue string)
+}
+
+type sliceQueue struct {
+	order   []*Workload
+	i       int
+	dropped map[string]bool
+}
+
+func (l *sliceQueue) Next() *Workload {
+	for l.i < len(l.order) {
+		w := l.order[l.i]
+		l.i++
+		if !l.dropped[w.Queue] {
+			return w
+		}
+	}
+	return nil
+}
+
+func (l *sliceQueue) Drop(queue string) { l.dropped[queue] = true }
+
 // AdmitInOrder is Admit with the order given as a stream: it takes workloads
-// from next until next returns nil or no flavor has free capacity left, and
-// returns a decision for each workload it took. Large backlogs need not be
-// sorted whole: a caller that keeps pending workloads per queue in FIFO
-// order can stream them in policy order.
-func AdmitInOrder(s *Snapshot, next func() *Workload, opts Options) []Decision {
+// from pending until it ends or no flavor has free capacity left (and no
+// queue may preempt), and returns a decision for each workload it took.
+// Large backlogs need not be sorted whole: a caller that keeps pending
+// workloads per queue in FIFO order can stream them in policy order.
+//
+// A workload that does not fit may preempt, as its queue's Preemption
+// allows; a queue whose workload could not is passed over for the rest of
+// the cycle once no capacity is free.
+func AdmitInOrder(s *Snapshot, pending Pending, opts Options) []Decision {
+	s.indexNodes()
 	// Free capacity per flavor, kept current as workloads are admitted: a
 	// workload larger than it is refused without a placement search.
 	s.freeByFlavor = make(map[string]int64)
@@ -143,10 +218,15 @@ func AdmitInOrder(s *Snapshot, next func() *Workload, opts Options) []Decision {
 		s.freeByFlavor[n.Flavor] += n.Free
 		free += n.Free
 	}
+	preempting := false
+	for _, q := range s.Queues {
+		preempting = preempting || (s.Running != nil && q.Preemption.enabled())
+	}
 	blocked := make(map[string]bool) // StrictFIFO queues whose head did not fit
+	failed := make(map[string]bool)  // queues whose preemption found nothing
 	var out []Decision
-	for free > 0 {
-		w := next()
+	for free > 0 || preempting {
+		w := pending.Next()
 		if w == nil {
 			break
 		}
@@ -157,8 +237,21 @@ func AdmitInOrder(s *Snapshot, next func() *Workload, opts Options) []Decision {
 			d.Reason = fmt.Sprintf("ClusterQueue %q does not exist", w.Queue)
 		case blocked[w.Queue]:
 			d.Reason = "behind an older workload of its StrictFIFO queue"
+		case free <= 0 && (failed[w.Queue] || !q.Preemption.enabled()):
+			pending.Drop(w.Queue)
+			d.Reason = "no free capacity left in this cycle"
 		default:
 			d.Reason = s.tryAdmit(q, w, opts, &d)
+			if !d.Admitted && s.Running != nil && q.Preemption.enabled() && !failed[w.Queue] {
+				if why := s.tryPreempt(q, w, opts, &d); why != "" {
+					d.Reason += "; " + why
+					failed[w.Queue] = true
+				} else {
+					for _, p := range d.Preempted {
+						free += p.Running.Workload.Units()
+					}
+				}
+			}
 			if !d.Admitted && q.StrictFIFO {
 				blocked[w.Queue] = true
 			}
@@ -169,6 +262,35 @@ func AdmitInOrder(s *Snapshot, next func() *Workload, opts Options) []Decision {
 		out = append(out, d)
 	}
 	return out
+}
+
+// tryPreempt admits w by preempting, on the first of its queue's flavors
+// where that works; or says why it could not.
+func (s *Snapshot) tryPreempt(q *ClusterQueue, w *Workload, opts Options, d *Decision) string {
+	var reasons []string
+	for _, f := range q.Flavors {
+		if _, ok := q.Quotas[FlavorResource{f, w.Resource}]; !ok {
+			continue
+		}
+		victims, why := s.preempt(q, w, f, opts)
+		if victims == nil {
+			reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
+			continue
+		}
+		nodes, why := s.pick(f, w, opts)
+		if why != "" { // preempt checked placement: cannot happen
+			for _, p := range slices.Backward(victims) {
+				s.restore(p.Running)
+			}
+			reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
+			continue
+		}
+		s.admit(q, w, f, nodes, d)
+		d.Preempted = victims
+		d.Reason = ""
+		return ""
+	}
+	return "preemption: " + strings.Join(reasons, "; ")
 }
 
 func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decision) string {
@@ -186,17 +308,12 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 			reasons = append(reasons, fmt.Sprintf("flavor %s: not enough free capacity for %d pods of %d (%d free)", f, w.Pods, w.PerPod, free))
 			continue
 		}
-		nodes, why := s.place(f, w, opts)
+		nodes, why := s.pick(f, w, opts)
 		if why != "" {
 			reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
 			continue
 		}
-		if s.Usage[q.Name] == nil {
-			s.Usage[q.Name] = make(map[FlavorResource]int64)
-		}
-		s.Usage[q.Name][fr] += w.Units()
-		s.freeByFlavor[f] -= w.Units()
-		d.Admitted, d.Flavor, d.Nodes = true, f, nodes
+		s.admit(q, w, f, nodes, d)
 		return ""
 	}
 	if len(reasons) == 0 {
@@ -256,10 +373,29 @@ func (s *Snapshot) fitsQuota(q *ClusterQueue, fr FlavorResource, n int64) string
 	return ""
 }
 
-// place finds nodes for every pod of w on flavor f: best fit (the fullest
-// node that takes a pod), within one domain when asked. Nothing is taken
-// unless every pod fits.
-func (s *Snapshot) place(f string, w *Workload, opts Options) ([]string, string) {
+// admit books w on flavor f and the picked nodes.
+func (s *Snapshot) admit(q *ClusterQueue, w *Workload, f string, picked []int, d *Decision) {
+	fr := FlavorResource{f, w.Resource}
+	if s.Usage[q.Name] == nil {
+		s.Usage[q.Name] = make(map[FlavorResource]int64)
+	}
+	s.Usage[q.Name][fr] += w.Units()
+	s.freeByFlavor[f] -= w.Units()
+	nodes := make([]string, len(picked))
+	for k, i := range picked {
+		s.Nodes[i].Free -= w.PerPod
+		nodes[k] = s.Nodes[i].Name
+	}
+	d.Admitted, d.Flavor, d.Nodes = true, f, nodes
+	if s.Running != nil {
+		d.Running = &Running{Workload: w, Flavor: f, Nodes: nodes, StartMs: s.NowMs}
+		s.Running[q.Name] = append(s.Running[q.Name], d.Running)
+	}
+}
+
+// pick finds nodes for every pod of w on flavor f: best fit (the fullest
+// node that takes a pod), within one domain when asked. It takes nothing.
+func (s *Snapshot) pick(f string, w *Workload, opts Options) ([]int, string) {
 	var idx []int
 	domains := make(map[string][]int)
 	for i := range s.Nodes {
@@ -317,10 +453,5 @@ func (s *Snapshot) place(f string, w *Workload, opts Options) ([]string, string)
 		}
 		return nil, fmt.Sprintf("not enough free capacity for %d pods of %d", w.Pods, w.PerPod)
 	}
-	nodes := make([]string, len(picked))
-	for k, i := range picked {
-		s.Nodes[i].Free -= w.PerPod
-		nodes[k] = s.Nodes[i].Name
-	}
-	return nodes, ""
+	return picked, ""
 }

@@ -153,7 +153,7 @@ func TestPolicyOrder(t *testing.T) {
 		t.Errorf("kueue fair sharing: %s", got)
 	}
 	s.Share = map[string]float64{"a": 1, "b": 5}
-	if got := order(ShareOrder{"costfair"}); got != "a-old,b-new" {
+	if got := order(ShareOrder{PolicyName: "costfair"}); got != "a-old,b-new" {
 		t.Errorf("share order: %s", got)
 	}
 }
@@ -191,16 +191,16 @@ func TestStreamMatchesOrder(t *testing.T) {
 	for _, w := range all {
 		lists[w.Queue] = append(lists[w.Queue], w)
 	}
-	for _, p := range []Sharer{FIFO{}, KueueFairSharing{}, ShareOrder{"costfair"}} {
+	for _, p := range []Sharer{FIFO{}, KueueFairSharing{}, ShareOrder{PolicyName: "costfair"}} {
 		want := append([]*Workload(nil), all...)
 		p.Order(s, want)
 		next := Stream(p.QueueShares(s), lists, nil)
 		for i, w := range want {
-			if got := next(); got != w {
+			if got := next.Next(); got != w {
 				t.Fatalf("%s: item %d is %v, want %v", p.Name(), i, got, w)
 			}
 		}
-		if next() != nil {
+		if next.Next() != nil {
 			t.Errorf("%s: stream longer than the backlog", p.Name())
 		}
 	}

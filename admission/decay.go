@@ -44,11 +44,7 @@ func (d *Decayed) Add(queue string, v float64) { d.values[queue] += v }
 func (d *Decayed) Shares(queues map[string]*ClusterQueue) map[string]float64 {
 	out := make(map[string]float64, len(queues))
 	for name, q := range queues {
-		w := q.Weight
-		if w <= 0 {
-			w = 1
-		}
-		out[name] = d.values[name] / w
+		out[name] = d.values[name] / weight(q)
 	}
 	return out
 }

@@ -64,6 +64,12 @@ func (KueueFairSharing) Order(s *Snapshot, pending []*Workload) {
 // DominantResourceShare is Kueue's fair-sharing value of a queue (×1000,
 // as Kueue reports it).
 func (s *Snapshot) DominantResourceShare(name string) float64 {
+	return s.dominantShare(name, FlavorResource{}, 0)
+}
+
+// dominantShare is DominantResourceShare with delta more units of fr in
+// the queue's usage.
+func (s *Snapshot) dominantShare(name string, dfr FlavorResource, delta int64) float64 {
 	q := s.Queues[name]
 	if q == nil {
 		return 0
@@ -71,6 +77,9 @@ func (s *Snapshot) DominantResourceShare(name string) float64 {
 	var dominant float64
 	for fr, quota := range q.Quotas {
 		borrowed := s.Usage[name][fr] - quota.Nominal
+		if fr == dfr {
+			borrowed += delta
+		}
 		if borrowed <= 0 {
 			continue
 		}
@@ -91,11 +100,7 @@ func (s *Snapshot) DominantResourceShare(name string) float64 {
 			dominant = max(dominant, float64(borrowed)/float64(lendable))
 		}
 	}
-	w := q.Weight
-	if w <= 0 {
-		w = 1
-	}
-	return dominant * 1000 / w
+	return dominant * 1000 / weight(q)
 }
 
 // ShareOrder orders queues by Snapshot.Share, lowest first, then FIFO: the
@@ -104,6 +109,16 @@ func (s *Snapshot) DominantResourceShare(name string) float64 {
 // money over weight, gpuledger's cost-weighted fair share.
 type ShareOrder struct {
 	PolicyName string
+	// For fair-sharing preemption: the value one unit of a flavor's
+	// resource adds per second held (Rate, else DefaultRate: 1 for
+	// resource-seconds, the price per second for money) and the half-life
+	// the shares decay with.
+	Rate        map[FlavorResource]float64
+	DefaultRate float64
+	HalfLifeMs  int64
+	// SunkCostFirst orders preemption victims by the value an eviction
+	// throws away (see CompareVictims) instead of Kueue's newest first.
+	SunkCostFirst bool
 }
 
 // Name is the policy's name.
@@ -143,43 +158,62 @@ func (ShareOrder) QueueShares(s *Snapshot) map[string]float64 { return s.Share }
 // Stream yields the workloads of per-queue lists, each in FIFO order
 // (priority, then submission time), in the order Sharer policies give: the
 // queue with the lowest share first, ties broken by priority, submission
-// time, then ID. Entries for which skip is true
-// are passed over. It is what AdmitInOrder takes, without sorting a whole
-// backlog.
-func Stream(shares map[string]float64, lists map[string][]*Workload, skip func(*Workload) bool) func() *Workload {
-	names := make([]string, 0, len(lists))
+// time, then ID. Entries for which skip is true are passed over. It is the
+// Pending AdmitInOrder takes, without sorting a whole backlog.
+func Stream(shares map[string]float64, lists map[string][]*Workload, skip func(*Workload) bool) Pending {
+	st := &streamer{shares: shares, lists: lists, skip: skip}
 	for q := range lists {
-		names = append(names, q)
+		st.names = append(st.names, q)
 	}
-	sort.Strings(names)
-	cursor := make([]int, len(names))
-	head := func(i int) *Workload {
-		l := lists[names[i]]
-		for cursor[i] < len(l) && skip != nil && skip(l[cursor[i]]) {
-			cursor[i]++
-		}
-		if cursor[i] < len(l) {
-			return l[cursor[i]]
-		}
+	sort.Strings(st.names)
+	st.cursor = make([]int, len(st.names))
+	return st
+}
+
+type streamer struct {
+	shares map[string]float64
+	lists  map[string][]*Workload
+	skip   func(*Workload) bool
+	names  []string
+	cursor []int // -1: dropped
+}
+
+func (st *streamer) head(i int) *Workload {
+	if st.cursor[i] < 0 {
 		return nil
 	}
-	return func() *Workload {
-		best := -1
-		var bw *Workload
-		for i := range names {
-			w := head(i)
-			if w == nil {
-				continue
-			}
-			if best < 0 || less(shares[names[i]], w, shares[names[best]], bw) {
-				best, bw = i, w
-			}
+	l := st.lists[st.names[i]]
+	for st.cursor[i] < len(l) && st.skip != nil && st.skip(l[st.cursor[i]]) {
+		st.cursor[i]++
+	}
+	if st.cursor[i] < len(l) {
+		return l[st.cursor[i]]
+	}
+	return nil
+}
+
+func (st *streamer) Next() *Workload {
+	best := -1
+	var bw *Workload
+	for i := range st.names {
+		w := st.head(i)
+		if w == nil {
+			continue
 		}
-		if best < 0 {
-			return nil
+		if best < 0 || less(st.shares[st.names[i]], w, st.shares[st.names[best]], bw) {
+			best, bw = i, w
 		}
-		cursor[best]++
-		return bw
+	}
+	if best < 0 {
+		return nil
+	}
+	st.cursor[best]++
+	return bw
+}
+
+func (st *streamer) Drop(queue string) {
+	if i, ok := slices.BinarySearch(st.names, queue); ok {
+		st.cursor[i] = -1
 	}
 }
 

@@ -29,6 +29,9 @@ type Hold struct {
 	Container  string
 	// PodDevices is how many devices the pod holds (its GPU request).
 	PodDevices int
+	// Waiting: the pod holds the device but its gang has not started
+	// (placed without gang gating): the device idles.
+	Waiting bool
 
 	ksm [3][]byte // the pod's kube-state-metrics series, rendered once
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -155,6 +156,13 @@ type ReplayOptions struct {
 	// Gating admits gangs all at once; without it, a job's pods are placed
 	// as GPUs free up and the placed ones wait, held, for the rest.
 	Gating bool
+	// Preemption lets a queue take back its nominal quota from queues that
+	// borrow it (reclaimWithinCohort: Any; withinClusterQueue:
+	// LowerPriority): with fifo as Kueue does without fair sharing, with
+	// the fair-sharing policies by their shares, strategies
+	// LessThanOrEqualToFinalShare then LessThanInitialShare. Preempted jobs
+	// lose their progress and queue again at their place. Only with Gating.
+	Preemption bool
 	// SameDomain keeps a gang in one rack (NodesPerRack nodes).
 	SameDomain   bool
 	NodesPerRack int
@@ -163,6 +171,10 @@ type ReplayOptions struct {
 	// PriceMicrosPerGPUHour prices GPU time for costfair and the per-team
 	// cost. Default 6.88 (an on-demand H100).
 	PriceMicrosPerGPUHour int64
+	// IdlePenalty: costfair counts a GPU-hour held idle (a gang's pods
+	// waiting for the rest, or measured idle in the ledger) as 1 +
+	// IdlePenalty GPU-hours of spend. Default 1; negative means 0.
+	IdlePenalty float64
 	// Limit stops the replay this long after the start; 0 runs until every
 	// job has finished.
 	Limit time.Duration
@@ -175,17 +187,26 @@ type ReplayOptions struct {
 	ReadyTimeout time.Duration
 	// BackoffBase is the first requeue delay. Default 60 s.
 	BackoffBase time.Duration
-	// Ledger, when set, closes the loop: every hour the replay writes each
-	// queue's GPU time and cost (and the unallocated rest, so that every
-	// hour reconciles) to it, and the costfair policy reads its shares back
-	// from it, the hours' costs decayed by their age. Hours start at Epoch
-	// (default 2026-01-01 UTC).
-	Ledger ledger.Store
-	Epoch  time.Time
+	// Ledger, when set, closes the loop: the cluster's GPUs emit
+	// dcgm-exporter and kube-state-metrics exposition every ScrapeInterval
+	// (default 60 s), ingest and attribution turn it into hourly rows in
+	// this Store, and costfair reads its shares back from the Store: each
+	// hour's cost, energy cost and IdlePenalty × idle cost, decayed by its
+	// age. Hours start at Epoch (default 2026-01-01 UTC). Energy is priced
+	// at EnergyPriceMicrosPerKWh (default 0.12) × PUEMicros (default 1.3).
+	Ledger                  ledger.Store
+	Epoch                   time.Time
+	ScrapeInterval          time.Duration
+	EnergyPriceMicrosPerKWh int64
+	PUEMicros               int64
 	// CapacityScale shrinks every queue's quota, and so the cluster, to
 	// this fraction (at least one node each): a short window of a trace
 	// then sees the contention the whole trace has. 0 means 1.
 	CapacityScale float64
+	// Isolated holds each job's completion time with its queue alone on
+	// its nominal quota (IsolatedJCT); with it the result has finish-time
+	// fairness.
+	Isolated map[string]float64
 }
 
 // ErrPolicy is returned for a policy name Replay does not know.
@@ -193,28 +214,50 @@ var ErrPolicy = errors.New("unknown policy")
 
 // ReplayResult is what a policy achieved.
 type ReplayResult struct {
-	Policy   string `json:"policy"`
-	Gating   bool   `json:"gating"`
-	Jobs     int    `json:"jobs"`
-	Finished int    `json:"finished"`
+	Policy     string `json:"policy"`
+	Gating     bool   `json:"gating"`
+	Preemption bool   `json:"preemption"`
+	Jobs       int    `json:"jobs"`
+	Finished   int    `json:"finished"`
 	// AvgJCTSeconds and P95JCTSeconds are over finished jobs: finish − submit.
 	AvgJCTSeconds float64 `json:"avgJctSeconds"`
 	P95JCTSeconds float64 `json:"p95JctSeconds"`
-	// WaitBySize is the mean wait (start − submit) per size class.
+	// WaitBySize is the mean wait (last start − submit) per size class.
 	WaitBySize map[string]float64 `json:"meanWaitSecondsBySize"`
 	// Utilization is GPU time of running jobs over GPUs × makespan.
 	Utilization float64 `json:"utilization"`
 	// Jain is Jain's fairness index over each queue's GPU time divided by
-	// its nominal quota.
+	// its nominal quota, over the whole replay.
 	Jain float64 `json:"jainFairness"`
+	// JainBacklogged is Jain's index over the queues that have work
+	// waiting, of the GPUs each holds over its nominal quota, sampled every
+	// hour and averaged over the samples with two or more such queues:
+	// queues that all want more should hold in proportion to their quotas.
+	JainBacklogged float64 `json:"jainBacklogged"`
+	// FinishTimeFairness is Themis' ρ: a job's completion time here over
+	// its completion time with its queue alone on its nominal quota.
+	// FTFMean is the mean over jobs; FTFMaxQueue the largest per-queue
+	// mean (the worst-treated team; lower is fairer). Jobs that cannot
+	// finish alone (larger than the quota) are left out.
+	FTFMean     float64 `json:"finishTimeFairnessMean,omitempty"`
+	FTFMaxQueue float64 `json:"finishTimeFairnessMaxQueue,omitempty"`
 	// PartialGangGPUHours is GPU time held by jobs whose pods were not all
 	// placed yet.
 	PartialGangGPUHours float64 `json:"partialGangGpuHours"`
 	// Evictions counts gangs evicted by ReadyTimeout.
 	Evictions int `json:"evictions"`
+	// Preemptions counts jobs preempted; PreemptedGPUHours is the work
+	// they lost.
+	Preemptions       int     `json:"preemptions"`
+	PreemptedGPUHours float64 `json:"preemptedGpuHours"`
 	// CostMicrosByQueue is each queue's GPU time at the price.
 	CostMicrosByQueue map[string]int64 `json:"costMicrosByQueue"`
-	Makespan          time.Duration    `json:"-"`
+	// LedgerHours is how many hours the closed loop wrote to the Store,
+	// from that many hours of scrapes (0 without it).
+	LedgerHours int           `json:"ledgerHours,omitempty"`
+	Scrapes     int           `json:"scrapes,omitempty"`
+	Makespan    time.Duration `json:"-"`
+	jct         map[string]float64
 }
 
 func sizeClass(gpus int) string {
@@ -230,9 +273,10 @@ func sizeClass(gpus int) string {
 }
 
 type replayRun struct {
-	end   time.Duration
-	job   *replayJob
-	nodes []int
+	end       time.Duration
+	job       *replayJob
+	nodes     []int
+	cancelled bool // preempted
 }
 
 type runHeap []*replayRun
@@ -259,6 +303,53 @@ type replayJob struct {
 	requeues   int
 	requeueAt  time.Duration
 	held       int // GPUs placed
+	// With preemption: its entry in the snapshot and its run.
+	running *admission.Running
+	run     *replayRun
+	// With the closed loop: its telemetry identity and its pods' holds.
+	simJob *Job
+	holds  []podHold
+}
+
+// replay is the state of one Replay.
+type replay struct {
+	opts     ReplayOptions
+	policy   admission.Sharer
+	snap     *admission.Snapshot
+	fr       admission.FlavorResource
+	nodeIdx  map[string]int
+	byID     map[string]*replayJob
+	decayed  *admission.Decayed
+	loop     *loop
+	nominal  map[string]int
+	capacity int
+	// Pending workloads per queue in FIFO order; admitted ones are marked
+	// dead and dropped lazily, so a cycle costs what it admits, not the
+	// backlog.
+	lists          map[string][]*admission.Workload
+	dead           map[*admission.Workload]bool
+	deadIn         map[string]int
+	bySize         map[int]int // pending jobs per GPU count
+	pendingByQueue map[string]int
+	pendingCount   int
+
+	now       time.Duration
+	run       runHeap
+	partial   []*replayJob // without gating: admitted, some pods placed
+	delayed   []*replayJob // evicted, waiting for their requeue time
+	busyGPUs  int
+	heldGPUs  int // by partial gangs
+	usedSec   map[string]float64
+	busySec   float64
+	heldSec   float64
+	lostSec   float64
+	nextJain  time.Duration
+	jainSum   float64
+	jainN     int
+	waits     map[string][]float64
+	jcts      map[string]float64
+	evictions int
+	preempted int
 }
 
 // Replay runs the jobs through the admission core on a cluster with as many
@@ -272,6 +363,10 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	if opts.PriceMicrosPerGPUHour <= 0 {
 		opts.PriceMicrosPerGPUHour = 6_880_000
 	}
+	if opts.IdlePenalty == 0 {
+		opts.IdlePenalty = 1
+	}
+	opts.IdlePenalty = max(opts.IdlePenalty, 0)
 	if opts.NodesPerRack <= 0 {
 		opts.NodesPerRack = 8
 	}
@@ -281,27 +376,51 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	if opts.BackoffBase <= 0 {
 		opts.BackoffBase = time.Minute
 	}
-	nodeSize := opts.NodeSize
-	var policy admission.Sharer
+	if opts.ScrapeInterval <= 0 {
+		opts.ScrapeInterval = time.Minute
+	}
+	if opts.EnergyPriceMicrosPerKWh <= 0 {
+		opts.EnergyPriceMicrosPerKWh = 120_000
+	}
+	if opts.PUEMicros <= 0 {
+		opts.PUEMicros = 1_300_000
+	}
+	if opts.Epoch.IsZero() {
+		opts.Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	if !opts.Gating {
+		opts.Preemption = false
+	}
+	r := &replay{opts: opts, lists: map[string][]*admission.Workload{}, dead: map[*admission.Workload]bool{}, deadIn: map[string]int{},
+		bySize: map[int]int{}, pendingByQueue: map[string]int{}, usedSec: map[string]float64{}, waits: map[string][]float64{},
+		jcts: map[string]float64{}, nominal: map[string]int{}, nextJain: time.Hour}
+	const res = "nvidia.com/gpu"
+	r.fr = admission.FlavorResource{Flavor: "gpu", Resource: res}
+	perSecond := float64(opts.PriceMicrosPerGPUHour) / 3600
 	switch opts.Policy {
 	case "fifo":
-		policy = admission.FIFO{}
+		r.policy = admission.FIFO{}
 	case "kueue":
-		policy = admission.KueueFairSharing{}
-	case "kueue-afs", "costfair":
-		policy = admission.ShareOrder{PolicyName: opts.Policy}
+		r.policy = admission.KueueFairSharing{}
+	case "kueue-afs":
+		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: 1, HalfLifeMs: opts.HalfLife.Milliseconds()}
+	case "costfair":
+		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: perSecond, HalfLifeMs: opts.HalfLife.Milliseconds(), SunkCostFirst: true}
 	default:
 		return ReplayResult{}, fmt.Errorf("%w %q: want fifo, kueue, kueue-afs or costfair", ErrPolicy, opts.Policy)
 	}
-	const res = "nvidia.com/gpu"
-	fr := admission.FlavorResource{Flavor: "gpu", Resource: res}
-	snap := &admission.Snapshot{Queues: map[string]*admission.ClusterQueue{}, Usage: map[string]map[admission.FlavorResource]int64{}}
-	totalNodes := 0
-	nominal := map[string]int{}
+	r.snap = &admission.Snapshot{Queues: map[string]*admission.ClusterQueue{}, Usage: map[string]map[admission.FlavorResource]int64{},
+		Share: map[string]float64{}}
+	if opts.Preemption {
+		r.snap.Running = map[string][]*admission.Running{}
+	}
 	scale := opts.CapacityScale
 	if scale <= 0 {
 		scale = 1
 	}
+	nodeSize := opts.NodeSize
+	totalNodes := 0
+	nominal := map[string]int64{}
 	for _, q := range queues {
 		nodes := max(int(math.Round(float64(q.NominalGPUs)/float64(nodeSize)*scale)), 1)
 		gpus := nodes * nodeSize
@@ -309,20 +428,32 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		if q.BorrowingLimit >= 0 {
 			borrow = int64(math.Round(float64(q.BorrowingLimit) * scale))
 		}
-		snap.Queues[q.Name] = &admission.ClusterQueue{Name: q.Name, Cohort: q.Cohort, Team: q.Name, Weight: 1, Flavors: []string{"gpu"},
-			Quotas: map[admission.FlavorResource]admission.Quota{fr: {Nominal: int64(gpus), BorrowingLimit: borrow, LendingLimit: -1}}}
+		cq := &admission.ClusterQueue{Name: q.Name, Cohort: q.Cohort, Team: q.Name, Weight: 1, Flavors: []string{"gpu"},
+			Quotas: map[admission.FlavorResource]admission.Quota{r.fr: {Nominal: int64(gpus), BorrowingLimit: borrow, LendingLimit: -1}}}
+		if opts.Preemption {
+			cq.Preemption = admission.Preemption{WithinClusterQueue: admission.LowerPriority, ReclaimWithinCohort: admission.Any}
+		}
+		r.snap.Queues[q.Name] = cq
+		r.snap.Usage[q.Name] = map[admission.FlavorResource]int64{}
 		totalNodes += nodes
-		nominal[q.Name] = gpus
+		r.nominal[q.Name] = gpus
+		nominal[q.Name] = int64(gpus)
 	}
+	r.capacity = totalNodes * nodeSize
+	r.nodeIdx = make(map[string]int, totalNodes)
 	for i := range totalNodes {
-		snap.Nodes = append(snap.Nodes, admission.Node{Name: "node-" + strconv.Itoa(i), Flavor: "gpu",
-			Domain: "rack-" + strconv.Itoa(i/opts.NodesPerRack), Free: int64(nodeSize)})
+		name := "node-" + strconv.Itoa(i)
+		r.snap.Nodes = append(r.snap.Nodes, admission.Node{Name: name, Flavor: "gpu", Domain: "rack-" + strconv.Itoa(i/opts.NodesPerRack), Free: int64(nodeSize)})
+		r.nodeIdx[name] = i
 	}
-	nodeIndex := make(map[string]int, len(snap.Nodes))
-	for i, n := range snap.Nodes {
-		nodeIndex[n.Name] = i
+	if opts.Ledger != nil {
+		var err error
+		if r.loop, err = newLoop(opts.Ledger, opts.Epoch, totalNodes, nodeSize, opts.ScrapeInterval, nominal, opts); err != nil {
+			return ReplayResult{}, err
+		}
 	}
 	rjobs := make([]*replayJob, len(jobs))
+	r.byID = make(map[string]*replayJob, len(jobs))
 	for i, j := range jobs {
 		if j.Pods <= 0 || j.PerPod <= 0 {
 			j.Pods, j.PerPod = j.GPUs, 1
@@ -330,374 +461,487 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		j.GPUs = j.Pods * j.PerPod
 		rjobs[i] = &replayJob{TraceJob: j, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: res, Pods: j.Pods, PerPod: int64(j.PerPod),
 			Priority: j.Priority, SubmittedMs: j.Submit.Milliseconds()}}
+		r.byID[j.ID] = rjobs[i]
 	}
-	decayed := admission.NewDecayed(opts.HalfLife.Milliseconds())
-	// Pending workloads per queue in FIFO order; admitted ones are marked
-	// dead and dropped lazily, so a cycle costs what it admits, not the
-	// backlog.
-	lists := map[string][]*admission.Workload{}
-	dead := map[*admission.Workload]bool{}
-	deadIn := map[string]int{}
-	bySize := map[int]int{} // pending jobs per GPU count
-	pendingCount := 0
-	take := func(w *admission.Workload) {
-		dead[w] = true
-		deadIn[w.Queue]++
-		bySize[int(w.Units())]--
-		pendingCount--
-		if l := lists[w.Queue]; deadIn[w.Queue] > len(l)/2 {
-			lists[w.Queue] = slices.DeleteFunc(l, func(x *admission.Workload) bool { return dead[x] })
-			deadIn[w.Queue] = 0
-		}
-	}
-	var (
-		now               time.Duration
-		next              int
-		partial           []*replayJob // without gating: admitted, some pods placed
-		delayed           []*replayJob // evicted, waiting for their requeue time
-		evictions         int
-		run               runHeap
-		usedSec           = map[string]float64{}
-		busyGPUs          int
-		heldGPUs          int // by partial gangs
-		busyGPUSeconds    float64
-		partialGPUSeconds float64
-		waits             = map[string][]float64{}
-		jcts              []float64
-		finished          int
-	)
-	snap.Share = map[string]float64{}
-	// The closed loop: GPU-seconds per queue of each hour not yet written.
-	epoch := opts.Epoch
-	if epoch.IsZero() {
-		epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	}
-	hourUse := map[int64]map[string]float64{}
-	written := int64(0) // hours before this one are in the ledger
-	capacityCost := int64(totalNodes*nodeSize) * opts.PriceMicrosPerGPUHour
-	book := func(q string, from, to time.Duration, gpus float64) {
-		if opts.Ledger == nil {
-			return
-		}
-		for from < to {
-			h := int64(from / time.Hour)
-			end := min(to, time.Duration(h+1)*time.Hour)
-			if hourUse[h] == nil {
-				hourUse[h] = map[string]float64{}
-			}
-			hourUse[h][q] += gpus * (end - from).Seconds()
-			from = end
-		}
-	}
-	var ledgerErr error
-	flushLedger := func() {
-		cur := int64(now / time.Hour)
-		if opts.Ledger == nil || cur <= written || ledgerErr != nil {
-			return
-		}
-		var rows []ledger.Row
-		for h := written; h < cur; h++ {
-			hour := epoch.Add(time.Duration(h) * time.Hour)
-			var sum int64
-			names := make([]string, 0, len(hourUse[h]))
-			for q := range hourUse[h] {
-				names = append(names, q)
-			}
-			sort.Strings(names)
-			var held float64
-			for _, q := range names {
-				sec := hourUse[h][q]
-				cost := int64(sec / 3600 * float64(opts.PriceMicrosPerGPUHour))
-				sum += cost
-				held += sec
-				rows = append(rows, ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "replay", Team: q, Namespace: q, ClusterQueue: q, Flavor: "gpu"},
-					GPUSeconds: sec, ActiveGPUSeconds: sec, CostMicros: cost})
-			}
-			rows = append(rows, ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "replay", Team: ledger.TeamUnallocated, Flavor: "gpu"},
-				GPUSeconds: float64(totalNodes*nodeSize)*3600 - held, CostMicros: capacityCost - sum, UnallocatedCostMicros: capacityCost - sum})
-			delete(hourUse, h)
-		}
-		if ledgerErr = opts.Ledger.WriteHours(context.Background(), rows, nil); ledgerErr != nil {
-			return
-		}
-		written = cur
-		if opts.Policy != "costfair" {
-			return
-		}
-		// Shares from the ledger: each hour's cost halves every half-life
-		// of its age.
-		from := epoch.Add(time.Duration(cur)*time.Hour - 20*opts.HalfLife)
-		got, err := opts.Ledger.Query(context.Background(), ledger.Query{From: from, To: epoch.Add(time.Duration(cur) * time.Hour),
-			Step: ledger.StepHour, GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: "replay"})
-		if err != nil {
-			ledgerErr = err
-			return
-		}
-		ledgerShare := map[string]float64{}
-		nowT := epoch.Add(now)
-		for _, r := range got {
-			age := nowT.Sub(r.Hour.Add(30 * time.Minute))
-			ledgerShare[r.Team] += float64(r.CostMicros) * math.Exp2(-age.Seconds()/opts.HalfLife.Seconds())
-		}
-		snap.Share = ledgerShare
-	}
-	byID := make(map[string]*replayJob, len(rjobs))
-	for _, j := range rjobs {
-		byID[j.ID] = j
-	}
-	advance := func(t time.Duration) {
-		dt := (t - now).Seconds()
-		if dt > 0 {
-			busyGPUSeconds += float64(busyGPUs) * dt
-			partialGPUSeconds += float64(heldGPUs) * dt
-			for _, r := range run {
-				g := float64(r.job.GPUs) * dt
-				usedSec[r.job.Queue] += g
-				book(r.job.Queue, now, t, float64(r.job.GPUs))
-				switch opts.Policy {
-				case "kueue-afs":
-					decayed.Add(r.job.Queue, g)
-				case "costfair":
-					decayed.Add(r.job.Queue, g/3600*float64(opts.PriceMicrosPerGPUHour))
-				}
-			}
-			for _, p := range partial {
-				book(p.Queue, now, t, float64(p.held))
-				// Held GPUs of a partial gang cost the queue too.
-				if opts.Policy == "costfair" {
-					decayed.Add(p.Queue, float64(p.held)*dt/3600*float64(opts.PriceMicrosPerGPUHour))
-				}
-			}
-		}
-		now = t
-		decayed.Advance(t.Milliseconds() + 1)
-	}
-	startJob := func(j *replayJob, nodes []int) {
-		j.start = now
-		heap.Push(&run, &replayRun{end: now + j.Duration, job: j, nodes: nodes})
-		busyGPUs += j.GPUs
-		c := j.Class
-		if c == "" {
-			c = sizeClass(j.GPUs)
-		}
-		waits[c] = append(waits[c], (j.start - j.Submit).Seconds())
-	}
+	r.decayed = admission.NewDecayed(opts.HalfLife.Milliseconds())
+	ctx := context.Background()
+	next := 0
 	for {
-		// Next event: a submission or a completion.
+		// Next event: a submission, a completion, a ready timeout or a
+		// requeue.
 		t := time.Duration(math.MaxInt64)
 		if next < len(rjobs) {
 			t = rjobs[next].Submit
 		}
-		if len(run) > 0 && run[0].end < t {
-			t = run[0].end
+		for len(r.run) > 0 && r.run[0].cancelled {
+			heap.Pop(&r.run)
+		}
+		if len(r.run) > 0 && r.run[0].end < t {
+			t = r.run[0].end
 		}
 		if opts.ReadyTimeout > 0 {
-			for _, p := range partial {
+			for _, p := range r.partial {
 				t = min(t, p.admittedAt+opts.ReadyTimeout)
 			}
 		}
-		for _, d := range delayed {
+		for _, d := range r.delayed {
 			t = min(t, d.requeueAt)
 		}
 		if t == time.Duration(math.MaxInt64) || (opts.Limit > 0 && t > opts.Limit) {
 			break
 		}
-		advance(t)
-		for len(run) > 0 && run[0].end <= now {
-			r := heap.Pop(&run).(*replayRun)
-			for _, i := range r.nodes {
-				snap.Nodes[i].Free += r.job.w.PerPod
+		r.advance(t)
+		if r.loop != nil {
+			wrote, err := r.loop.advance(ctx, r.now)
+			if err != nil {
+				return ReplayResult{}, fmt.Errorf("closed loop: %w", err)
 			}
-			snap.Usage[r.job.Queue][fr] -= int64(r.job.GPUs)
-			busyGPUs -= r.job.GPUs
-			finished++
-			jcts = append(jcts, (now - r.job.Submit).Seconds())
+			if wrote && opts.Policy == "costfair" {
+				if r.snap.Share, err = r.loop.shares(ctx, r.now, opts.HalfLife, opts.IdlePenalty); err != nil {
+					return ReplayResult{}, err
+				}
+			}
 		}
-		for next < len(rjobs) && rjobs[next].Submit <= now {
-			j := rjobs[next]
-			lists[j.Queue] = admission.InsertFIFO(lists[j.Queue], &j.w)
-			bySize[j.GPUs]++
-			pendingCount++
+		r.finish()
+		for next < len(rjobs) && rjobs[next].Submit <= r.now {
+			r.enqueue(rjobs[next])
 			next++
 		}
-		// Evicted gangs whose backoff is over queue again, ordered by their
-		// eviction time.
-		back := delayed[:0]
-		for _, d := range delayed {
-			if d.requeueAt > now {
-				back = append(back, d)
-				continue
-			}
-			// Its old entry is dead in the list: drop the dead ones first so
-			// that it is not there twice.
-			lists[d.Queue] = slices.DeleteFunc(lists[d.Queue], func(x *admission.Workload) bool { return dead[x] })
-			deadIn[d.Queue] = 0
-			delete(dead, &d.w)
-			d.w.SubmittedMs = now.Milliseconds()
-			lists[d.Queue] = admission.InsertFIFO(lists[d.Queue], &d.w)
-			bySize[d.GPUs]++
-			pendingCount++
+		r.requeueDelayed()
+		r.progressPartial()
+		if r.pendingCount == 0 {
+			continue
 		}
-		delayed = back
-		// Gangs waiting for pods first (without gating), in admission order.
-		kept := partial[:0]
-		for _, p := range partial {
-			if opts.ReadyTimeout > 0 && now-p.admittedAt >= opts.ReadyTimeout {
-				// Not ready in time: free its pods and quota, requeue later.
-				for _, i := range p.placed {
-					snap.Nodes[i].Free += p.w.PerPod
-				}
-				heldGPUs -= p.held
-				snap.Usage[p.Queue][fr] -= int64(p.GPUs)
-				p.placed, p.held = p.placed[:0], 0
-				p.requeues++
-				evictions++
-				p.requeueAt = now + opts.BackoffBase<<min(p.requeues-1, 20)
-				delayed = append(delayed, p)
+		r.cycle()
+	}
+	if r.loop != nil {
+		// The hours up to the end go to the ledger too.
+		end := r.now.Truncate(time.Hour) + time.Hour
+		if _, err := r.loop.advance(ctx, end); err != nil {
+			return ReplayResult{}, fmt.Errorf("closed loop: %w", err)
+		}
+	}
+	return r.result(len(jobs)), nil
+}
+
+// advance moves the clock to t, accounting for the time in between.
+func (r *replay) advance(t time.Duration) {
+	// Hourly fairness samples between the events: the state is constant.
+	for ; r.nextJain <= t; r.nextJain += time.Hour {
+		r.sampleJain()
+	}
+	dt := (t - r.now).Seconds()
+	perSecond := float64(r.opts.PriceMicrosPerGPUHour) / 3600
+	if dt > 0 {
+		r.busySec += float64(r.busyGPUs) * dt
+		r.heldSec += float64(r.heldGPUs) * dt
+		for _, run := range r.run {
+			if run.cancelled {
 				continue
 			}
-			for p.held < p.GPUs {
-				i := freestNode(snap.Nodes, p.w.PerPod)
-				if i < 0 {
-					break
-				}
-				snap.Nodes[i].Free -= p.w.PerPod
-				p.placed = append(p.placed, i)
-				p.held += int(p.w.PerPod)
-				heldGPUs += int(p.w.PerPod)
+			g := float64(run.job.GPUs) * dt
+			r.usedSec[run.job.Queue] += g
+			switch r.opts.Policy {
+			case "kueue-afs":
+				r.decayed.Add(run.job.Queue, g)
+			case "costfair":
+				r.decayed.Add(run.job.Queue, g*perSecond)
 			}
-			if p.held >= p.GPUs {
-				heldGPUs -= p.held
-				startJob(p, p.placed)
-				continue
+		}
+		for _, p := range r.partial {
+			g := float64(p.held) * dt
+			switch r.opts.Policy {
+			case "kueue-afs":
+				r.decayed.Add(p.Queue, g)
+			case "costfair":
+				// Held, idle GPUs of a partial gang cost the queue and
+				// are penalised.
+				r.decayed.Add(p.Queue, g*perSecond*(1+r.opts.IdlePenalty))
 			}
+		}
+	}
+	r.now = t
+	r.decayed.Advance(t.Milliseconds() + 1)
+}
+
+func (r *replay) sampleJain() {
+	var s1, s2 float64
+	n := 0
+	for q, c := range r.pendingByQueue {
+		if c <= 0 {
+			continue
+		}
+		x := float64(r.snap.Usage[q][r.fr]) / float64(r.nominal[q])
+		s1 += x
+		s2 += x * x
+		n++
+	}
+	if n < 2 {
+		return
+	}
+	r.jainN++
+	if s2 == 0 {
+		r.jainSum++ // all hold nothing: equal
+		return
+	}
+	r.jainSum += s1 * s1 / (float64(n) * s2)
+}
+
+// finish ends the runs that are done.
+func (r *replay) finish() {
+	for len(r.run) > 0 && r.run[0].end <= r.now {
+		run := heap.Pop(&r.run).(*replayRun)
+		if run.cancelled {
+			continue
+		}
+		j := run.job
+		if j.running != nil {
+			r.snap.Release(j.running)
+			j.running = nil
+		} else {
+			for _, i := range run.nodes {
+				r.snap.Nodes[i].Free += j.w.PerPod
+			}
+			r.snap.Usage[j.Queue][r.fr] -= int64(j.GPUs)
+		}
+		r.busyGPUs -= j.GPUs
+		r.release(j)
+		r.jcts[j.ID] = (r.now - j.Submit).Seconds()
+		c := j.Class
+		if c == "" {
+			c = sizeClass(j.GPUs)
+		}
+		r.waits[c] = append(r.waits[c], (j.start - j.Submit).Seconds())
+	}
+}
+
+// release ends the telemetry holds of j's pods.
+func (r *replay) release(j *replayJob) {
+	if r.loop != nil {
+		r.loop.release(j.holds, r.now)
+		j.holds = j.holds[:0]
+	}
+}
+
+// hold starts telemetry holds for j's pods on nodes (one entry per pod).
+func (r *replay) hold(j *replayJob, nodes []int, waiting bool) {
+	if r.loop != nil {
+		for _, n := range nodes {
+			j.holds = append(j.holds, r.loop.hold(j, n, int(j.w.PerPod), r.now, waiting)...)
+		}
+	}
+}
+
+// enqueue adds a workload to its queue's pending list.
+func (r *replay) enqueue(j *replayJob) {
+	// Its old entry may be in the list, dead: drop the dead ones first so
+	// that it is not there twice.
+	if r.dead[&j.w] {
+		r.lists[j.Queue] = slices.DeleteFunc(r.lists[j.Queue], func(x *admission.Workload) bool { return r.dead[x] })
+		r.deadIn[j.Queue] = 0
+		delete(r.dead, &j.w)
+	}
+	r.lists[j.Queue] = admission.InsertFIFO(r.lists[j.Queue], &j.w)
+	r.bySize[j.GPUs]++
+	r.pendingByQueue[j.Queue]++
+	r.pendingCount++
+}
+
+// take marks an admitted workload dead in its list.
+func (r *replay) take(w *admission.Workload) {
+	r.dead[w] = true
+	r.deadIn[w.Queue]++
+	r.bySize[int(w.Units())]--
+	r.pendingByQueue[w.Queue]--
+	r.pendingCount--
+	if l := r.lists[w.Queue]; r.deadIn[w.Queue] > len(l)/2 {
+		r.lists[w.Queue] = slices.DeleteFunc(l, func(x *admission.Workload) bool { return r.dead[x] })
+		r.deadIn[w.Queue] = 0
+	}
+}
+
+// requeueDelayed queues again the evicted gangs whose backoff is over,
+// ordered by their eviction time.
+func (r *replay) requeueDelayed() {
+	back := r.delayed[:0]
+	for _, d := range r.delayed {
+		if d.requeueAt > r.now {
+			back = append(back, d)
+			continue
+		}
+		d.w.SubmittedMs = r.now.Milliseconds()
+		r.enqueue(d)
+	}
+	r.delayed = back
+}
+
+// progressPartial (without gating) places more pods of the admitted gangs,
+// in admission order, starts the complete ones and evicts those not ready
+// in time.
+func (r *replay) progressPartial() {
+	kept := r.partial[:0]
+	for _, p := range r.partial {
+		if r.opts.ReadyTimeout > 0 && r.now-p.admittedAt >= r.opts.ReadyTimeout {
+			// Not ready in time: free its pods and quota, requeue later.
+			for _, i := range p.placed {
+				r.snap.Nodes[i].Free += p.w.PerPod
+			}
+			r.release(p)
+			r.heldGPUs -= p.held
+			r.snap.Usage[p.Queue][r.fr] -= int64(p.GPUs)
+			p.placed, p.held = p.placed[:0], 0
+			p.requeues++
+			r.evictions++
+			p.requeueAt = r.now + r.opts.BackoffBase<<min(p.requeues-1, 20)
+			r.delayed = append(r.delayed, p)
+			continue
+		}
+		if !r.placeMore(p) {
 			kept = append(kept, p)
 		}
-		partial = kept
-		if pendingCount == 0 {
-			continue
+	}
+	r.partial = kept
+}
+
+// placeMore places what fits of a partial gang's pods; when all are placed
+// it starts the job and reports true.
+func (r *replay) placeMore(j *replayJob) bool {
+	from := len(j.placed)
+	for j.held < j.GPUs {
+		i := freestNode(r.snap.Nodes, j.w.PerPod)
+		if i < 0 {
+			break
 		}
-		// Nothing can start when the free GPUs are fewer than the smallest
-		// pending job needs: skip the cycle.
-		var free int64
-		for i := range snap.Nodes {
-			free += snap.Nodes[i].Free
+		r.snap.Nodes[i].Free -= j.w.PerPod
+		j.placed = append(j.placed, i)
+		j.held += int(j.w.PerPod)
+		r.heldGPUs += int(j.w.PerPod)
+	}
+	if j.held < j.GPUs {
+		r.hold(j, j.placed[from:], true)
+		return false
+	}
+	// Complete: the waiting pods start with the rest.
+	r.heldGPUs -= j.held
+	r.release(j)
+	r.start(j, j.placed)
+	return true
+}
+
+func (r *replay) start(j *replayJob, nodes []int) {
+	j.start = r.now
+	j.run = &replayRun{end: r.now + j.Duration, job: j, nodes: nodes}
+	heap.Push(&r.run, j.run)
+	r.busyGPUs += j.GPUs
+	r.hold(j, nodes, false)
+}
+
+// cycle runs one admission cycle.
+func (r *replay) cycle() {
+	// Nothing can start when the free GPUs are fewer than the smallest
+	// pending job needs, unless a queue may preempt.
+	var free int64
+	for i := range r.snap.Nodes {
+		free += r.snap.Nodes[i].Free
+	}
+	smallest := int64(math.MaxInt64)
+	for size, n := range r.bySize {
+		if n > 0 {
+			smallest = min(smallest, int64(size))
 		}
-		smallest := int64(math.MaxInt64)
-		for size, n := range bySize {
-			if n > 0 {
-				smallest = min(smallest, int64(size))
-			}
+	}
+	if r.opts.Gating && free < smallest && !r.mayReclaim() {
+		return
+	}
+	if r.opts.Policy == "kueue-afs" || (r.opts.Policy == "costfair" && r.loop == nil) {
+		r.snap.Share = r.decayed.Shares(r.snap.Queues)
+	}
+	r.snap.NowMs = r.now.Milliseconds()
+	stream := admission.Stream(r.policy.QueueShares(r.snap), r.lists, func(w *admission.Workload) bool { return r.dead[w] })
+	if r.opts.Gating {
+		aopts := admission.Options{SameDomain: r.opts.SameDomain, Policy: r.policy}
+		if r.opts.Policy != "fifo" {
+			aopts.FairSharing = []string{admission.LessThanOrEqualToFinalShare, admission.LessThanInitialShare}
 		}
-		if opts.Gating && free < smallest {
-			continue
-		}
-		flushLedger()
-		if ledgerErr != nil {
-			return ReplayResult{}, fmt.Errorf("ledger: %w", ledgerErr)
-		}
-		if opts.Policy == "kueue-afs" || (opts.Policy == "costfair" && opts.Ledger == nil) {
-			snap.Share = decayed.Shares(snap.Queues)
-		}
-		stream := admission.Stream(policy.QueueShares(snap), lists, func(w *admission.Workload) bool { return dead[w] })
-		if opts.Gating {
-			for _, d := range admission.AdmitInOrder(snap, stream, admission.Options{SameDomain: opts.SameDomain}) {
-				if !d.Admitted {
-					continue
-				}
-				j := byID[d.Workload.ID]
-				nodes := make([]int, len(d.Nodes))
-				for k, n := range d.Nodes {
-					nodes[k] = nodeIndex[n]
-				}
-				take(d.Workload)
-				startJob(j, nodes)
-			}
-			continue
-		}
-		// Without gating: admit by quota alone, then place what fits now.
-		// In one cohort lending without limit, nothing more fits once the
-		// cohort's free quota is below the smallest pending job.
-		var headroom int64
-		for name, q := range snap.Queues {
-			headroom += q.Quotas[fr].Nominal - snap.Usage[name][fr]
-		}
-		for headroom >= smallest {
-			w := stream()
-			if w == nil {
-				break
-			}
-			if snap.FitsQuota(w.Queue, fr, w.Units()) != "" {
+		var victims []*replayJob
+		for _, d := range admission.AdmitInOrder(r.snap, stream, aopts) {
+			if !d.Admitted {
 				continue
 			}
-			if snap.Usage[w.Queue] == nil {
-				snap.Usage[w.Queue] = map[admission.FlavorResource]int64{}
+			for _, p := range d.Preempted {
+				victims = append(victims, r.preempt(p.Running))
 			}
-			snap.Usage[w.Queue][fr] += w.Units()
-			headroom -= w.Units()
-			j := byID[w.ID]
-			take(w)
-			j.admittedAt = now
-			partial = append(partial, j)
-			for j.held < j.GPUs {
-				i := freestNode(snap.Nodes, w.PerPod)
-				if i < 0 {
-					break
-				}
-				snap.Nodes[i].Free -= w.PerPod
-				j.placed = append(j.placed, i)
-				j.held += int(w.PerPod)
-				heldGPUs += int(w.PerPod)
+			j := r.byID[d.Workload.ID]
+			nodes := make([]int, len(d.Nodes))
+			for k, n := range d.Nodes {
+				nodes[k] = r.nodeIdx[n]
 			}
-			if j.held >= j.GPUs {
-				heldGPUs -= j.held
-				partial = partial[:len(partial)-1]
-				startJob(j, j.placed)
-			}
+			j.running = d.Running
+			r.take(d.Workload)
+			r.start(j, nodes)
+		}
+		for _, v := range victims {
+			r.enqueue(v)
+		}
+		return
+	}
+	// Without gating: admit by quota alone, then place what fits now.
+	// In one cohort lending without limit, nothing more fits once the
+	// cohort's free quota is below the smallest pending job.
+	var headroom int64
+	for name, q := range r.snap.Queues {
+		headroom += q.Quotas[r.fr].Nominal - r.snap.Usage[name][r.fr]
+	}
+	for headroom >= smallest {
+		w := stream.Next()
+		if w == nil {
+			break
+		}
+		if r.snap.FitsQuota(w.Queue, r.fr, w.Units()) != "" {
+			continue
+		}
+		r.snap.Usage[w.Queue][r.fr] += w.Units()
+		headroom -= w.Units()
+		j := r.byID[w.ID]
+		r.take(w)
+		j.admittedAt = r.now
+		if !r.placeMore(j) {
+			r.partial = append(r.partial, j)
 		}
 	}
-	// The hours after the last admission cycle go to the ledger too.
-	flushLedger()
-	if ledgerErr != nil {
-		return ReplayResult{}, fmt.Errorf("ledger: %w", ledgerErr)
+}
+
+// mayReclaim says whether, with preemption, some queue with pending work
+// holds less than its nominal quota while another borrows.
+func (r *replay) mayReclaim() bool {
+	if !r.opts.Preemption {
+		return false
 	}
-	r := ReplayResult{Policy: opts.Policy, Gating: opts.Gating, Jobs: len(jobs), Finished: finished, Makespan: now, Evictions: evictions,
-		WaitBySize: map[string]float64{}, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: partialGPUSeconds / 3600}
-	if len(jcts) > 0 {
-		sort.Float64s(jcts)
+	under, over := false, false
+	for q, n := range r.nominal {
+		u := r.snap.Usage[q][r.fr]
+		under = under || (r.pendingByQueue[q] > 0 && u < int64(n))
+		over = over || u > int64(n)
+	}
+	return under && over || r.opts.Policy != "fifo" && over
+}
+
+// preempt stops a preempted job (the snapshot has let it go already); it
+// loses its progress. It returns the job to requeue.
+func (r *replay) preempt(run *admission.Running) *replayJob {
+	j := r.byID[run.Workload.ID]
+	j.run.cancelled = true
+	j.running = nil
+	r.busyGPUs -= j.GPUs
+	r.lostSec += float64(j.GPUs) * (r.now - j.start).Seconds()
+	r.preempted++
+	r.release(j)
+	return j
+}
+
+func (r *replay) result(jobs int) ReplayResult {
+	o := r.opts
+	res := ReplayResult{Policy: o.Policy, Gating: o.Gating, Preemption: o.Preemption, Jobs: jobs, Finished: len(r.jcts), Makespan: r.now,
+		Evictions: r.evictions, Preemptions: r.preempted, PreemptedGPUHours: r.lostSec / 3600,
+		WaitBySize: map[string]float64{}, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: r.heldSec / 3600, jct: r.jcts}
+	if len(r.jcts) > 0 {
+		all := make([]float64, 0, len(r.jcts))
 		var sum float64
-		for _, v := range jcts {
+		for _, v := range r.jcts {
+			all = append(all, v)
+		}
+		sort.Float64s(all)
+		for _, v := range all {
 			sum += v
 		}
-		r.AvgJCTSeconds = sum / float64(len(jcts))
-		r.P95JCTSeconds = jcts[int(math.Ceil(0.95*float64(len(jcts))))-1]
+		res.AvgJCTSeconds = sum / float64(len(all))
+		res.P95JCTSeconds = all[int(math.Ceil(0.95*float64(len(all))))-1]
 	}
-	for c, ws := range waits {
+	for c, ws := range r.waits {
 		var sum float64
 		for _, v := range ws {
 			sum += v
 		}
-		r.WaitBySize[c] = sum / float64(len(ws))
+		res.WaitBySize[c] = sum / float64(len(ws))
 	}
-	if now > 0 {
-		r.Utilization = busyGPUSeconds / (float64(totalNodes*nodeSize) * now.Seconds())
+	if r.now > 0 {
+		res.Utilization = r.busySec / (float64(r.capacity) * r.now.Seconds())
 	}
 	var s1, s2 float64
-	names := make([]string, 0, len(nominal))
-	for q := range nominal {
+	names := make([]string, 0, len(r.nominal))
+	for q := range r.nominal {
 		names = append(names, q)
 	}
 	sort.Strings(names)
 	for _, q := range names {
-		x := usedSec[q] / float64(nominal[q])
+		x := r.usedSec[q] / float64(r.nominal[q])
 		s1 += x
 		s2 += x * x
-		r.CostMicrosByQueue[q] = int64(math.Round(usedSec[q] / 3600 * float64(opts.PriceMicrosPerGPUHour)))
+		res.CostMicrosByQueue[q] = int64(math.Round(r.usedSec[q] / 3600 * float64(o.PriceMicrosPerGPUHour)))
 	}
 	if s2 > 0 {
-		r.Jain = s1 * s1 / (float64(len(names)) * s2)
+		res.Jain = s1 * s1 / (float64(len(names)) * s2)
 	}
-	return r, nil
+	if r.jainN > 0 {
+		res.JainBacklogged = r.jainSum / float64(r.jainN)
+	}
+	if o.Isolated != nil {
+		perQueue := map[string][2]float64{}
+		var sum float64
+		n := 0
+		ids := make([]string, 0, len(r.jcts))
+		for id := range r.jcts {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			iso, ok := o.Isolated[id]
+			if !ok || iso <= 0 {
+				continue
+			}
+			rho := r.jcts[id] / iso
+			sum += rho
+			n++
+			q := r.byID[id].Queue
+			perQueue[q] = [2]float64{perQueue[q][0] + rho, perQueue[q][1] + 1}
+		}
+		if n > 0 {
+			res.FTFMean = sum / float64(n)
+		}
+		for _, q := range names {
+			if v := perQueue[q]; v[1] > 0 {
+				res.FTFMaxQueue = max(res.FTFMaxQueue, v[0]/v[1])
+			}
+		}
+	}
+	if r.loop != nil {
+		res.LedgerHours = int(r.loop.written.Sub(o.Epoch) / time.Hour)
+		res.Scrapes = r.loop.scrapes
+	}
+	return res
+}
+
+// IsolatedJCT replays each queue alone on its nominal quota (no cohort,
+// FIFO, gangs gated) and returns every job's completion time there, the
+// denominator of finish-time fairness. Jobs larger than their queue's
+// quota cannot finish alone and are absent.
+func IsolatedJCT(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (map[string]float64, error) {
+	byQueue := map[string][]TraceJob{}
+	for _, j := range jobs {
+		byQueue[j.Queue] = append(byQueue[j.Queue], j)
+	}
+	out := map[string]float64{}
+	for _, q := range queues {
+		alone := q
+		alone.Cohort, alone.BorrowingLimit = "", 0
+		o := ReplayOptions{Policy: "fifo", Gating: true, NodeSize: opts.NodeSize, CapacityScale: opts.CapacityScale, Limit: opts.Limit}
+		res, err := Replay([]TraceQueue{alone}, byQueue[q.Name], o)
+		if err != nil {
+			return nil, fmt.Errorf("queue %s alone: %w", q.Name, err)
+		}
+		maps.Copy(out, res.jct)
+	}
+	return out, nil
 }
 
 // freestNode returns the node with the most free units that takes n, or -1.

@@ -72,7 +72,7 @@ func TestReplayPhilly(t *testing.T) {
 	// Same inputs, same numbers.
 	a, _ := Replay(qs, jobs, ReplayOptions{Policy: "costfair", Gating: true, CapacityScale: scale})
 	b, _ := Replay(qs, jobs, ReplayOptions{Policy: "costfair", Gating: true, CapacityScale: scale})
-	if diff := cmp.Diff(a, b); diff != "" {
+	if diff := cmp.Diff(a, b, cmp.AllowUnexported(ReplayResult{})); diff != "" {
 		t.Errorf("two runs differ:\n%s", diff)
 	}
 }
@@ -176,66 +176,92 @@ func TestGavelMix(t *testing.T) {
 	}
 }
 
-// TestClosedLoop: the replay writes its hours to a ledger Store and the
-// cost-weighted policy reads its shares back from it. Every hour the ledger
-// holds reconciles to the cluster's cost, the queues' GPU time adds up to
-// what ran, and the same run twice gives the same result.
+// TestClosedLoop: the replayed cluster's GPUs emit exporter telemetry that
+// ingest and attribution turn into ledger rows, and the cost-weighted
+// policy reads its shares back from the Store. Every hour the ledger holds
+// reconciles to the cluster's cost, the teams' GPU time is what ran (to the
+// scrape interval), idle time shows, and the same run twice gives the same
+// result.
 func TestClosedLoop(t *testing.T) {
 	qs, jobs := philly(t, 30*24*time.Hour, 31*24*time.Hour)
-	run := func() (ReplayResult, ledger.Store) {
+	run := func(gating bool) (ReplayResult, ledger.Store) {
 		store, err := embedded.Open(t.TempDir(), embedded.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
-		r, err := Replay(qs, jobs, ReplayOptions{Policy: "costfair", Gating: true, CapacityScale: 0.1, Ledger: store})
+		r, err := Replay(qs, jobs, ReplayOptions{Policy: "costfair", Gating: gating, Preemption: gating, CapacityScale: 0.1, Ledger: store,
+			Limit: 4 * 24 * time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r, store
 	}
-	a, store := run()
-	b, _ := run()
-	if diff := cmp.Diff(a, b); diff != "" {
+	a, store := run(true)
+	b, _ := run(true)
+	if diff := cmp.Diff(a, b, cmp.AllowUnexported(ReplayResult{})); diff != "" {
 		t.Errorf("two closed-loop runs differ:\n%s", diff)
 	}
-	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	rows, err := store.Query(context.Background(), ledger.Query{From: epoch, To: epoch.Add(a.Makespan + time.Hour), Step: ledger.StepHour,
-		GroupBy: []ledger.Dimension{ledger.DimTeam}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	perHour := map[time.Time]int64{}
-	var heldCost int64
-	for _, r := range rows {
-		perHour[r.Hour] += r.CostMicros
-		if r.Team != ledger.TeamUnallocated {
-			heldCost += r.CostMicros
-		}
-		if r.CostMicros < 0 {
-			t.Errorf("negative row %+v", r)
-		}
-	}
-	if len(perHour) == 0 {
-		t.Fatal("the replay wrote no ledger hours")
+	if a.Scrapes == 0 || a.LedgerHours == 0 {
+		t.Fatalf("no loop: %d scrapes, %d hours", a.Scrapes, a.LedgerHours)
 	}
 	var capacity int64
 	for _, q := range qs {
 		capacity += int64(max(int(math.Round(float64(q.NominalGPUs)/GPUsPerNode*0.1)), 1) * GPUsPerNode)
 	}
-	for h, c := range perHour {
-		if c != capacity*6_880_000 {
-			t.Errorf("hour %s sums to %d, want %d", h, c, capacity*6_880_000)
+	check := func(name string, r ReplayResult, store ledger.Store) (idleShare float64) {
+		var idle, held int64
+		epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		rows, err := store.Query(context.Background(), ledger.Query{From: epoch, To: epoch.Add(r.Makespan + time.Hour), Step: ledger.StepHour,
+			GroupBy: []ledger.Dimension{ledger.DimTeam}})
+		if err != nil {
+			t.Fatal(err)
 		}
+		perHour := map[time.Time]int64{}
+		var heldSec float64
+		for _, row := range rows {
+			perHour[row.Hour] += row.CostMicros
+			if row.Team != ledger.TeamUnallocated {
+				heldSec += row.GPUSeconds
+				idle += row.IdleCostMicros
+				held += row.CostMicros
+			}
+			if row.CostMicros < 0 || row.IdleCostMicros < 0 {
+				t.Errorf("%s: negative row %+v", name, row)
+			}
+		}
+		if len(perHour) != r.LedgerHours {
+			t.Errorf("%s: %d hours in the ledger, the replay wrote %d", name, len(perHour), r.LedgerHours)
+		}
+		for h, c := range perHour {
+			if c != capacity*6_880_000 {
+				t.Errorf("%s: hour %s sums to %d, want %d", name, h, c, capacity*6_880_000)
+			}
+		}
+		var want float64
+		for _, c := range r.CostMicrosByQueue {
+			want += float64(c) / 6_880_000 * 3600
+		}
+		want += r.PartialGangGPUHours * 3600
+		// The ledger runs to the end of the last hour: what was held at the
+		// end of the replay stays held to then.
+		slack := float64(capacity) * (time.Duration(r.LedgerHours)*time.Hour - r.Makespan).Seconds()
+		if heldSec < 0.99*want || heldSec > 1.01*want+slack {
+			t.Errorf("%s: the ledger has %.0f GPU-seconds held, the replay ran and held %.0f (+%.0f after its end)", name, heldSec, want, slack)
+		}
+		t.Logf("%s: avg JCT %.0fs, %d hours and %d scrapes in the ledger, idle %.1f%% of %d µ held, %d preemptions, %.0f GPU-h partial",
+			name, r.AvgJCTSeconds, len(perHour), r.Scrapes, 100*float64(idle)/float64(held), held, r.Preemptions, r.PartialGangGPUHours)
+		// Waiting pods hold their GPUs fully idle.
+		if partial := int64(r.PartialGangGPUHours * 6_880_000); idle < partial*99/100 {
+			t.Errorf("%s: idle cost %d, below the %d of the partial gangs' GPU time", name, idle, partial)
+		}
+		return float64(idle) / float64(held)
 	}
-	var want int64
-	for _, c := range a.CostMicrosByQueue {
-		want += c
+	check("gated", a, store)
+	// Without gating, pods placed ahead of their gang hold GPUs idle: the
+	// ledger sees them as idle cost, which the policy penalises.
+	off, offStore := run(false)
+	if idleOff, idleOn := check("ungated", off, offStore), check("gated", a, store); off.PartialGangGPUHours == 0 || idleOff <= idleOn {
+		t.Errorf("idle share without gating %.3f (%.0f GPU-hours in partial gangs), with %.3f", idleOff, off.PartialGangGPUHours, idleOn)
 	}
-	// The ledger holds whole hours up to the last event; the result counts
-	// to the end: the ledger's share of the cost is the smaller.
-	if heldCost <= 0 || heldCost > want {
-		t.Errorf("ledger cost %d, replay cost %d", heldCost, want)
-	}
-	t.Logf("closed loop: avg JCT %.0fs, %d hours in the ledger", a.AvgJCTSeconds, len(perHour))
 }

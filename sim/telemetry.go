@@ -131,6 +131,9 @@ func noise(a, b uint64) float64 {
 // Activity is the busy fraction of a held device at t: the value
 // DCGM_FI_PROF_GR_ENGINE_ACTIVE reports.
 func Activity(h *Hold, t time.Time, tick uint64) float64 {
+	if h.Waiting {
+		return 0
+	}
 	j := h.Job
 	el := t.Sub(h.Start)
 	n := noise(uint64(j.ID), tick)

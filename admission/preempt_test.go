@@ -1,0 +1,205 @@
+package admission
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// cohort3: queues a, b, c in one cohort, nominal 4 GPUs each, no limits,
+// all reclaiming from borrowers; three 4-GPU nodes.
+func cohort3() *Snapshot {
+	s := &Snapshot{Queues: map[string]*ClusterQueue{}, Usage: map[string]map[FlavorResource]int64{},
+		Running: map[string][]*Running{}, Share: map[string]float64{}}
+	for _, n := range []string{"a", "b", "c"} {
+		s.Queues[n] = &ClusterQueue{Name: n, Cohort: "all", Flavors: []string{"h100"},
+			Quotas:     map[FlavorResource]Quota{fr("h100"): {Nominal: 4, BorrowingLimit: -1, LendingLimit: -1}},
+			Preemption: Preemption{WithinClusterQueue: LowerPriority, ReclaimWithinCohort: Any}}
+		s.Nodes = append(s.Nodes, Node{Name: "n-" + n, Flavor: "h100", Domain: "r", Free: 4})
+	}
+	return s
+}
+
+// run admits ws at time now and fails the test unless exactly the IDs in
+// want were admitted.
+func run(t *testing.T, s *Snapshot, p Policy, now int64, want string, ws ...*Workload) []Decision {
+	t.Helper()
+	s.NowMs = now
+	ds := Admit(s, p, ws, Options{Policy: p, FairSharing: []string{LessThanOrEqualToFinalShare, LessThanInitialShare}})
+	if got := admitted(ds); got != want {
+		t.Fatalf("at %d admitted %q, want %q; decisions: %s", now, got, want, describe(ds))
+	}
+	checkBooks(t, s)
+	return ds
+}
+
+func describe(ds []Decision) string {
+	var b strings.Builder
+	for _, d := range ds {
+		fmt.Fprintf(&b, "\n  %s admitted=%v %s", d.Workload.ID, d.Admitted, d.Reason)
+		for _, p := range d.Preempted {
+			fmt.Fprintf(&b, "\n    evicts %s: %s", p.Running.Workload.ID, p.Reason)
+		}
+	}
+	return b.String()
+}
+
+// checkBooks: usage equals what the running workloads hold, and the nodes'
+// free capacity is what they do not hold.
+func checkBooks(t *testing.T, s *Snapshot) {
+	t.Helper()
+	held := map[string]int64{}
+	for q, rs := range s.Running {
+		var sum int64
+		for _, r := range rs {
+			sum += r.Workload.Units()
+			for _, n := range r.Nodes {
+				held[n] += r.Workload.PerPod
+			}
+		}
+		if u := s.Usage[q][fr("h100")]; u != sum {
+			t.Errorf("queue %s: usage %d, running workloads hold %d", q, u, sum)
+		}
+	}
+	for _, n := range s.Nodes {
+		if n.Free+held[n.Name] != 4 {
+			t.Errorf("node %s: %d free + %d held != 4", n.Name, n.Free, held[n.Name])
+		}
+	}
+}
+
+func victims(ds []Decision) string {
+	var ids []string
+	for _, d := range ds {
+		for _, p := range d.Preempted {
+			ids = append(ids, p.Running.Workload.ID)
+		}
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ",")
+}
+
+func TestReclaimWithinCohort(t *testing.T) {
+	s := cohort3()
+	// b borrows everything: four 2-GPU and four 1-GPU workloads.
+	var bs []*Workload
+	for i := range 4 {
+		bs = append(bs, wl(fmt.Sprintf("b2-%d", i), "b", 1, 2, int64(i)), wl(fmt.Sprintf("b1-%d", i), "b", 1, 1, int64(10+i)))
+	}
+	for i, w := range bs {
+		run(t, s, FIFO{}, int64(i), w.ID, w)
+	}
+	// a reclaims 2 GPUs of its nominal 4: the newest started go first
+	// (b1-3, then b2-3) and then every victim that is not needed is put
+	// back (b1-3).
+	ds := run(t, s, FIFO{}, 100, "a1", wl("a1", "a", 1, 2, 100))
+	if got := victims(ds); got != "b2-3" {
+		t.Fatalf("victims %s, want b2-3%s", got, describe(ds))
+	}
+	if !strings.Contains(ds[0].Preempted[0].Reason, "reclaimed by ClusterQueue a") {
+		t.Errorf("reason: %s", ds[0].Preempted[0].Reason)
+	}
+	// a asks for 3 more: that would borrow 1, and classic preemption only
+	// reclaims nominal quota.
+	ds = Admit(s, FIFO{}, []*Workload{wl("a2", "a", 1, 3, 101)}, Options{Policy: FIFO{}})
+	if ds[0].Admitted || !strings.Contains(ds[0].Reason, "no workload may be preempted") {
+		t.Fatalf("a2: %s", describe(ds))
+	}
+	checkBooks(t, s)
+	// c reclaims its whole nominal quota: 4 GPUs.
+	ds = run(t, s, FIFO{}, 102, "c1", wl("c1", "c", 2, 2, 102))
+	if got := victims(ds); got != "b1-2,b1-3,b2-2" {
+		t.Fatalf("victims %s%s", got, describe(ds))
+	}
+	// b is now at 6 of 12 GPUs, 2 over nominal; nothing is left to reclaim
+	// once a and c sit at their nominal quota.
+	if u := s.Usage["b"][fr("h100")]; u != 6 {
+		t.Errorf("b holds %d, want 6", u)
+	}
+}
+
+func TestPreemptWithinClusterQueueByPriority(t *testing.T) {
+	s := cohort3()
+	delete(s.Queues, "b")
+	delete(s.Queues, "c")
+	s.Queues["a"].Cohort = ""
+	s.Nodes = s.Nodes[:1]
+	low := wl("low", "a", 1, 4, 1)
+	run(t, s, FIFO{}, 1, "low", low)
+	same := wl("same", "a", 1, 2, 2)
+	ds := run(t, s, FIFO{}, 2, "", same)
+	if !strings.Contains(ds[0].Reason, "no workload may be preempted") {
+		t.Errorf("equal priority: %s", describe(ds))
+	}
+	high := wl("high", "a", 1, 2, 3)
+	high.Priority = 10
+	ds = run(t, s, FIFO{}, 3, "high", high)
+	if got := victims(ds); got != "low" || !strings.Contains(ds[0].Preempted[0].Reason, "higher-priority high") {
+		t.Fatalf("victims %s%s", got, describe(ds))
+	}
+}
+
+// TestFairSharingPreemption: Kueue's fair sharing reclaims from the queue
+// with the largest share, and a queue it preempted cannot preempt back.
+func TestFairSharingPreemption(t *testing.T) {
+	for _, p := range []Policy{KueueFairSharing{}, ShareOrder{PolicyName: "costfair", DefaultRate: 1, HalfLifeMs: 3_600_000}} {
+		t.Run(p.Name(), func(t *testing.T) {
+			s := cohort3()
+			// b borrows 4 and c 2, in one-GPU workloads; a has 2 of its own.
+			for i := range 8 {
+				run(t, s, p, int64(i), fmt.Sprintf("b%d", i), wl(fmt.Sprintf("b%d", i), "b", 1, 1, int64(i)))
+			}
+			run(t, s, p, 8, "c0,c1,c2,c3", wl("c0", "c", 1, 1, 8), wl("c1", "c", 1, 1, 9), wl("c2", "c", 1, 1, 10), wl("c3", "c", 1, 1, 11))
+			// Nothing is free; a wants 2. b has the larger share and gives
+			// up its newest.
+			ds := run(t, s, p, 20, "a0", wl("a0", "a", 1, 2, 20))
+			if got := victims(ds); got != "b6,b7" {
+				t.Fatalf("victims %s%s", got, describe(ds))
+			}
+			if !strings.Contains(ds[0].Preempted[0].Reason, LessThanOrEqualToFinalShare) {
+				t.Errorf("reason: %s", ds[0].Preempted[0].Reason)
+			}
+			// b wants one back: its share with it is above a's, so no; and
+			// the failed search leaves the snapshot as it was.
+			before := maps.Clone(s.Usage)
+			ds = run(t, s, p, 21, "", wl("b8", "b", 1, 1, 21))
+			if !strings.Contains(ds[0].Reason, "preemption") {
+				t.Errorf("b8: %s", describe(ds))
+			}
+			for q, u := range before {
+				if !maps.Equal(u, s.Usage[q]) {
+					t.Errorf("a failed preemption changed %s's usage: %v, was %v", q, s.Usage[q], u)
+				}
+			}
+		})
+	}
+}
+
+// TestSunkCostVictims: with SunkCostFirst the victim is the one whose
+// eviction wastes least (units × time run), not the newest.
+func TestSunkCostVictims(t *testing.T) {
+	s := cohort3()
+	p := ShareOrder{PolicyName: "costfair", DefaultRate: 1, HalfLifeMs: 3_600_000, SunkCostFirst: true}
+	run(t, s, p, 0, "b-small-old", wl("b-small-old", "b", 1, 1, 0))
+	run(t, s, p, 1000, "b-big-new", wl("b-big-new", "b", 1, 4, 1000))
+	run(t, s, p, 1001, "b-fill", wl("b-fill", "b", 1, 3, 1001))
+	run(t, s, p, 1002, "c-own", wl("c-own", "c", 1, 4, 1002))
+	// At t=10 s: b-small-old wasted 1×10 s, b-big-new 4×9 s, b-fill 3×9 s.
+	ds := run(t, s, p, 10_000, "a0", wl("a0", "a", 1, 1, 10_000))
+	if got := victims(ds); got != "b-small-old" {
+		t.Fatalf("victims %s%s", got, describe(ds))
+	}
+	// Kueue's order evicts the newest: b-fill (started last).
+	s = cohort3()
+	q := KueueFairSharing{}
+	run(t, s, q, 0, "b-small-old", wl("b-small-old", "b", 1, 1, 0))
+	run(t, s, q, 1000, "b-big-new", wl("b-big-new", "b", 1, 4, 1000))
+	run(t, s, q, 1001, "b-fill", wl("b-fill", "b", 1, 3, 1001))
+	run(t, s, q, 1002, "c-own", wl("c-own", "c", 1, 4, 1002))
+	ds = run(t, s, q, 10_000, "a0", wl("a0", "a", 1, 1, 10_000))
+	if got := victims(ds); got != "b-fill" {
+		t.Fatalf("kueue victims %s%s", got, describe(ds))
+	}
+}

@@ -1,0 +1,197 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/ingest"
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// ReplayGPUModel is the GPU the replayed cluster's nodes report.
+const ReplayGPUModel = "NVIDIA H100 80GB HBM3"
+
+// farFuture ends a hold whose end is not known yet.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// loop is the replay's closed loop: the GPUs of the modelled cluster emit
+// dcgm-exporter and kube-state-metrics exposition as the replay runs (the
+// Telemetry renderer over holds the replay records), the exposition goes
+// through ingest's pipeline into attribution and the ledger Store, and
+// the cost-weighted policy reads the teams' spend back from the Store.
+type loop struct {
+	c       *Cluster
+	tel     *Telemetry
+	pl      *ingest.Pipeline
+	store   ledger.Store
+	epoch   time.Time
+	slots   [][]bool // busy GPUs per node
+	nextJob int
+	body    []byte
+	// written is the end of the hours in the Store.
+	written time.Time
+	scrapes int
+	now     time.Time // the replay's clock, for the pipeline
+}
+
+// podHold is where one pod's hold sits, to end it later.
+type podHold struct {
+	dev *Device
+	idx int
+}
+
+func newLoop(store ledger.Store, epoch time.Time, nodes, nodeSize int, interval time.Duration, queues map[string]int64, opts ReplayOptions) (*loop, error) {
+	c := &Cluster{Name: "replay"}
+	model := &attribution.Model{Cluster: "replay", LocalQueues: map[attribution.QueueRef]string{},
+		ClusterQueueTeams: map[string]string{}, NamespaceTeams: map[string]string{}, Quotas: map[attribution.QuotaRef]int64{},
+		EnergyPriceMicrosPerKWh: opts.EnergyPriceMicrosPerKWh, PUEMicros: opts.PUEMicros}
+	for i := range nodes {
+		n := &NodeInfo{Name: "node-" + strconv.Itoa(i), Model: ReplayGPUModel, Flavor: "gpu", GPUs: nodeSize}
+		for g := range nodeSize {
+			n.Devices = append(n.Devices, &Device{Node: n, GPU: g})
+			model.GPUs = append(model.GPUs, attribution.GPU{Node: n.Name, Index: strconv.Itoa(g), Model: ReplayGPUModel,
+				Flavor: "gpu", RateMicrosPerHour: opts.PriceMicrosPerGPUHour})
+		}
+		c.Nodes = append(c.Nodes, n)
+		c.Devices = append(c.Devices, n.Devices...)
+	}
+	// Each queue is a team with a namespace and a LocalQueue of its name.
+	for q, nominal := range queues {
+		model.LocalQueues[attribution.QueueRef{Namespace: q, Name: q}] = q
+		model.ClusterQueueTeams[q] = q
+		model.NamespaceTeams[q] = q
+		model.Quotas[attribution.QuotaRef{ClusterQueue: q, Flavor: "gpu"}] = nominal * 1000
+	}
+	l := &loop{c: c, store: store, epoch: epoch, written: epoch, slots: make([][]bool, nodes)}
+	for i := range l.slots {
+		l.slots[i] = make([]bool, nodeSize)
+	}
+	l.tel = NewTelemetry(c, epoch, farFuture, interval)
+	var err error
+	l.now = epoch
+	l.pl, err = ingest.NewPipeline(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds(), StartMs: epoch.UnixMilli()}, store,
+		ingest.PipelineOptions{ReorderWindow: -1, Now: func() time.Time { return l.now }})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// hold records that a pod of j runs (or, waiting, only holds) perPod GPUs
+// of node from now on.
+func (l *loop) hold(j *replayJob, node, perPod int, now time.Duration, waiting bool) []podHold {
+	if j.simJob == nil {
+		l.nextJob++
+		j.simJob = &Job{ID: l.nextJob, Name: j.ID, Kind: KindTraining, Namespace: j.Queue, Queue: j.Queue, Resource: "nvidia.com/gpu", Count: j.GPUs}
+	}
+	at := l.epoch.Add(now)
+	pod := fmt.Sprintf("%s-worker-%d", j.ID, len(j.holds))
+	var out []podHold
+	for g, busy := range l.slots[node] {
+		if len(out) == perPod {
+			break
+		}
+		if busy {
+			continue
+		}
+		l.slots[node][g] = true
+		d := l.c.Nodes[node].Devices[g]
+		d.Holds = append(d.Holds, Hold{Start: at, End: farFuture, Job: j.simJob, Pod: pod, Container: "worker", PodDevices: perPod, Waiting: waiting})
+		out = append(out, podHold{dev: d, idx: len(d.Holds) - 1})
+	}
+	return out
+}
+
+// release ends holds at now.
+func (l *loop) release(hs []podHold, now time.Duration) {
+	at := l.epoch.Add(now)
+	for _, h := range hs {
+		h.dev.Holds[h.idx].End = at
+		l.slots[nodeIndex(l.c, h.dev.Node)][h.dev.GPU] = false
+	}
+}
+
+func nodeIndex(c *Cluster, n *NodeInfo) int {
+	i, err := strconv.Atoi(n.Name[len("node-"):])
+	if err != nil || i >= len(c.Nodes) {
+		panic("replay node " + n.Name) // names are ours
+	}
+	return i
+}
+
+// advance renders and ingests every scrape before now, and writes the
+// hours that are complete to the Store. It reports whether it wrote any.
+func (l *loop) advance(ctx context.Context, now time.Duration) (bool, error) {
+	until := l.epoch.Add(now)
+	l.now = until
+	for l.tel.next.Before(until) {
+		at, body, _ := l.tel.Next(l.body[:0])
+		l.body = body
+		if err := l.pl.Exposition(body, at.UnixMilli()); err != nil {
+			return false, fmt.Errorf("ingest the scrape at %s: %w", at.Format(time.RFC3339), err)
+		}
+		l.scrapes++
+		l.trim()
+	}
+	hour := until.Truncate(time.Hour)
+	if !hour.After(l.written) {
+		return false, nil
+	}
+	if err := l.pl.FlushUntil(ctx, hour); err != nil {
+		return false, err
+	}
+	l.written = hour
+	return true, nil
+}
+
+// trim drops holds that ended before the next scrape, every few hundred
+// scrapes, so a long replay's memory stays what is running. The renderer
+// has moved past them.
+func (l *loop) trim() {
+	if l.scrapes%256 != 0 {
+		return
+	}
+	for i := range l.tel.devs {
+		ds := &l.tel.devs[i]
+		if ds.holdIdx == 0 {
+			continue
+		}
+		// Holds before holdIdx have ended; the replay refers to the others
+		// by index, so only a device whose holds have all ended is trimmed.
+		if ds.holdIdx == len(ds.d.Holds) {
+			ds.d.Holds = ds.d.Holds[:0]
+			ds.holdIdx = 0
+			ds.hold = nil
+		}
+	}
+}
+
+// shares reads each team's spend from the Store: over the hours before
+// now, cost plus energy cost plus idlePenalty × idle cost, each hour's
+// halved for every half-life of its age.
+func (l *loop) shares(ctx context.Context, now time.Duration, halfLife time.Duration, idlePenalty float64) (map[string]float64, error) {
+	nowT := l.epoch.Add(now)
+	from := l.written.Add(-20 * halfLife)
+	if from.Before(l.epoch) {
+		from = l.epoch
+	}
+	rows, err := l.store.Query(ctx, ledger.Query{From: from, To: l.written, Step: ledger.StepHour,
+		GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: "replay"})
+	if err != nil {
+		return nil, fmt.Errorf("read the teams' spend from the ledger: %w", err)
+	}
+	out := map[string]float64{}
+	for _, r := range rows {
+		if r.Team == ledger.TeamUnallocated {
+			continue
+		}
+		age := nowT.Sub(r.Hour.Add(30 * time.Minute))
+		v := float64(r.CostMicros+r.EnergyCostMicros) + idlePenalty*float64(r.IdleCostMicros)
+		out[r.Team] += v * math.Exp2(-age.Seconds()/halfLife.Seconds())
+	}
+	return out, nil
+}
