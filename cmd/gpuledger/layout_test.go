@@ -28,11 +28,13 @@ var allowed = map[string][]string{
 	"ledger/ledgertest":        {"ledger", "github.com/google/go-cmp"},
 	"config":                   {"ledger", "attribution", "go.yaml.in/yaml/v3"},
 	"ingest":                   {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib"},
-	"sim":                      {"config", "admission", "ledger"},
-	"admission":                {"ledger"},
-	"reports":                  {"ledger", "github.com/xuri/excelize/v2"},
-	"api":                      {"ledger", "reports", "ingest", "attribution", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
-	"cmd/gpuledger":            {"*"},
+	// sim's closed loop feeds its telemetry through ingest's pipeline,
+	// which takes attribution's cost model.
+	"sim":           {"config", "admission", "ledger", "ingest", "attribution"},
+	"admission":     {"ledger"},
+	"reports":       {"ledger", "github.com/xuri/excelize/v2"},
+	"api":           {"ledger", "reports", "ingest", "attribution", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
+	"cmd/gpuledger": {"*"},
 }
 
 // impure are standard packages attribution may not import: it does no I/O
