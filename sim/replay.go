@@ -229,10 +229,12 @@ type ReplayResult struct {
 	// Jain is Jain's fairness index over each queue's GPU time divided by
 	// its nominal quota, over the whole replay.
 	Jain float64 `json:"jainFairness"`
-	// JainBacklogged is Jain's index over the queues that have work
-	// waiting, of the GPUs each holds over its nominal quota, sampled every
-	// hour and averaged over the samples with two or more such queues:
-	// queues that all want more should hold in proportion to their quotas.
+	// JainBacklogged is Jain's index of the GPUs each queue holds over its
+	// nominal quota, over the queues that contend (work waiting, or holding
+	// more than their quota), sampled every hour that some queue has work
+	// waiting, averaged: queues that all want more should hold in
+	// proportion to their quotas, and a borrower should not keep a waiting
+	// queue's quota.
 	JainBacklogged float64 `json:"jainBacklogged"`
 	// FinishTimeFairness is Themis' ρ: a job's completion time here over
 	// its completion time with its queue alone on its nominal quota.
@@ -564,19 +566,24 @@ func (r *replay) advance(t time.Duration) {
 	r.decayed.Advance(t.Milliseconds() + 1)
 }
 
+// sampleJain takes one sample of JainBacklogged: when some queue has work
+// waiting, Jain's index of held/nominal over the queues that contend: those
+// with work waiting and those holding more than their quota.
 func (r *replay) sampleJain() {
 	var s1, s2 float64
-	n := 0
-	for q, c := range r.pendingByQueue {
-		if c <= 0 {
+	n, waiting := 0, false
+	for q, nominal := range r.nominal {
+		used := r.snap.Usage[q][r.fr]
+		if r.pendingByQueue[q] <= 0 && used <= int64(nominal) {
 			continue
 		}
-		x := float64(r.snap.Usage[q][r.fr]) / float64(r.nominal[q])
+		waiting = waiting || r.pendingByQueue[q] > 0
+		x := float64(used) / float64(nominal)
 		s1 += x
 		s2 += x * x
 		n++
 	}
-	if n < 2 {
+	if !waiting {
 		return
 	}
 	r.jainN++

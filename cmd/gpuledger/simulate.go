@@ -24,8 +24,10 @@ func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
 Philly-derived virtual-cluster traces (default), or Kueue's scheduler performance
 configurations (-workload=kueue-baseline, kueue-large). For Philly, every VC is a ClusterQueue in one cohort with its nodes × 8 GPUs
 as nominal quota; a job of n GPUs is a gang of n one-GPU pods. Prints average and p95 job
-completion time, mean wait per size (or Kueue) class, utilisation, Jain's fairness over usage/quota,
-GPU-hours held by partial gangs and cost per queue, and writes them as JSON and CSV.
+completion time, mean wait per size (or Kueue) class, utilisation, Jain's fairness over usage/quota
+(over the whole run, and hourly over the queues with work waiting), finish-time fairness (against
+each queue alone on its quota), GPU-hours held by partial gangs, preemptions and cost per queue,
+and writes them as JSON and CSV.
 The replay is deterministic: the same flags give the same numbers.`, stdout)
 	workload := fs.String("workload", "philly", "what to replay: philly (the VC traces), gavel (Gavel's synthetic mix on the Philly VCs' queues), kueue-baseline or kueue-large (Kueue's scheduler performance configurations)")
 	seed := fs.Uint64("seed", 1, "random seed of the gavel mix; the same seed gives the same numbers")
@@ -39,7 +41,11 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	halfLife := fs.Duration("halfLife", time.Hour, "half-life of the decayed usage kueue-afs and costfair weigh")
 	readyTimeout := fs.Duration("readyTimeout", 0, "with -gating=false: evict a gang not fully placed this long after admission and requeue it with exponential backoff (Kueue's waitForPodsReady); 0 never")
 	out := fs.String("out", "gpuledger-sim", "folder for simulate.json and simulate.csv")
-	loop := fs.Bool("loop", false, "close the loop: write each policy's hours to an embedded ledger in <out>/ledger-<policy> and have costfair read its shares from it")
+	loop := fs.Bool("loop", false, "close the loop: the cluster's GPUs emit dcgm-exporter telemetry every -scrape, ingest and attribution write each policy's hours to an embedded ledger in <out>/ledger-<policy>, and costfair reads its shares from it")
+	scrape := fs.Duration("scrape", time.Minute, "with -loop: the telemetry's scrape interval")
+	preemption := fs.Bool("preemption", false, "with -gating: queues reclaim their nominal quota from borrowers (fifo: Kueue's classic preemption; fair-sharing policies: by their shares, LessThanOrEqualToFinalShare then LessThanInitialShare)")
+	idlePenalty := fs.Float64("idlePenalty", 1, "costfair counts an idle GPU-hour as 1+this GPU-hours of spend")
+	ftf := fs.Bool("ftf", true, "measure finish-time fairness: replay each queue alone on its quota first")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,6 +85,15 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	default:
 		return usageError{fmt.Sprintf("-workload=%q: want philly, kueue-baseline or kueue-large", *workload)}
 	}
+	var isolated map[string]float64
+	if *ftf {
+		began := time.Now()
+		var err error
+		if isolated, err = sim.IsolatedJCT(queues, jobs, sim.ReplayOptions{CapacityScale: *scale, NodeSize: nodeSize}); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "each queue alone: %s\n", time.Since(began).Round(time.Millisecond))
+	}
 	var results []sim.ReplayResult
 	for _, p := range splitList(*policies) {
 		if err := ctx.Err(); err != nil {
@@ -86,7 +101,11 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 		}
 		began := time.Now()
 		ropts := sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale,
-			NodeSize: nodeSize, ReadyTimeout: *readyTimeout}
+			NodeSize: nodeSize, ReadyTimeout: *readyTimeout, Preemption: *preemption, IdlePenalty: *idlePenalty, Isolated: isolated,
+			ScrapeInterval: *scrape}
+		if *idlePenalty == 0 {
+			ropts.IdlePenalty = -1 // none
+		}
 		if *loop {
 			dir := filepath.Join(*out, "ledger-"+p)
 			if err := os.RemoveAll(dir); err != nil {
@@ -114,13 +133,14 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	for _, c := range classes {
 		fmt.Fprintf(tw, "wait %s s\t", c)
 	}
-	fmt.Fprintln(tw, "util\tJain\tpartial GPU-h\tevictions\t")
+	fmt.Fprintln(tw, "util\tJain\tJain backlogged\tFTF mean\tFTF worst queue\tpartial GPU-h\tevictions\tpreemptions\tlost GPU-h\t")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t", r.Policy, r.AvgJCTSeconds, r.P95JCTSeconds)
 		for _, c := range classes {
 			fmt.Fprintf(tw, "%.1f\t", r.WaitBySize[c])
 		}
-		fmt.Fprintf(tw, "%.3f\t%.3f\t%.1f\t%d\t\n", r.Utilization, r.Jain, r.PartialGangGPUHours, r.Evictions)
+		fmt.Fprintf(tw, "%.3f\t%.3f\t%.3f\t%.2f\t%.2f\t%.1f\t%d\t%d\t%.1f\t\n", r.Utilization, r.Jain, r.JainBacklogged, r.FTFMean, r.FTFMaxQueue,
+			r.PartialGangGPUHours, r.Evictions, r.Preemptions, r.PreemptedGPUHours)
 	}
 	tw.Flush()
 	if err := os.MkdirAll(*out, 0o755); err != nil {
@@ -139,7 +159,8 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	for _, c := range classes {
 		header = append(header, "wait_"+c+"_s")
 	}
-	w.Write(append(header, "utilization", "jain", "partial_gang_gpu_hours", "queue", "cost"))
+	w.Write(append(header, "utilization", "jain", "jain_backlogged", "ftf_mean", "ftf_worst_queue", "partial_gang_gpu_hours",
+		"evictions", "preemptions", "preempted_gpu_hours", "queue", "cost"))
 	for _, r := range results {
 		qs := make([]string, 0, len(r.CostMicrosByQueue))
 		for q := range r.CostMicrosByQueue {
@@ -152,7 +173,8 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 			for _, c := range classes {
 				rec = append(rec, ff(r.WaitBySize[c]))
 			}
-			rec = append(rec, ff(r.Utilization), ff(r.Jain), ff(r.PartialGangGPUHours), q, ledger.FormatMicros(r.CostMicrosByQueue[q]))
+			rec = append(rec, ff(r.Utilization), ff(r.Jain), ff(r.JainBacklogged), ff(r.FTFMean), ff(r.FTFMaxQueue), ff(r.PartialGangGPUHours),
+				strconv.Itoa(r.Evictions), strconv.Itoa(r.Preemptions), ff(r.PreemptedGPUHours), q, ledger.FormatMicros(r.CostMicrosByQueue[q]))
 			w.Write(rec)
 		}
 	}
