@@ -39,6 +39,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseExposition -fuzztime=$(FUZZTIME) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzParseRemoteWrite -fuzztime=$(FUZZTIME) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzParseExportLines -fuzztime=$(FUZZTIME) ./ingest
+	$(GO) test -run='^$$' -fuzz=FuzzAdmit -fuzztime=$(FUZZTIME) ./admission
 
 clean:
 	rm -rf bin gpuledger-demo

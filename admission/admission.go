@@ -92,6 +92,8 @@ type Snapshot struct {
 
 	freeByFlavor map[string]int64 // during Admit
 	nodeIdx      map[string]int
+	// admitted in this cycle: never preempted in it (no churn)
+	thisCycle map[*Running]bool
 }
 
 // Release ends a running workload: it gives back its quota and nodes.
@@ -222,6 +224,7 @@ func AdmitInOrder(s *Snapshot, pending Pending, opts Options) []Decision {
 	for _, q := range s.Queues {
 		preempting = preempting || (s.Running != nil && q.Preemption.enabled())
 	}
+	s.thisCycle = make(map[*Running]bool)
 	blocked := make(map[string]bool) // StrictFIFO queues whose head did not fit
 	failed := make(map[string]bool)  // queues whose preemption found nothing
 	var out []Decision
@@ -390,6 +393,9 @@ func (s *Snapshot) admit(q *ClusterQueue, w *Workload, f string, picked []int, d
 	if s.Running != nil {
 		d.Running = &Running{Workload: w, Flavor: f, Nodes: nodes, StartMs: s.NowMs}
 		s.Running[q.Name] = append(s.Running[q.Name], d.Running)
+		if s.thisCycle != nil {
+			s.thisCycle[d.Running] = true
+		}
 	}
 }
 

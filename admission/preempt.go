@@ -178,7 +178,7 @@ func (s *Snapshot) preempt(q *ClusterQueue, w *Workload, f string, opts Options)
 			continue
 		}
 		for _, r := range rs {
-			if r.Flavor != f || r.Workload.Resource != w.Resource {
+			if r.Flavor != f || r.Workload.Resource != w.Resource || s.thisCycle[r] {
 				continue
 			}
 			switch {

@@ -203,3 +203,102 @@ func TestSunkCostVictims(t *testing.T) {
 		t.Fatalf("kueue victims %s%s", got, describe(ds))
 	}
 }
+
+// FuzzAdmit drives random cycles of submissions, completions and
+// admissions with preemption through the core and checks what must always
+// hold: usage equals what the running workloads hold, no node is over or
+// under-committed, no queue holds more than nominal + borrowing limit, a
+// workload is evicted only from a queue that borrows or for a
+// higher-priority workload of its own queue, and a failed search leaves
+// the snapshot as it was.
+func FuzzAdmit(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, uint8(0))
+	f.Add([]byte("preempt everything you can find here"), uint8(1))
+	f.Add([]byte{0xff, 0, 0xff, 0, 0x80, 0x7f, 3, 3, 3, 3, 3, 3}, uint8(2))
+	f.Fuzz(func(t *testing.T, data []byte, policy uint8) {
+		s := cohort3()
+		s.Queues["a"].Quotas[fr("h100")] = Quota{Nominal: 4, BorrowingLimit: 4, LendingLimit: -1}
+		s.Queues["c"].Quotas[fr("h100")] = Quota{Nominal: 4, BorrowingLimit: -1, LendingLimit: 2}
+		s.Queues["b"].Preemption.ReclaimWithinCohort = LowerPriority
+		var p Policy
+		switch policy % 3 {
+		case 0:
+			p = FIFO{}
+		case 1:
+			p = KueueFairSharing{}
+		default:
+			p = ShareOrder{PolicyName: "costfair", DefaultRate: 1, HalfLifeMs: 60_000, SunkCostFirst: true}
+		}
+		opts := Options{Policy: p}
+		if policy%2 == 1 {
+			opts.FairSharing = []string{LessThanOrEqualToFinalShare, LessThanInitialShare}
+		}
+		var pending []*Workload
+		names := []string{"a", "b", "c"}
+		for i := 0; i+1 < len(data); i += 2 {
+			op, arg := data[i], data[i+1]
+			s.NowMs = int64(i) * 1000
+			switch op % 3 {
+			case 0: // submit
+				w := wl(fmt.Sprintf("w%d", i), names[arg%3], 1+int(arg>>2)%2, 1+int64(arg>>3)%4, s.NowMs)
+				w.Priority = int32(arg >> 6)
+				pending = append(pending, w)
+			case 1: // a running workload ends
+				var all []*Running
+				for _, q := range names {
+					all = append(all, s.Running[q]...)
+				}
+				if len(all) > 0 {
+					s.Release(all[int(arg)%len(all)])
+				}
+			case 2: // a cycle
+				for q := range s.Share {
+					s.Share[q] *= 0.5
+				}
+				for _, q := range names {
+					s.Share[q] += float64(s.Usage[q][fr("h100")])
+				}
+				before := map[string]int64{}
+				for _, q := range names {
+					before[q] = s.Usage[q][fr("h100")]
+				}
+				ds := Admit(s, p, pending, opts)
+				pending = pending[:0]
+				// Replay the cycle's decisions in order on the usage before
+				// it: each victim's queue must borrow when it is evicted.
+				held := before
+				admittedNow := map[*Workload]bool{}
+				for _, d := range ds {
+					if !d.Admitted {
+						pending = append(pending, d.Workload)
+					}
+					for _, v := range d.Preempted {
+						vw, wq := v.Running.Workload, d.Workload.Queue
+						if vw.Queue == wq && vw.Priority >= d.Workload.Priority {
+							t.Fatalf("%s evicted %s of its own queue without a lower priority: %s", d.Workload.ID, vw.ID, describe(ds))
+						}
+						if vw.Queue != wq && held[vw.Queue] <= s.Queues[vw.Queue].Quotas[fr("h100")].Nominal {
+							t.Fatalf("%s evicted %s of %s, which did not borrow (held %d): %s", d.Workload.ID, vw.ID, vw.Queue, held[vw.Queue], describe(ds))
+						}
+						if admittedNow[vw] {
+							t.Fatalf("%s evicted %s, admitted in the same cycle: %s", d.Workload.ID, vw.ID, describe(ds))
+						}
+						held[vw.Queue] -= vw.Units()
+						pending = append(pending, vw)
+					}
+					if d.Admitted {
+						held[d.Workload.Queue] += d.Workload.Units()
+						admittedNow[d.Workload] = true
+					}
+				}
+			}
+			checkBooks(t, s)
+			for _, q := range names {
+				quota := s.Queues[q].Quotas[fr("h100")]
+				if u := s.Usage[q][fr("h100")]; quota.BorrowingLimit >= 0 && u > quota.Nominal+quota.BorrowingLimit {
+					t.Fatalf("queue %s holds %d, over %d + %d", q, u, quota.Nominal, quota.BorrowingLimit)
+				}
+			}
+		}
+	})
+}
