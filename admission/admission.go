@@ -133,8 +133,7 @@ type Options struct {
 	// SameDomain places all of a gang's pods in one topology domain.
 	SameDomain bool
 	// Policy is consulted by preemption: fair-sharing strategies compare
-	// its shares (PreemptionSharer) and it may order victims
-	// (VictimOrderer).
+	// its shares (PreemptionSharer).
 	Policy Policy
 	// FairSharing lists fair-sharing preemption strategies, tried in
 	// order (Kueue's default: LessThanOrEqualToFinalShare, then

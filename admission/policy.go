@@ -116,9 +116,6 @@ type ShareOrder struct {
 	Rate        map[FlavorResource]float64
 	DefaultRate float64
 	HalfLifeMs  int64
-	// SunkCostFirst orders preemption victims by the value an eviction
-	// throws away (see CompareVictims) instead of Kueue's newest first.
-	SunkCostFirst bool
 }
 
 // Name is the policy's name.

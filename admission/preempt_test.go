@@ -177,33 +177,6 @@ func TestFairSharingPreemption(t *testing.T) {
 	}
 }
 
-// TestSunkCostVictims: with SunkCostFirst the victim is the one whose
-// eviction wastes least (units × time run), not the newest.
-func TestSunkCostVictims(t *testing.T) {
-	s := cohort3()
-	p := ShareOrder{PolicyName: "costfair", DefaultRate: 1, HalfLifeMs: 3_600_000, SunkCostFirst: true}
-	run(t, s, p, 0, "b-small-old", wl("b-small-old", "b", 1, 1, 0))
-	run(t, s, p, 1000, "b-big-new", wl("b-big-new", "b", 1, 4, 1000))
-	run(t, s, p, 1001, "b-fill", wl("b-fill", "b", 1, 3, 1001))
-	run(t, s, p, 1002, "c-own", wl("c-own", "c", 1, 4, 1002))
-	// At t=10 s: b-small-old wasted 1×10 s, b-big-new 4×9 s, b-fill 3×9 s.
-	ds := run(t, s, p, 10_000, "a0", wl("a0", "a", 1, 1, 10_000))
-	if got := victims(ds); got != "b-small-old" {
-		t.Fatalf("victims %s%s", got, describe(ds))
-	}
-	// Kueue's order evicts the newest: b-fill (started last).
-	s = cohort3()
-	q := KueueFairSharing{}
-	run(t, s, q, 0, "b-small-old", wl("b-small-old", "b", 1, 1, 0))
-	run(t, s, q, 1000, "b-big-new", wl("b-big-new", "b", 1, 4, 1000))
-	run(t, s, q, 1001, "b-fill", wl("b-fill", "b", 1, 3, 1001))
-	run(t, s, q, 1002, "c-own", wl("c-own", "c", 1, 4, 1002))
-	ds = run(t, s, q, 10_000, "a0", wl("a0", "a", 1, 1, 10_000))
-	if got := victims(ds); got != "b-fill" {
-		t.Fatalf("kueue victims %s%s", got, describe(ds))
-	}
-}
-
 // FuzzAdmit drives random cycles of submissions, completions and
 // admissions with preemption through the core and checks what must always
 // hold: usage equals what the running workloads hold, no node is over or
@@ -227,7 +200,7 @@ func FuzzAdmit(f *testing.F) {
 		case 1:
 			p = KueueFairSharing{}
 		default:
-			p = ShareOrder{PolicyName: "costfair", DefaultRate: 1, HalfLifeMs: 60_000, SunkCostFirst: true}
+			p = ShareOrder{PolicyName: "costfair", DefaultRate: 1, HalfLifeMs: 60_000}
 		}
 		opts := Options{Policy: p}
 		if policy%2 == 1 {

@@ -158,10 +158,12 @@ type ReplayOptions struct {
 	Gating bool
 	// Preemption lets a queue take back its nominal quota from queues that
 	// borrow it (reclaimWithinCohort: Any; withinClusterQueue:
-	// LowerPriority): with fifo as Kueue does without fair sharing, with
-	// the fair-sharing policies by their shares, strategies
-	// LessThanOrEqualToFinalShare then LessThanInitialShare. Preempted jobs
-	// lose their progress and queue again at their place. Only with Gating.
+	// LowerPriority). kueue preempts as Kueue's fair sharing does, by
+	// dominant resource share (strategies LessThanOrEqualToFinalShare then
+	// LessThanInitialShare), also between borrowers; the others only
+	// reclaim nominal quota, as Kueue does without fair sharing, newest
+	// first. Preempted jobs lose their progress
+	// and queue again at their place. Only with Gating.
 	Preemption bool
 	// SameDomain keeps a gang in one rack (NodesPerRack nodes).
 	SameDomain   bool
@@ -407,7 +409,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	case "kueue-afs":
 		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: 1, HalfLifeMs: opts.HalfLife.Milliseconds()}
 	case "costfair":
-		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: perSecond, HalfLifeMs: opts.HalfLife.Milliseconds(), SunkCostFirst: true}
+		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: perSecond, HalfLifeMs: opts.HalfLife.Milliseconds()}
 	default:
 		return ReplayResult{}, fmt.Errorf("%w %q: want fifo, kueue, kueue-afs or costfair", ErrPolicy, opts.Policy)
 	}
@@ -767,7 +769,7 @@ func (r *replay) cycle() {
 	stream := admission.Stream(r.policy.QueueShares(r.snap), r.lists, func(w *admission.Workload) bool { return r.dead[w] })
 	if r.opts.Gating {
 		aopts := admission.Options{SameDomain: r.opts.SameDomain, Policy: r.policy}
-		if r.opts.Policy != "fifo" {
+		if r.opts.Policy == "kueue" {
 			aopts.FairSharing = []string{admission.LessThanOrEqualToFinalShare, admission.LessThanInitialShare}
 		}
 		var victims []*replayJob
@@ -830,7 +832,7 @@ func (r *replay) mayReclaim() bool {
 		under = under || (r.pendingByQueue[q] > 0 && u < int64(n))
 		over = over || u > int64(n)
 	}
-	return under && over || r.opts.Policy != "fifo" && over
+	return under && over || r.opts.Policy == "kueue" && over
 }
 
 // preempt stops a preempted job (the snapshot has let it go already); it
