@@ -205,6 +205,8 @@ type ReplayOptions struct {
 	// this fraction (at least one node each): a short window of a trace
 	// then sees the contention the whole trace has. 0 means 1.
 	CapacityScale float64
+	// SampleEvery is how often JainBacklogged samples. Default 1 h.
+	SampleEvery time.Duration
 	// Isolated holds each job's completion time with its queue alone on
 	// its nominal quota (IsolatedJCT); with it the result has finish-time
 	// fairness.
@@ -233,7 +235,7 @@ type ReplayResult struct {
 	Jain float64 `json:"jainFairness"`
 	// JainBacklogged is Jain's index of the GPUs each queue holds over its
 	// nominal quota, over the queues that contend (work waiting, or holding
-	// more than their quota), sampled every hour that some queue has work
+	// more than their quota), sampled every SampleEvery that some queue has work
 	// waiting, averaged: queues that all want more should hold in
 	// proportion to their quotas, and a borrower should not keep a waiting
 	// queue's quota.
@@ -389,6 +391,9 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	if opts.PUEMicros <= 0 {
 		opts.PUEMicros = 1_300_000
 	}
+	if opts.SampleEvery <= 0 {
+		opts.SampleEvery = time.Hour
+	}
 	if opts.Epoch.IsZero() {
 		opts.Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
@@ -397,7 +402,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	}
 	r := &replay{opts: opts, lists: map[string][]*admission.Workload{}, dead: map[*admission.Workload]bool{}, deadIn: map[string]int{},
 		bySize: map[int]int{}, pendingByQueue: map[string]int{}, usedSec: map[string]float64{}, waits: map[string][]float64{},
-		jcts: map[string]float64{}, nominal: map[string]int{}, nextJain: time.Hour}
+		jcts: map[string]float64{}, nominal: map[string]int{}, nextJain: opts.SampleEvery}
 	const res = "nvidia.com/gpu"
 	r.fr = admission.FlavorResource{Flavor: "gpu", Resource: res}
 	perSecond := float64(opts.PriceMicrosPerGPUHour) / 3600
@@ -531,7 +536,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 // advance moves the clock to t, accounting for the time in between.
 func (r *replay) advance(t time.Duration) {
 	// Hourly fairness samples between the events: the state is constant.
-	for ; r.nextJain <= t; r.nextJain += time.Hour {
+	for ; r.nextJain <= t; r.nextJain += r.opts.SampleEvery {
 		r.sampleJain()
 	}
 	dt := (t - r.now).Seconds()

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -43,7 +44,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	out := fs.String("out", "gpuledger-sim", "folder for simulate.json and simulate.csv")
 	loop := fs.Bool("loop", false, "close the loop: the cluster's GPUs emit dcgm-exporter telemetry every -scrape, ingest and attribution write each policy's hours to an embedded ledger in <out>/ledger-<policy>, and costfair reads its shares from it")
 	scrape := fs.Duration("scrape", time.Minute, "with -loop: the telemetry's scrape interval")
-	preemption := fs.Bool("preemption", false, "with -gating: queues reclaim their nominal quota from borrowers (fifo: Kueue's classic preemption; fair-sharing policies: by their shares, LessThanOrEqualToFinalShare then LessThanInitialShare)")
+	preemption := fs.Bool("preemption", false, "with -gating: queues reclaim their nominal quota from borrowers and lower priorities within a queue (kueue: Kueue's fair-sharing preemption, LessThanOrEqualToFinalShare then LessThanInitialShare; the others reclaim nominal quota only); on by default for the kueue-* workloads, whose configurations preempt")
 	idlePenalty := fs.Float64("idlePenalty", 1, "costfair counts an idle GPU-hour as 1+this GPU-hours of spend")
 	ftf := fs.Bool("ftf", true, "measure finish-time fairness: replay each queue alone on its quota first")
 	if err := fs.Parse(args); err != nil {
@@ -52,6 +53,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	var queues []sim.TraceQueue
 	var jobs []sim.TraceJob
 	nodeSize := sim.GPUsPerNode
+	sampleEvery := time.Hour
 	classes := []string{"1", "2-4", "5-8", ">8"}
 	switch *workload {
 	case "philly":
@@ -81,7 +83,15 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 		}
 		queues, jobs = cfg.Generate()
 		*scale, nodeSize, classes = 1, 20, []string{"small", "medium", "large"}
-		fmt.Fprintf(stdout, "Replaying Kueue's %s configuration: %d workloads in %d ClusterQueues.\n\n", *workload, len(jobs), len(queues))
+		sampleEvery = time.Second // the configurations run for minutes
+		// Kueue's configurations preempt (reclaimWithinCohort: Any,
+		// withinClusterQueue: LowerPriority) unless told otherwise.
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "preemption" })
+		if !set {
+			*preemption = true
+		}
+		fmt.Fprintf(stdout, "Replaying Kueue's %s configuration: %d workloads in %d ClusterQueues, preemption %v.\n\n", *workload, len(jobs), len(queues), *preemption)
 	default:
 		return usageError{fmt.Sprintf("-workload=%q: want philly, kueue-baseline or kueue-large", *workload)}
 	}
@@ -102,7 +112,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 		began := time.Now()
 		ropts := sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale,
 			NodeSize: nodeSize, ReadyTimeout: *readyTimeout, Preemption: *preemption, IdlePenalty: *idlePenalty, Isolated: isolated,
-			ScrapeInterval: *scrape}
+			ScrapeInterval: *scrape, SampleEvery: sampleEvery}
 		if *idlePenalty == 0 {
 			ropts.IdlePenalty = -1 // none
 		}
