@@ -3,9 +3,11 @@
 // lending limits; flavors tried in a queue's order; a policy that orders the
 // pending workloads (FIFO, Kueue's fair sharing, cost-weighted fair share);
 // and gangs admitted all at once or not at all, optionally inside one
-// topology domain. The core is pure: a snapshot goes in, decisions with
-// reasons come out. It does not run workloads or keep time; callers (sim, a
-// Kueue adapter) do.
+// topology domain; and preemption within a queue by priority, to reclaim
+// nominal quota from borrowers, or by Kueue's fair-sharing strategies. The
+// core is pure: a snapshot goes in, decisions with reasons come out (why a
+// workload waits, which workloads it evicts and why). It does not run
+// workloads or keep time; callers (sim, a Kueue adapter) do.
 package admission
 
 import (

@@ -9,8 +9,12 @@ import "math"
 // Why the cost-weighted order cannot starve a queue: a waiting queue adds
 // nothing to its value, which halves every half-life, while queues that run
 // keep adding; so the waiting queue's value falls below theirs within a
-// bounded time and it is tried first. Why it cannot make two queues preempt
-// each other forever: it only orders admission, it preempts nothing.
+// bounded time and it is tried first (and its nominal quota is reclaimed
+// for it at once, when its queue may preempt). Why it cannot make two
+// queues preempt each other forever: it only orders admission; preemption
+// that goes with it only gives a queue back its nominal quota, so a
+// preemptor never borrows by preempting and its victims' queue has nothing
+// to reclaim from it.
 type Decayed struct {
 	HalfLifeMs int64
 	values     map[string]float64
