@@ -209,8 +209,9 @@ func (l *sliceQueue) Drop(queue string) { l.dropped[queue] = true }
 // workloads per queue in FIFO order can stream them in policy order.
 //
 // A workload that does not fit may preempt, as its queue's Preemption
-// allows; a queue whose workload could not is passed over for the rest of
-// the cycle once no capacity is free.
+// allows, one per queue and cycle (Kueue preempts for a queue's head); once
+// no capacity is free, the queues that have tried are passed over for the
+// rest of the cycle.
 func AdmitInOrder(s *Snapshot, pending Pending, opts Options) []Decision {
 	s.indexNodes()
 	// Free capacity per flavor, kept current as workloads are admitted: a
@@ -227,7 +228,7 @@ func AdmitInOrder(s *Snapshot, pending Pending, opts Options) []Decision {
 	}
 	s.thisCycle = make(map[*Running]bool)
 	blocked := make(map[string]bool) // StrictFIFO queues whose head did not fit
-	failed := make(map[string]bool)  // queues whose preemption found nothing
+	failed := make(map[string]bool)  // queues that have tried to preempt
 	var out []Decision
 	for free > 0 || preempting {
 		w := pending.Next()
@@ -247,9 +248,11 @@ func AdmitInOrder(s *Snapshot, pending Pending, opts Options) []Decision {
 		default:
 			d.Reason = s.tryAdmit(q, w, opts, &d)
 			if !d.Admitted && s.Running != nil && q.Preemption.enabled() && !failed[w.Queue] {
+				// As in Kueue, a queue preempts for one workload (its head)
+				// per cycle: the next waits for the next cycle.
+				failed[w.Queue] = true
 				if why := s.tryPreempt(q, w, opts, &d); why != "" {
 					d.Reason += "; " + why
-					failed[w.Queue] = true
 				} else {
 					for _, p := range d.Preempted {
 						free += p.Running.Workload.Units()
