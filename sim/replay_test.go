@@ -125,17 +125,27 @@ func BenchmarkPhillyPolicies(b *testing.B) {
 }
 
 // BenchmarkPhillyGating: the densest day of the trace at a tenth of the
-// quotas, FIFO, gangs gated or not: GPU-hours held by gangs that are
-// partly placed, without and with a waitForPodsReady-style timeout.
+// quotas, gangs gated or not: GPU-hours held by gangs that are partly
+// placed, without and with a waitForPodsReady-style timeout (FIFO), and
+// what costfair's idle penalty does to them.
 func BenchmarkPhillyGating(b *testing.B) {
 	qs, jobs := philly(b, 30*24*time.Hour, 31*24*time.Hour)
 	for i := 0; i < b.N; i++ {
 		for _, c := range []struct {
-			tag    string
-			gating bool
-			ready  time.Duration
-		}{{"gated", true, 0}, {"ungated", false, 0}, {"ungated-ready10m", false, 10 * time.Minute}} {
-			r, err := Replay(qs, jobs, ReplayOptions{Policy: "fifo", Gating: c.gating, ReadyTimeout: c.ready, CapacityScale: 0.1, Limit: 60 * 24 * time.Hour})
+			tag, policy string
+			gating      bool
+			ready       time.Duration
+			penalty     float64
+		}{
+			{"gated", "fifo", true, 0, 0}, {"ungated", "fifo", false, 0, 0}, {"ungated-ready10m", "fifo", false, 10 * time.Minute, 0},
+			// The idle penalty: partial gangs hold GPUs idle, and costfair
+			// charges their queue for it.
+			{"costfair-penalty0-ungated-ready10m", "costfair", false, 10 * time.Minute, -1},
+			{"costfair-penalty1-ungated-ready10m", "costfair", false, 10 * time.Minute, 1},
+			{"costfair-penalty4-ungated-ready10m", "costfair", false, 10 * time.Minute, 4},
+		} {
+			r, err := Replay(qs, jobs, ReplayOptions{Policy: c.policy, Gating: c.gating, ReadyTimeout: c.ready, CapacityScale: 0.1,
+				Limit: 60 * 24 * time.Hour, IdlePenalty: c.penalty})
 			if err != nil {
 				b.Fatal(err)
 			}
