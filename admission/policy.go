@@ -116,6 +116,27 @@ type ShareOrder struct {
 	Rate        map[FlavorResource]float64
 	DefaultRate float64
 	HalfLifeMs  int64
+	// PenaltyMs is the admission penalty (Admission Fair Sharing's): an
+	// admitted workload charges its queue at once what holding its units
+	// for this long adds, so that one cycle does not hand a queue every
+	// free GPU before its usage catches up. 0: none.
+	PenaltyMs int64
+}
+
+// Penalty is what admitting w on flavor adds to its queue's share.
+func (p ShareOrder) Penalty(s *Snapshot, w *Workload, flavor string) float64 {
+	q := s.Queues[w.Queue]
+	if q == nil || p.PenaltyMs <= 0 {
+		return 0
+	}
+	return float64(w.Units()) * p.rate(FlavorResource{flavor, w.Resource}) * float64(p.PenaltyMs) / 1000 / weight(q)
+}
+
+// AdmissionPenalizer is a policy that charges a queue's share when one of
+// its workloads is admitted; AdmitInOrder adds the charge to
+// Snapshot.Share as it admits, so later picks in the same cycle see it.
+type AdmissionPenalizer interface {
+	Penalty(s *Snapshot, w *Workload, flavor string) float64
 }
 
 // Name is the policy's name.

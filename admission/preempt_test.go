@@ -275,3 +275,29 @@ func FuzzAdmit(f *testing.F) {
 		}
 	})
 }
+
+// TestAdmissionPenalty: with a penalty at admission, a queue's share rises
+// as soon as one of its workloads is admitted, so one cycle alternates
+// between queues of equal share instead of handing the first every GPU.
+func TestAdmissionPenalty(t *testing.T) {
+	for _, c := range []struct {
+		penalty int64
+		want    string
+	}{{0, "a0,a1,a2,a3"}, {60_000, "a0,b0,a1,b1"}} {
+		s := cohort3()
+		s.Nodes = s.Nodes[:1]
+		lists := map[string][]*Workload{}
+		for i := range 4 {
+			lists["a"] = append(lists["a"], wl(fmt.Sprintf("a%d", i), "a", 1, 1, int64(i)))
+			lists["b"] = append(lists["b"], wl(fmt.Sprintf("b%d", i), "b", 1, 1, int64(10+i)))
+		}
+		p := ShareOrder{PolicyName: "kueue-afs", DefaultRate: 1, PenaltyMs: c.penalty}
+		ds := AdmitInOrder(s, Stream(p.QueueShares(s), lists, nil), Options{Policy: p})
+		if got := admitted(ds); got != c.want {
+			t.Errorf("penalty %d ms: admitted %s, want %s", c.penalty, got, c.want)
+		}
+		if c.penalty > 0 && s.Share["a"] != 2*60 {
+			t.Errorf("a's share %v, want two admissions × 60 unit-seconds", s.Share["a"])
+		}
+	}
+}

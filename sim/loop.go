@@ -8,9 +8,20 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/attribution"
-	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger"
 )
+
+// Ingester takes the replay's exposition, scrape by scrape, and writes
+// the hours that are complete to the ledger: ingest.Pipeline does. (sim
+// does not import ingest, whose tests render telemetry with sim.)
+type Ingester interface {
+	Exposition(body []byte, scrapeMs int64) error
+	FlushUntil(ctx context.Context, until time.Time) error
+}
+
+// NewIngester makes the closed loop's Ingester for the replayed cluster's
+// cost model, writing to the replay's Store; now is the replay's clock.
+type NewIngester func(model *attribution.Model, opts attribution.Options, now func() time.Time) (Ingester, error)
 
 // ReplayGPUModel is the GPU the replayed cluster's nodes report.
 const ReplayGPUModel = "NVIDIA H100 80GB HBM3"
@@ -26,7 +37,7 @@ var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 type loop struct {
 	c       *Cluster
 	tel     *Telemetry
-	pl      *ingest.Pipeline
+	pl      Ingester
 	store   ledger.Store
 	epoch   time.Time
 	slots   [][]bool // busy GPUs per node
@@ -45,6 +56,9 @@ type podHold struct {
 }
 
 func newLoop(store ledger.Store, epoch time.Time, nodes, nodeSize int, interval time.Duration, queues map[string]int64, opts ReplayOptions) (*loop, error) {
+	if opts.Ingest == nil {
+		return nil, fmt.Errorf("the closed loop needs ReplayOptions.Ingest (an ingest pipeline onto the Store)")
+	}
 	c := &Cluster{Name: "replay"}
 	model := &attribution.Model{Cluster: "replay", LocalQueues: map[attribution.QueueRef]string{},
 		ClusterQueueTeams: map[string]string{}, NamespaceTeams: map[string]string{}, Quotas: map[attribution.QuotaRef]int64{},
@@ -73,8 +87,8 @@ func newLoop(store ledger.Store, epoch time.Time, nodes, nodeSize int, interval 
 	l.tel = NewTelemetry(c, epoch, farFuture, interval)
 	var err error
 	l.now = epoch
-	l.pl, err = ingest.NewPipeline(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds(), StartMs: epoch.UnixMilli()}, store,
-		ingest.PipelineOptions{ReorderWindow: -1, Now: func() time.Time { return l.now }})
+	l.pl, err = opts.Ingest(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds(), StartMs: epoch.UnixMilli()},
+		func() time.Time { return l.now })
 	if err != nil {
 		return nil, err
 	}

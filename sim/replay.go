@@ -173,6 +173,11 @@ type ReplayOptions struct {
 	// PriceMicrosPerGPUHour prices GPU time for costfair and the per-team
 	// cost. Default 6.88 (an on-demand H100).
 	PriceMicrosPerGPUHour int64
+	// AdmissionPenalty: kueue-afs and costfair charge a queue, when one of
+	// its workloads is admitted, what holding its GPUs this long adds to
+	// its share (Admission Fair Sharing's penalty at admission). Default
+	// 5 min (Kueue's usage sampling interval); negative means none.
+	AdmissionPenalty time.Duration
 	// IdlePenalty: costfair counts a GPU-hour held idle (a gang's pods
 	// waiting for the rest, or measured idle in the ledger) as 1 +
 	// IdlePenalty GPU-hours of spend. Default 1; negative means 0.
@@ -196,7 +201,10 @@ type ReplayOptions struct {
 	// hour's cost, energy cost and IdlePenalty × idle cost, decayed by its
 	// age. Hours start at Epoch (default 2026-01-01 UTC). Energy is priced
 	// at EnergyPriceMicrosPerKWh (default 0.12) × PUEMicros (default 1.3).
+	// Ingest makes the pipeline the telemetry goes through (in
+	// production: ingest.NewPipeline onto Ledger).
 	Ledger                  ledger.Store
+	Ingest                  NewIngester
 	Epoch                   time.Time
 	ScrapeInterval          time.Duration
 	EnergyPriceMicrosPerKWh int64
@@ -369,6 +377,10 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	if opts.PriceMicrosPerGPUHour <= 0 {
 		opts.PriceMicrosPerGPUHour = 6_880_000
 	}
+	if opts.AdmissionPenalty == 0 {
+		opts.AdmissionPenalty = 5 * time.Minute
+	}
+	opts.AdmissionPenalty = max(opts.AdmissionPenalty, 0)
 	if opts.IdlePenalty == 0 {
 		opts.IdlePenalty = 1
 	}
@@ -412,9 +424,11 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	case "kueue":
 		r.policy = admission.KueueFairSharing{}
 	case "kueue-afs":
-		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: 1, HalfLifeMs: opts.HalfLife.Milliseconds()}
+		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: 1, HalfLifeMs: opts.HalfLife.Milliseconds(),
+			PenaltyMs: opts.AdmissionPenalty.Milliseconds()}
 	case "costfair":
-		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: perSecond, HalfLifeMs: opts.HalfLife.Milliseconds()}
+		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: perSecond, HalfLifeMs: opts.HalfLife.Milliseconds(),
+			PenaltyMs: opts.AdmissionPenalty.Milliseconds()}
 	default:
 		return ReplayResult{}, fmt.Errorf("%w %q: want fifo, kueue, kueue-afs or costfair", ErrPolicy, opts.Policy)
 	}
@@ -778,9 +792,15 @@ func (r *replay) cycle() {
 			aopts.FairSharing = []string{admission.LessThanOrEqualToFinalShare, admission.LessThanInitialShare}
 		}
 		var victims []*replayJob
+		pen, _ := r.policy.(admission.AdmissionPenalizer)
 		for _, d := range admission.AdmitInOrder(r.snap, stream, aopts) {
 			if !d.Admitted {
 				continue
+			}
+			if pen != nil {
+				// The snapshot's share has it for this cycle; the decayed
+				// usage keeps it for the next.
+				r.decayed.Add(d.Workload.Queue, pen.Penalty(r.snap, d.Workload, d.Flavor))
 			}
 			for _, p := range d.Preempted {
 				victims = append(victims, r.preempt(p.Running))

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 )
@@ -270,7 +272,9 @@ func TestClosedLoop(t *testing.T) {
 		}
 		t.Cleanup(func() { store.Close() })
 		r, err := Replay(qs, jobs, ReplayOptions{Policy: "costfair", Gating: gating, Preemption: gating, CapacityScale: 0.1, Ledger: store,
-			Limit: 4 * 24 * time.Hour})
+			Limit: 4 * 24 * time.Hour, Ingest: func(m *attribution.Model, o attribution.Options, now func() time.Time) (Ingester, error) {
+				return ingest.NewPipeline(m, o, store, ingest.PipelineOptions{ReorderWindow: -1, Now: now})
+			}})
 		if err != nil {
 			t.Fatal(err)
 		}

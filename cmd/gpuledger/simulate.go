@@ -15,6 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/sim"
@@ -126,6 +128,9 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 				return err
 			}
 			ropts.Ledger = store
+			ropts.Ingest = func(m *attribution.Model, o attribution.Options, now func() time.Time) (sim.Ingester, error) {
+				return ingest.NewPipeline(m, o, store, ingest.PipelineOptions{ReorderWindow: -1, Now: now})
+			}
 			defer store.Close()
 		}
 		r, err := sim.Replay(queues, jobs, ropts)
