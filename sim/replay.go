@@ -836,6 +836,11 @@ func (r *replay) cycle() {
 		}
 		r.snap.Usage[w.Queue][r.fr] += w.Units()
 		headroom -= w.Units()
+		if pen, ok := r.policy.(admission.AdmissionPenalizer); ok {
+			v := pen.Penalty(r.snap, w, r.fr.Flavor)
+			r.snap.Share[w.Queue] += v
+			r.decayed.Add(w.Queue, v)
+		}
 		j := r.byID[w.ID]
 		r.take(w)
 		j.admittedAt = r.now

@@ -185,4 +185,17 @@ func TestSimulateCommand(t *testing.T) {
 	if g1.String() != g2.String() || !strings.Contains(g1.String(), "seed 3") {
 		t.Errorf("gavel runs with one seed differ or lack it:\n%s\n%s", g1.String(), g2.String())
 	}
+	// The closed loop, with preemption: costfair reads its shares from the
+	// ledger the telemetry filled.
+	var l bytes.Buffer
+	loop := []string{"simulate", "-days=0.25", "-policies=costfair", "-loop", "-preemption", "-ftf=false", "-out=" + out}
+	if err := run(context.Background(), loop, &l); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(l.String(), "costfair") || !strings.Contains(l.String(), "preemptions") {
+		t.Errorf("closed-loop output:\n%s", l.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, "ledger-costfair")); err != nil {
+		t.Errorf("no ledger: %v", err)
+	}
 }
