@@ -11,6 +11,7 @@
 package admission
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -49,22 +50,73 @@ type ClusterQueue struct {
 	Preemption Preemption
 }
 
-// Workload is a gang: Pods pods of PerPod units of Resource each, all or
-// none.
+// Workload is a gang: all of its pods or none. Its pods are PodSets (a
+// launcher and its workers, say) or, without PodSets, Pods pods of PerPod
+// units of Resource each.
 type Workload struct {
 	ID       string
 	Queue    string // ClusterQueue
 	Resource string
 	Pods     int
 	PerPod   int64
+	PodSets  []PodSet
 	// Priority goes before submission time: higher first.
 	Priority int32
 	// SubmittedMs orders FIFO; ties break on ID.
 	SubmittedMs int64
 }
 
+// PodSet is a group of identical pods of a workload (Kueue's PodSet).
+type PodSet struct {
+	Name   string
+	Count  int
+	PerPod int64
+}
+
+// Sets returns the workload's PodSets: PodSets, or one of Pods × PerPod.
+func (w *Workload) Sets() []PodSet {
+	if len(w.PodSets) > 0 {
+		return w.PodSets
+	}
+	return []PodSet{{Name: "main", Count: w.Pods, PerPod: w.PerPod}}
+}
+
 // Units returns what the workload asks for in all.
-func (w *Workload) Units() int64 { return int64(w.Pods) * w.PerPod }
+func (w *Workload) Units() int64 {
+	if len(w.PodSets) == 0 {
+		return int64(w.Pods) * w.PerPod
+	}
+	var n int64
+	for _, ps := range w.PodSets {
+		n += int64(ps.Count) * ps.PerPod
+	}
+	return n
+}
+
+// podUnits lists what each pod asks for, PodSet by PodSet: the order of
+// Decision.Nodes and Running.Nodes.
+func (w *Workload) podUnits() []int64 {
+	var out []int64
+	for _, ps := range w.Sets() {
+		for range ps.Count {
+			out = append(out, ps.PerPod)
+		}
+	}
+	return out
+}
+
+// describe says what the pods are: "2 pods of 4" or "1 pod of 1 + 2 pods of 4".
+func (w *Workload) describe() string {
+	var parts []string
+	for _, ps := range w.Sets() {
+		noun := "pods"
+		if ps.Count == 1 {
+			noun = "pod"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s of %d", ps.Count, noun, ps.PerPod))
+	}
+	return strings.Join(parts, " + ")
+}
 
 // Node is free capacity on one node.
 type Node struct {
@@ -315,7 +367,7 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 			continue
 		}
 		if free := s.freeByFlavor[f]; free < w.Units() {
-			reasons = append(reasons, fmt.Sprintf("flavor %s: not enough free capacity for %d pods of %d (%d free)", f, w.Pods, w.PerPod, free))
+			reasons = append(reasons, fmt.Sprintf("flavor %s: not enough free capacity for %s (%d free)", f, w.describe(), free))
 			continue
 		}
 		nodes, why := s.pick(f, w, opts)
@@ -392,8 +444,9 @@ func (s *Snapshot) admit(q *ClusterQueue, w *Workload, f string, picked []int, d
 	s.Usage[q.Name][fr] += w.Units()
 	s.freeByFlavor[f] -= w.Units()
 	nodes := make([]string, len(picked))
+	units := w.podUnits()
 	for k, i := range picked {
-		s.Nodes[i].Free -= w.PerPod
+		s.Nodes[i].Free -= units[k]
 		nodes[k] = s.Nodes[i].Name
 	}
 	d.Admitted, d.Flavor, d.Nodes = true, f, nodes
@@ -406,9 +459,17 @@ func (s *Snapshot) admit(q *ClusterQueue, w *Workload, f string, picked []int, d
 	}
 }
 
-// pick finds nodes for every pod of w on flavor f: best fit (the fullest
-// node that takes a pod), within one domain when asked. It takes nothing.
+// pick finds nodes for every pod of w on flavor f, largest pods first,
+// each on the best fit (the fullest node that takes it), within one domain
+// when asked. It returns a node per pod in podUnits order and takes
+// nothing.
 func (s *Snapshot) pick(f string, w *Workload, opts Options) ([]int, string) {
+	units := w.podUnits()
+	order := make([]int, len(units))
+	for k := range order {
+		order[k] = k
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(units[b], units[a]) })
 	var idx []int
 	domains := make(map[string][]int)
 	for i := range s.Nodes {
@@ -429,19 +490,19 @@ func (s *Snapshot) pick(f string, w *Workload, opts Options) ([]int, string) {
 		for _, i := range cands {
 			free[i] = s.Nodes[i].Free
 		}
-		picked := make([]int, 0, w.Pods)
-		for range w.Pods {
+		picked := make([]int, len(units))
+		for _, k := range order {
 			best := -1
 			for _, i := range cands {
-				if free[i] >= w.PerPod && (best < 0 || free[i] < free[best] || (free[i] == free[best] && i < best)) {
+				if free[i] >= units[k] && (best < 0 || free[i] < free[best] || (free[i] == free[best] && i < best)) {
 					best = i
 				}
 			}
 			if best < 0 {
 				return nil
 			}
-			free[best] -= w.PerPod
-			picked = append(picked, best)
+			free[best] -= units[k]
+			picked[k] = best
 		}
 		return picked
 	}
@@ -462,9 +523,9 @@ func (s *Snapshot) pick(f string, w *Workload, opts Options) ([]int, string) {
 	}
 	if picked == nil {
 		if opts.SameDomain {
-			return nil, fmt.Sprintf("no topology domain has room for %d pods of %d", w.Pods, w.PerPod)
+			return nil, fmt.Sprintf("no topology domain has room for %s", w.describe())
 		}
-		return nil, fmt.Sprintf("not enough free capacity for %d pods of %d", w.Pods, w.PerPod)
+		return nil, fmt.Sprintf("not enough free capacity for %s", w.describe())
 	}
 	return picked, ""
 }

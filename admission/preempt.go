@@ -214,8 +214,9 @@ func (s *Snapshot) fitsAfter(q *ClusterQueue, w *Workload, fr FlavorResource, op
 func (s *Snapshot) evict(r *Running) {
 	fr := FlavorResource{r.Flavor, r.Workload.Resource}
 	s.Usage[r.Workload.Queue][fr] -= r.Workload.Units()
-	for _, n := range r.Nodes {
-		s.Nodes[s.nodeIdx[n]].Free += r.Workload.PerPod
+	units := r.Workload.podUnits()
+	for k, n := range r.Nodes {
+		s.Nodes[s.nodeIdx[n]].Free += units[k]
 	}
 	if s.freeByFlavor != nil {
 		s.freeByFlavor[r.Flavor] += r.Workload.Units()
@@ -230,8 +231,9 @@ func (s *Snapshot) evict(r *Running) {
 func (s *Snapshot) restore(r *Running) {
 	fr := FlavorResource{r.Flavor, r.Workload.Resource}
 	s.Usage[r.Workload.Queue][fr] += r.Workload.Units()
-	for _, n := range r.Nodes {
-		s.Nodes[s.nodeIdx[n]].Free -= r.Workload.PerPod
+	units := r.Workload.podUnits()
+	for k, n := range r.Nodes {
+		s.Nodes[s.nodeIdx[n]].Free -= units[k]
 	}
 	if s.freeByFlavor != nil {
 		s.freeByFlavor[r.Flavor] -= r.Workload.Units()

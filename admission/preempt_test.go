@@ -55,8 +55,8 @@ func checkBooks(t *testing.T, s *Snapshot) {
 		var sum int64
 		for _, r := range rs {
 			sum += r.Workload.Units()
-			for _, n := range r.Nodes {
-				held[n] += r.Workload.PerPod
+			for k, n := range r.Nodes {
+				held[n] += r.Workload.podUnits()[k]
 			}
 		}
 		if u := s.Usage[q][fr("h100")]; u != sum {
@@ -215,6 +215,9 @@ func FuzzAdmit(f *testing.F) {
 			case 0: // submit
 				w := wl(fmt.Sprintf("w%d", i), names[arg%3], 1+int(arg>>2)%2, 1+int64(arg>>3)%4, s.NowMs)
 				w.Priority = int32(arg >> 6)
+				if arg&0x20 != 0 { // a launcher and workers
+					w.PodSets = []PodSet{{Name: "launcher", Count: 1, PerPod: 1}, {Name: "worker", Count: w.Pods, PerPod: w.PerPod}}
+				}
 				pending = append(pending, w)
 			case 1: // a running workload ends
 				var all []*Running
@@ -299,5 +302,47 @@ func TestAdmissionPenalty(t *testing.T) {
 		if c.penalty > 0 && s.Share["a"] != 2*60 {
 			t.Errorf("a's share %v, want two admissions × 60 unit-seconds", s.Share["a"])
 		}
+	}
+}
+
+// TestPodSets: a workload of a launcher and workers is placed all at once
+// or not at all, a node per pod in PodSet order, and a preemption gives
+// back what each pod held.
+func TestPodSets(t *testing.T) {
+	s := cohort3()
+	job := &Workload{ID: "mpi", Queue: "a", Resource: gpu, SubmittedMs: 1, PodSets: []PodSet{
+		{Name: "launcher", Count: 1, PerPod: 1}, {Name: "worker", Count: 2, PerPod: 4}}}
+	if job.Units() != 9 || job.describe() != "1 pod of 1 + 2 pods of 4" {
+		t.Fatalf("units %d, %s", job.Units(), job.describe())
+	}
+	// Two whole nodes free and one with 0: the workers fit, the launcher
+	// does not, and nothing is taken.
+	s.Queues["a"].Quotas[fr("h100")] = Quota{Nominal: 12, BorrowingLimit: -1, LendingLimit: -1}
+	s.Queues["a"].Preemption = Preemption{}
+	run(t, s, FIFO{}, 0, "c-fill", wl("c-fill", "c", 1, 4, 0))
+	ds := run(t, s, FIFO{}, 1, "", job)
+	if !strings.Contains(ds[0].Reason, "1 pod of 1 + 2 pods of 4") {
+		t.Errorf("reason: %s", ds[0].Reason)
+	}
+	var free int64
+	for _, n := range s.Nodes {
+		free += n.Free
+	}
+	if free != 8 {
+		t.Errorf("%d free after a refused gang, want 8", free)
+	}
+	// With the c workload gone, the launcher goes on the fullest node left.
+	s.Release(s.Running["c"][0])
+	s.Queues["a"].Preemption = Preemption{WithinClusterQueue: LowerPriority}
+	ds = run(t, s, FIFO{}, 2, "mpi", job)
+	if len(ds[0].Nodes) != 3 {
+		t.Fatalf("nodes %v, want one per pod", ds[0].Nodes)
+	}
+	// A higher-priority workload of the queue takes everything back.
+	big := wl("big", "a", 3, 4, 3)
+	big.Priority = 5
+	ds = run(t, s, FIFO{}, 3, "big", big)
+	if got := victims(ds); got != "mpi" {
+		t.Fatalf("victims %s%s", got, describe(ds))
 	}
 }
