@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/ledger"
 )
@@ -55,30 +56,35 @@ type podHold struct {
 	idx int
 }
 
-func newLoop(store ledger.Store, epoch time.Time, nodes, nodeSize int, interval time.Duration, queues map[string]int64, opts ReplayOptions) (*loop, error) {
+func newLoop(store ledger.Store, epoch time.Time, flavors []replayFlavor, nodeFlavor []int, nodeSize int, interval time.Duration,
+	queues map[string]*admission.ClusterQueue, opts ReplayOptions) (*loop, error) {
 	if opts.Ingest == nil {
 		return nil, fmt.Errorf("the closed loop needs ReplayOptions.Ingest (an ingest pipeline onto the Store)")
 	}
+	nodes := len(nodeFlavor)
 	c := &Cluster{Name: "replay"}
 	model := &attribution.Model{Cluster: "replay", LocalQueues: map[attribution.QueueRef]string{},
 		ClusterQueueTeams: map[string]string{}, NamespaceTeams: map[string]string{}, Quotas: map[attribution.QuotaRef]int64{},
 		EnergyPriceMicrosPerKWh: opts.EnergyPriceMicrosPerKWh, PUEMicros: opts.PUEMicros}
-	for i := range nodes {
-		n := &NodeInfo{Name: "node-" + strconv.Itoa(i), Model: ReplayGPUModel, Flavor: "gpu", GPUs: nodeSize}
+	for i, fi := range nodeFlavor {
+		f := flavors[fi]
+		n := &NodeInfo{Name: "node-" + strconv.Itoa(i), Model: f.Model, Flavor: f.Name, GPUs: nodeSize}
 		for g := range nodeSize {
 			n.Devices = append(n.Devices, &Device{Node: n, GPU: g})
-			model.GPUs = append(model.GPUs, attribution.GPU{Node: n.Name, Index: strconv.Itoa(g), Model: ReplayGPUModel,
-				Flavor: "gpu", RateMicrosPerHour: opts.PriceMicrosPerGPUHour})
+			model.GPUs = append(model.GPUs, attribution.GPU{Node: n.Name, Index: strconv.Itoa(g), Model: f.Model,
+				Flavor: f.Name, RateMicrosPerHour: f.PriceMicrosPerGPUHour})
 		}
 		c.Nodes = append(c.Nodes, n)
 		c.Devices = append(c.Devices, n.Devices...)
 	}
 	// Each queue is a team with a namespace and a LocalQueue of its name.
-	for q, nominal := range queues {
+	for q, cq := range queues {
 		model.LocalQueues[attribution.QueueRef{Namespace: q, Name: q}] = q
 		model.ClusterQueueTeams[q] = q
 		model.NamespaceTeams[q] = q
-		model.Quotas[attribution.QuotaRef{ClusterQueue: q, Flavor: "gpu"}] = nominal * 1000
+		for fr, quota := range cq.Quotas {
+			model.Quotas[attribution.QuotaRef{ClusterQueue: q, Flavor: fr.Flavor}] = quota.Nominal * 1000
+		}
 	}
 	l := &loop{c: c, store: store, epoch: epoch, written: epoch, slots: make([][]bool, nodes)}
 	for i := range l.slots {

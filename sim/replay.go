@@ -151,7 +151,9 @@ func readCSV(path string) ([][]string, error) {
 type ReplayOptions struct {
 	// Policy is fifo, kueue (Kueue fair sharing), kueue-afs (Kueue
 	// Admission Fair Sharing) or costfair (gpuledger's cost-weighted fair
-	// share).
+	// share). kueue and kueue-afs weigh every queue 1, as Kueue does by
+	// default; costfair weighs a queue by what its nominal quota is worth
+	// (GPUs × price), its entitlement in money.
 	Policy string
 	// Gating admits gangs all at once; without it, a job's pods are placed
 	// as GPUs free up and the placed ones wait, held, for the rest.
@@ -173,6 +175,11 @@ type ReplayOptions struct {
 	// PriceMicrosPerGPUHour prices GPU time for costfair and the per-team
 	// cost. Default 6.88 (an on-demand H100).
 	PriceMicrosPerGPUHour int64
+	// Flavors, when set, make the cluster heterogeneous: each flavor has
+	// its Share of every queue's quota and of the nodes, and its own price
+	// (PriceMicrosPerGPUHour is then unused). Queues try the flavors in
+	// this order. Only with Gating.
+	Flavors []ReplayFlavor
 	// AdmissionPenalty: kueue-afs and costfair charge a queue, when one of
 	// its workloads is admitted, what holding its GPUs this long adds to
 	// its share (Admission Fair Sharing's penalty at admission). Default
@@ -221,6 +228,15 @@ type ReplayOptions struct {
 	Isolated map[string]float64
 }
 
+// ReplayFlavor is one GPU type of a heterogeneous replay.
+type ReplayFlavor struct {
+	Name                  string
+	Share                 float64
+	PriceMicrosPerGPUHour int64
+	// Model is the GPU model name its nodes report (closed loop).
+	Model string
+}
+
 // ErrPolicy is returned for a policy name Replay does not know.
 var ErrPolicy = errors.New("unknown policy")
 
@@ -241,6 +257,10 @@ type ReplayResult struct {
 	// Jain is Jain's fairness index over each queue's GPU time divided by
 	// its nominal quota, over the whole replay.
 	Jain float64 `json:"jainFairness"`
+	// JainCost is the same over each queue's spend divided by the value of
+	// its quota (nominal GPUs × their price): fairness in money. It differs
+	// from Jain only on a heterogeneous cluster.
+	JainCost float64 `json:"jainCost"`
 	// JainBacklogged is Jain's index of the GPUs each queue holds over its
 	// nominal quota, over the queues that contend (work waiting, or holding
 	// more than their quota), sampled every SampleEvery that some queue has work
@@ -320,6 +340,8 @@ type replayJob struct {
 	// With preemption: its entry in the snapshot and its run.
 	running *admission.Running
 	run     *replayRun
+	// The flavor it runs on.
+	flavor int
 	// With the closed loop: its telemetry identity and its pods' holds.
 	simJob *Job
 	holds  []podHold
@@ -330,12 +352,13 @@ type replay struct {
 	opts     ReplayOptions
 	policy   admission.Sharer
 	snap     *admission.Snapshot
-	fr       admission.FlavorResource
+	flavors  []replayFlavor
 	nodeIdx  map[string]int
 	byID     map[string]*replayJob
 	decayed  *admission.Decayed
 	loop     *loop
-	nominal  map[string]int
+	nominal  map[string]int // GPUs, all flavors
+	value    map[string]float64 // the quota's price per second, micros
 	capacity int
 	// Pending workloads per queue in FIFO order; admitted ones are marked
 	// dead and dropped lazily, so a cycle costs what it admits, not the
@@ -354,6 +377,7 @@ type replay struct {
 	busyGPUs  int
 	heldGPUs  int // by partial gangs
 	usedSec   map[string]float64
+	usedCost  map[string]float64 // micros
 	busySec   float64
 	heldSec   float64
 	lostSec   float64
@@ -364,6 +388,12 @@ type replay struct {
 	jcts      map[string]float64
 	evictions int
 	preempted int
+}
+
+type replayFlavor struct {
+	ReplayFlavor
+	fr        admission.FlavorResource
+	perSecond float64 // micros per GPU-second
 }
 
 // Replay runs the jobs through the admission core on a cluster with as many
@@ -413,11 +443,29 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		opts.Preemption = false
 	}
 	r := &replay{opts: opts, lists: map[string][]*admission.Workload{}, dead: map[*admission.Workload]bool{}, deadIn: map[string]int{},
-		bySize: map[int]int{}, pendingByQueue: map[string]int{}, usedSec: map[string]float64{}, waits: map[string][]float64{},
-		jcts: map[string]float64{}, nominal: map[string]int{}, nextJain: opts.SampleEvery}
+		bySize: map[int]int{}, pendingByQueue: map[string]int{}, usedSec: map[string]float64{}, usedCost: map[string]float64{},
+		waits: map[string][]float64{}, jcts: map[string]float64{}, nominal: map[string]int{}, value: map[string]float64{}, nextJain: opts.SampleEvery}
 	const res = "nvidia.com/gpu"
-	r.fr = admission.FlavorResource{Flavor: "gpu", Resource: res}
-	perSecond := float64(opts.PriceMicrosPerGPUHour) / 3600
+	flavors := opts.Flavors
+	if len(flavors) == 0 {
+		flavors = []ReplayFlavor{{Name: "gpu", Share: 1, PriceMicrosPerGPUHour: opts.PriceMicrosPerGPUHour}}
+	} else if !opts.Gating {
+		return ReplayResult{}, fmt.Errorf("a heterogeneous replay (%d flavors) needs gating", len(flavors))
+	}
+	rates := map[admission.FlavorResource]float64{}
+	var flavorNames []string
+	for _, f := range flavors {
+		if f.Name == "" || f.Share <= 0 || f.PriceMicrosPerGPUHour <= 0 {
+			return ReplayResult{}, fmt.Errorf("flavor %q: share %g, price %d; want a name, a share > 0 and a price > 0", f.Name, f.Share, f.PriceMicrosPerGPUHour)
+		}
+		if f.Model == "" {
+			f.Model = ReplayGPUModel
+		}
+		rf := replayFlavor{ReplayFlavor: f, fr: admission.FlavorResource{Flavor: f.Name, Resource: res}, perSecond: float64(f.PriceMicrosPerGPUHour) / 3600}
+		r.flavors = append(r.flavors, rf)
+		rates[rf.fr] = rf.perSecond
+		flavorNames = append(flavorNames, f.Name)
+	}
 	switch opts.Policy {
 	case "fifo":
 		r.policy = admission.FIFO{}
@@ -427,7 +475,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: 1, HalfLifeMs: opts.HalfLife.Milliseconds(),
 			PenaltyMs: opts.AdmissionPenalty.Milliseconds()}
 	case "costfair":
-		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: perSecond, HalfLifeMs: opts.HalfLife.Milliseconds(),
+		r.policy = admission.ShareOrder{PolicyName: opts.Policy, Rate: rates, HalfLifeMs: opts.HalfLife.Milliseconds(),
 			PenaltyMs: opts.AdmissionPenalty.Milliseconds()}
 	default:
 		return ReplayResult{}, fmt.Errorf("%w %q: want fifo, kueue, kueue-afs or costfair", ErrPolicy, opts.Policy)
@@ -443,35 +491,59 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	}
 	nodeSize := opts.NodeSize
 	totalNodes := 0
-	nominal := map[string]int64{}
 	for _, q := range queues {
 		nodes := max(int(math.Round(float64(q.NominalGPUs)/float64(nodeSize)*scale)), 1)
 		gpus := nodes * nodeSize
-		borrow := int64(q.BorrowingLimit)
-		if q.BorrowingLimit >= 0 {
-			borrow = int64(math.Round(float64(q.BorrowingLimit) * scale))
+		cq := &admission.ClusterQueue{Name: q.Name, Cohort: q.Cohort, Team: q.Name, Weight: 1, Flavors: flavorNames,
+			Quotas: map[admission.FlavorResource]admission.Quota{}}
+		for _, f := range r.flavors {
+			share := f.Share
+			if len(r.flavors) == 1 {
+				share = 1
+			}
+			borrow := int64(q.BorrowingLimit)
+			if q.BorrowingLimit >= 0 {
+				borrow = int64(math.Round(float64(q.BorrowingLimit) * scale * share))
+			}
+			n := int64(math.Round(float64(gpus) * share))
+			cq.Quotas[f.fr] = admission.Quota{Nominal: n, BorrowingLimit: borrow, LendingLimit: -1}
+			r.value[q.Name] += float64(n) * f.perSecond
 		}
-		cq := &admission.ClusterQueue{Name: q.Name, Cohort: q.Cohort, Team: q.Name, Weight: 1, Flavors: []string{"gpu"},
-			Quotas: map[admission.FlavorResource]admission.Quota{r.fr: {Nominal: int64(gpus), BorrowingLimit: borrow, LendingLimit: -1}}}
 		if opts.Preemption {
 			cq.Preemption = admission.Preemption{WithinClusterQueue: admission.LowerPriority, ReclaimWithinCohort: admission.Any}
+		}
+		if opts.Policy == "costfair" {
+			// A team's weight is what its quota is worth: one entitled
+			// to more may spend more before it waits behind others.
+			cq.Weight = r.value[q.Name] * 3600 / 1e6 // dollars per hour
 		}
 		r.snap.Queues[q.Name] = cq
 		r.snap.Usage[q.Name] = map[admission.FlavorResource]int64{}
 		totalNodes += nodes
 		r.nominal[q.Name] = gpus
-		nominal[q.Name] = int64(gpus)
 	}
 	r.capacity = totalNodes * nodeSize
 	r.nodeIdx = make(map[string]int, totalNodes)
+	// Nodes go to the flavors by their shares, the last taking the rest.
+	var nodeFlavor []int
+	for k, f := range r.flavors {
+		n := int(math.Round(float64(totalNodes) * f.Share))
+		if k == len(r.flavors)-1 || len(r.flavors) == 1 {
+			n = totalNodes - len(nodeFlavor)
+		}
+		for range min(n, totalNodes-len(nodeFlavor)) {
+			nodeFlavor = append(nodeFlavor, k)
+		}
+	}
 	for i := range totalNodes {
 		name := "node-" + strconv.Itoa(i)
-		r.snap.Nodes = append(r.snap.Nodes, admission.Node{Name: name, Flavor: "gpu", Domain: "rack-" + strconv.Itoa(i/opts.NodesPerRack), Free: int64(nodeSize)})
+		r.snap.Nodes = append(r.snap.Nodes, admission.Node{Name: name, Flavor: r.flavors[nodeFlavor[i]].Name,
+			Domain: "rack-" + strconv.Itoa(i/opts.NodesPerRack), Free: int64(nodeSize)})
 		r.nodeIdx[name] = i
 	}
 	if opts.Ledger != nil {
 		var err error
-		if r.loop, err = newLoop(opts.Ledger, opts.Epoch, totalNodes, nodeSize, opts.ScrapeInterval, nominal, opts); err != nil {
+		if r.loop, err = newLoop(opts.Ledger, opts.Epoch, r.flavors, nodeFlavor, nodeSize, opts.ScrapeInterval, r.snap.Queues, opts); err != nil {
 			return ReplayResult{}, err
 		}
 	}
@@ -554,7 +626,6 @@ func (r *replay) advance(t time.Duration) {
 		r.sampleJain()
 	}
 	dt := (t - r.now).Seconds()
-	perSecond := float64(r.opts.PriceMicrosPerGPUHour) / 3600
 	if dt > 0 {
 		r.busySec += float64(r.busyGPUs) * dt
 		r.heldSec += float64(r.heldGPUs) * dt
@@ -563,12 +634,14 @@ func (r *replay) advance(t time.Duration) {
 				continue
 			}
 			g := float64(run.job.GPUs) * dt
+			cost := g * r.flavors[run.job.flavor].perSecond
 			r.usedSec[run.job.Queue] += g
+			r.usedCost[run.job.Queue] += cost
 			switch r.opts.Policy {
 			case "kueue-afs":
 				r.decayed.Add(run.job.Queue, g)
 			case "costfair":
-				r.decayed.Add(run.job.Queue, g*perSecond)
+				r.decayed.Add(run.job.Queue, cost)
 			}
 		}
 		for _, p := range r.partial {
@@ -579,7 +652,7 @@ func (r *replay) advance(t time.Duration) {
 			case "costfair":
 				// Held, idle GPUs of a partial gang cost the queue and
 				// are penalised.
-				r.decayed.Add(p.Queue, g*perSecond*(1+r.opts.IdlePenalty))
+				r.decayed.Add(p.Queue, g*r.flavors[0].perSecond*(1+r.opts.IdlePenalty))
 			}
 		}
 	}
@@ -594,7 +667,7 @@ func (r *replay) sampleJain() {
 	var s1, s2 float64
 	n, waiting := 0, false
 	for q, nominal := range r.nominal {
-		used := r.snap.Usage[q][r.fr]
+		used := r.held(q)
 		if r.pendingByQueue[q] <= 0 && used <= int64(nominal) {
 			continue
 		}
@@ -630,7 +703,7 @@ func (r *replay) finish() {
 			for _, i := range run.nodes {
 				r.snap.Nodes[i].Free += j.w.PerPod
 			}
-			r.snap.Usage[j.Queue][r.fr] -= int64(j.GPUs)
+			r.snap.Usage[j.Queue][r.flavors[j.flavor].fr] -= int64(j.GPUs)
 		}
 		r.busyGPUs -= j.GPUs
 		r.release(j)
@@ -716,7 +789,7 @@ func (r *replay) progressPartial() {
 			}
 			r.release(p)
 			r.heldGPUs -= p.held
-			r.snap.Usage[p.Queue][r.fr] -= int64(p.GPUs)
+			r.snap.Usage[p.Queue][r.flavors[0].fr] -= int64(p.GPUs)
 			p.placed, p.held = p.placed[:0], 0
 			p.requeues++
 			r.evictions++
@@ -811,6 +884,7 @@ func (r *replay) cycle() {
 				nodes[k] = r.nodeIdx[n]
 			}
 			j.running = d.Running
+			j.flavor = slices.IndexFunc(r.flavors, func(f replayFlavor) bool { return f.Name == d.Flavor })
 			r.take(d.Workload)
 			r.start(j, nodes)
 		}
@@ -822,22 +896,23 @@ func (r *replay) cycle() {
 	// Without gating: admit by quota alone, then place what fits now.
 	// In one cohort lending without limit, nothing more fits once the
 	// cohort's free quota is below the smallest pending job.
+	fr := r.flavors[0].fr // one flavor without gating
 	var headroom int64
 	for name, q := range r.snap.Queues {
-		headroom += q.Quotas[r.fr].Nominal - r.snap.Usage[name][r.fr]
+		headroom += q.Quotas[fr].Nominal - r.snap.Usage[name][fr]
 	}
 	for headroom >= smallest {
 		w := stream.Next()
 		if w == nil {
 			break
 		}
-		if r.snap.FitsQuota(w.Queue, r.fr, w.Units()) != "" {
+		if r.snap.FitsQuota(w.Queue, fr, w.Units()) != "" {
 			continue
 		}
-		r.snap.Usage[w.Queue][r.fr] += w.Units()
+		r.snap.Usage[w.Queue][fr] += w.Units()
 		headroom -= w.Units()
 		if pen, ok := r.policy.(admission.AdmissionPenalizer); ok {
-			v := pen.Penalty(r.snap, w, r.fr.Flavor)
+			v := pen.Penalty(r.snap, w, fr.Flavor)
 			r.snap.Share[w.Queue] += v
 			r.decayed.Add(w.Queue, v)
 		}
@@ -858,11 +933,20 @@ func (r *replay) mayReclaim() bool {
 	}
 	under, over := false, false
 	for q, n := range r.nominal {
-		u := r.snap.Usage[q][r.fr]
+		u := r.held(q)
 		under = under || (r.pendingByQueue[q] > 0 && u < int64(n))
 		over = over || u > int64(n)
 	}
 	return under && over || r.opts.Policy == "kueue" && over
+}
+
+// held is what a queue holds, all flavors.
+func (r *replay) held(q string) int64 {
+	var n int64
+	for _, u := range r.snap.Usage[q] {
+		n += u
+	}
+	return n
 }
 
 // preempt stops a preempted job (the snapshot has let it go already); it
@@ -916,10 +1000,19 @@ func (r *replay) result(jobs int) ReplayResult {
 		x := r.usedSec[q] / float64(r.nominal[q])
 		s1 += x
 		s2 += x * x
-		res.CostMicrosByQueue[q] = int64(math.Round(r.usedSec[q] / 3600 * float64(o.PriceMicrosPerGPUHour)))
+		res.CostMicrosByQueue[q] = int64(math.Round(r.usedCost[q]))
 	}
 	if s2 > 0 {
 		res.Jain = s1 * s1 / (float64(len(names)) * s2)
+	}
+	s1, s2 = 0, 0
+	for _, q := range names {
+		x := r.usedCost[q] / r.value[q]
+		s1 += x
+		s2 += x * x
+	}
+	if s2 > 0 {
+		res.JainCost = s1 * s1 / (float64(len(names)) * s2)
 	}
 	if r.jainN > 0 {
 		res.JainBacklogged = r.jainSum / float64(r.jainN)

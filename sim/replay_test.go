@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -346,5 +347,31 @@ func TestClosedLoop(t *testing.T) {
 	check("ungated", off, offStore)
 	if off.PartialGangGPUHours == 0 {
 		t.Error("no GPU time in partial gangs without gating")
+	}
+}
+
+// TestHeterogeneousReplay: with two flavors a queue tries them in order,
+// and each job's GPU time is priced at its flavor's rate.
+func TestHeterogeneousReplay(t *testing.T) {
+	qs := []TraceQueue{{Name: "a", NominalGPUs: 16, Cohort: "c", BorrowingLimit: -1}}
+	jobs := []TraceJob{
+		{ID: "j1", Queue: "a", Submit: 0, Duration: time.Hour, GPUs: 4, Pods: 1, PerPod: 4},
+		{ID: "j2", Queue: "a", Submit: 0, Duration: time.Hour, GPUs: 8, Pods: 2, PerPod: 4},
+	}
+	flavors := []ReplayFlavor{{Name: "t4", Share: 0.5, PriceMicrosPerGPUHour: 530_000}, {Name: "h100", Share: 0.5, PriceMicrosPerGPUHour: 6_880_000}}
+	r, err := Replay(qs, jobs, ReplayOptions{Policy: "costfair", Gating: true, Flavors: flavors})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// j1 takes 4 of the 8 T4s; j2 does not fit the 4 left and goes to the
+	// H100s: 4 T4-hours and 8 H100-hours.
+	if want := int64(4*530_000 + 8*6_880_000); r.CostMicrosByQueue["a"] != want || r.AvgJCTSeconds != 3600 {
+		t.Errorf("cost %d, want %d; avg JCT %v", r.CostMicrosByQueue["a"], want, r.AvgJCTSeconds)
+	}
+	if _, err := Replay(qs, jobs, ReplayOptions{Policy: "fifo", Flavors: flavors}); err == nil {
+		t.Error("a heterogeneous replay without gating was accepted")
+	}
+	if _, err := Replay(qs, jobs, ReplayOptions{Policy: "fifo", Gating: true, Flavors: []ReplayFlavor{{Name: "x", Share: 1}}}); err == nil || !strings.Contains(err.Error(), "price") {
+		t.Errorf("a flavor without a price: %v", err)
 	}
 }

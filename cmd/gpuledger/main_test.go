@@ -167,6 +167,10 @@ func TestSimulateCommand(t *testing.T) {
 	if err := run(context.Background(), []string{"simulate", "-policies=random", "-out=" + out}, &a); !errors.As(err, &ue) {
 		t.Errorf("unknown policy: %v", err)
 	}
+	if err := run(context.Background(), []string{"simulate", "-flavors=h100:2:x", "-out=" + out}, &a); !errors.As(err, &ue) ||
+		!strings.Contains(err.Error(), `"h100:2:x"`) {
+		t.Errorf("bad -flavors: %v", err)
+	}
 	var k bytes.Buffer
 	if err := run(context.Background(), []string{"simulate", "-workload=kueue-baseline", "-policies=kueue", "-out=" + out}, &k); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -49,6 +50,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	preemption := fs.Bool("preemption", false, "with -gating: queues reclaim their nominal quota from borrowers and lower priorities within a queue (kueue: Kueue's fair-sharing preemption, LessThanOrEqualToFinalShare then LessThanInitialShare; the others reclaim nominal quota only); on by default for the kueue-* workloads, whose configurations preempt")
 	idlePenalty := fs.Float64("idlePenalty", 1, "costfair counts an idle GPU-hour as 1+this GPU-hours of spend")
 	ftf := fs.Bool("ftf", true, "measure finish-time fairness: replay each queue alone on its quota first")
+	flavorList := fs.String("flavors", "", "a heterogeneous cluster: comma-separated name:share:pricePerGPUHour, such as h100:0.5:6.88,a100:0.5:4.10; each flavor gets its share of every quota and of the nodes, queues try them in this order (needs -gating)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -97,11 +99,14 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	default:
 		return usageError{fmt.Sprintf("-workload=%q: want philly, kueue-baseline or kueue-large", *workload)}
 	}
+	flavors, err := parseFlavors(*flavorList)
+	if err != nil {
+		return err
+	}
 	var isolated map[string]float64
 	if *ftf {
 		began := time.Now()
-		var err error
-		if isolated, err = sim.IsolatedJCT(queues, jobs, sim.ReplayOptions{CapacityScale: *scale, NodeSize: nodeSize}); err != nil {
+		if isolated, err = sim.IsolatedJCT(queues, jobs, sim.ReplayOptions{CapacityScale: *scale, NodeSize: nodeSize, Flavors: flavors}); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "each queue alone: %s\n", time.Since(began).Round(time.Millisecond))
@@ -114,7 +119,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 		began := time.Now()
 		ropts := sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale,
 			NodeSize: nodeSize, ReadyTimeout: *readyTimeout, Preemption: *preemption, IdlePenalty: *idlePenalty, Isolated: isolated,
-			ScrapeInterval: *scrape, SampleEvery: sampleEvery}
+			ScrapeInterval: *scrape, SampleEvery: sampleEvery, Flavors: flavors}
 		if *idlePenalty == 0 {
 			ropts.IdlePenalty = -1 // none
 		}
@@ -148,13 +153,13 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	for _, c := range classes {
 		fmt.Fprintf(tw, "wait %s s\t", c)
 	}
-	fmt.Fprintln(tw, "util\tJain\tJain backlogged\tFTF mean\tFTF worst queue\tpartial GPU-h\tevictions\tpreemptions\tlost GPU-h\t")
+	fmt.Fprintln(tw, "util\tJain\tJain cost\tJain backlogged\tFTF mean\tFTF worst queue\tpartial GPU-h\tevictions\tpreemptions\tlost GPU-h\t")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t", r.Policy, r.AvgJCTSeconds, r.P95JCTSeconds)
 		for _, c := range classes {
 			fmt.Fprintf(tw, "%.1f\t", r.WaitBySize[c])
 		}
-		fmt.Fprintf(tw, "%.3f\t%.3f\t%.3f\t%.2f\t%.2f\t%.1f\t%d\t%d\t%.1f\t\n", r.Utilization, r.Jain, r.JainBacklogged, r.FTFMean, r.FTFMaxQueue,
+		fmt.Fprintf(tw, "%.3f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f\t%.1f\t%d\t%d\t%.1f\t\n", r.Utilization, r.Jain, r.JainCost, r.JainBacklogged, r.FTFMean, r.FTFMaxQueue,
 			r.PartialGangGPUHours, r.Evictions, r.Preemptions, r.PreemptedGPUHours)
 	}
 	tw.Flush()
@@ -174,7 +179,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	for _, c := range classes {
 		header = append(header, "wait_"+c+"_s")
 	}
-	w.Write(append(header, "utilization", "jain", "jain_backlogged", "ftf_mean", "ftf_worst_queue", "partial_gang_gpu_hours",
+	w.Write(append(header, "utilization", "jain", "jain_cost", "jain_backlogged", "ftf_mean", "ftf_worst_queue", "partial_gang_gpu_hours",
 		"evictions", "preemptions", "preempted_gpu_hours", "queue", "cost"))
 	for _, r := range results {
 		qs := make([]string, 0, len(r.CostMicrosByQueue))
@@ -188,7 +193,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 			for _, c := range classes {
 				rec = append(rec, ff(r.WaitBySize[c]))
 			}
-			rec = append(rec, ff(r.Utilization), ff(r.Jain), ff(r.JainBacklogged), ff(r.FTFMean), ff(r.FTFMaxQueue), ff(r.PartialGangGPUHours),
+			rec = append(rec, ff(r.Utilization), ff(r.Jain), ff(r.JainCost), ff(r.JainBacklogged), ff(r.FTFMean), ff(r.FTFMaxQueue), ff(r.PartialGangGPUHours),
 				strconv.Itoa(r.Evictions), strconv.Itoa(r.Preemptions), ff(r.PreemptedGPUHours), q, ledger.FormatMicros(r.CostMicrosByQueue[q]))
 			w.Write(rec)
 		}
@@ -206,3 +211,21 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 }
 
 func ff(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+
+// parseFlavors reads -flavors: name:share:pricePerGPUHour, comma-separated.
+func parseFlavors(v string) ([]sim.ReplayFlavor, error) {
+	var out []sim.ReplayFlavor
+	for _, item := range splitList(v) {
+		parts := strings.Split(item, ":")
+		if len(parts) != 3 {
+			return nil, usageError{fmt.Sprintf("-flavors item %q: want name:share:pricePerGPUHour, such as h100:0.5:6.88", item)}
+		}
+		share, err1 := strconv.ParseFloat(parts[1], 64)
+		price, err2 := ledger.ParseMicros(parts[2])
+		if err1 != nil || share <= 0 || share > 1 || err2 != nil || price <= 0 {
+			return nil, usageError{fmt.Sprintf("-flavors item %q: share %q must be in (0, 1] and price %q a positive amount per GPU-hour", item, parts[1], parts[2])}
+		}
+		out = append(out, sim.ReplayFlavor{Name: parts[0], Share: share, PriceMicrosPerGPUHour: price})
+	}
+	return out, nil
+}
