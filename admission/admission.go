@@ -317,7 +317,7 @@ func AdmitInOrder(s *Snapshot, pending Pending, opts Options) []Decision {
 			if d.Admitted {
 				free -= w.Units()
 				if pen, ok := opts.Policy.(AdmissionPenalizer); ok && s.Share != nil {
-					s.Share[w.Queue] += pen.Penalty(s, w, d.Flavor)
+					s.Share[w.Queue] += pen.Penalty(s, w, d.Flavor) / weight(q)
 				}
 			}
 		}

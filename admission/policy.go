@@ -123,18 +123,19 @@ type ShareOrder struct {
 	PenaltyMs int64
 }
 
-// Penalty is what admitting w on flavor adds to its queue's share.
-func (p ShareOrder) Penalty(s *Snapshot, w *Workload, flavor string) float64 {
-	q := s.Queues[w.Queue]
-	if q == nil || p.PenaltyMs <= 0 {
+// Penalty is what admitting w on flavor adds to its queue's value (its
+// share before the division by the queue's weight).
+func (p ShareOrder) Penalty(_ *Snapshot, w *Workload, flavor string) float64 {
+	if p.PenaltyMs <= 0 {
 		return 0
 	}
-	return float64(w.Units()) * p.rate(FlavorResource{flavor, w.Resource}) * float64(p.PenaltyMs) / 1000 / weight(q)
+	return float64(w.Units()) * p.rate(FlavorResource{flavor, w.Resource}) * float64(p.PenaltyMs) / 1000
 }
 
-// AdmissionPenalizer is a policy that charges a queue's share when one of
-// its workloads is admitted; AdmitInOrder adds the charge to
-// Snapshot.Share as it admits, so later picks in the same cycle see it.
+// AdmissionPenalizer is a policy that charges a queue's value when one of
+// its workloads is admitted; AdmitInOrder adds the charge, over the
+// queue's weight, to Snapshot.Share as it admits, so later picks in the
+// same cycle see it.
 type AdmissionPenalizer interface {
 	Penalty(s *Snapshot, w *Workload, flavor string) float64
 }

@@ -192,7 +192,7 @@ func (l *loop) trim() {
 
 // shares reads each team's spend from the Store: over the hours before
 // now, cost plus energy cost plus idlePenalty × idle cost, each hour's
-// halved for every half-life of its age.
+// halved for every half-life of its age (the caller divides by weights).
 func (l *loop) shares(ctx context.Context, now time.Duration, halfLife time.Duration, idlePenalty float64) (map[string]float64, error) {
 	nowT := l.epoch.Add(now)
 	from := l.written.Add(-20 * halfLife)

@@ -356,6 +356,9 @@ type replay struct {
 	nodeIdx  map[string]int
 	byID     map[string]*replayJob
 	decayed  *admission.Decayed
+	// penalties holds the admission penalties apart when the shares come
+	// from the ledger (which knows what was spent, not what was charged).
+	penalties *admission.Decayed
 	loop     *loop
 	nominal  map[string]int // GPUs, all flavors
 	value    map[string]float64 // the quota's price per second, micros
@@ -559,6 +562,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		r.byID[j.ID] = rjobs[i]
 	}
 	r.decayed = admission.NewDecayed(opts.HalfLife.Milliseconds())
+	r.penalties = admission.NewDecayed(opts.HalfLife.Milliseconds())
 	ctx := context.Background()
 	next := 0
 	for {
@@ -592,8 +596,15 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 				return ReplayResult{}, fmt.Errorf("closed loop: %w", err)
 			}
 			if wrote && opts.Policy == "costfair" {
-				if r.snap.Share, err = r.loop.shares(ctx, r.now, opts.HalfLife, opts.IdlePenalty); err != nil {
+				spent, err := r.loop.shares(ctx, r.now, opts.HalfLife, opts.IdlePenalty)
+				if err != nil {
 					return ReplayResult{}, err
+				}
+				r.snap.Share = r.penalties.Shares(r.snap.Queues)
+				for q, v := range spent {
+					if cq := r.snap.Queues[q]; cq != nil {
+						r.snap.Share[q] += v / cq.Weight
+					}
 				}
 			}
 		}
@@ -658,6 +669,7 @@ func (r *replay) advance(t time.Duration) {
 	}
 	r.now = t
 	r.decayed.Advance(t.Milliseconds() + 1)
+	r.penalties.Advance(t.Milliseconds() + 1)
 }
 
 // sampleJain takes one sample of JainBacklogged: when some queue has work
@@ -873,7 +885,7 @@ func (r *replay) cycle() {
 			if pen != nil {
 				// The snapshot's share has it for this cycle; the decayed
 				// usage keeps it for the next.
-				r.decayed.Add(d.Workload.Queue, pen.Penalty(r.snap, d.Workload, d.Flavor))
+				r.charge(d.Workload.Queue, pen.Penalty(r.snap, d.Workload, d.Flavor))
 			}
 			for _, p := range d.Preempted {
 				victims = append(victims, r.preempt(p.Running))
@@ -913,8 +925,8 @@ func (r *replay) cycle() {
 		headroom -= w.Units()
 		if pen, ok := r.policy.(admission.AdmissionPenalizer); ok {
 			v := pen.Penalty(r.snap, w, fr.Flavor)
-			r.snap.Share[w.Queue] += v
-			r.decayed.Add(w.Queue, v)
+			r.snap.Share[w.Queue] += v / r.snap.Queues[w.Queue].Weight
+			r.charge(w.Queue, v)
 		}
 		j := r.byID[w.ID]
 		r.take(w)
@@ -938,6 +950,15 @@ func (r *replay) mayReclaim() bool {
 		over = over || u > int64(n)
 	}
 	return under && over || r.opts.Policy == "kueue" && over
+}
+
+// charge keeps an admission penalty for the next cycles' shares.
+func (r *replay) charge(queue string, v float64) {
+	if r.loop != nil && r.opts.Policy == "costfair" {
+		r.penalties.Add(queue, v)
+		return
+	}
+	r.decayed.Add(queue, v)
 }
 
 // held is what a queue holds, all flavors.
