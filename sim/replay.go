@@ -349,20 +349,20 @@ type replayJob struct {
 
 // replay is the state of one Replay.
 type replay struct {
-	opts     ReplayOptions
-	policy   admission.Sharer
-	snap     *admission.Snapshot
-	flavors  []replayFlavor
-	nodeIdx  map[string]int
-	byID     map[string]*replayJob
-	decayed  *admission.Decayed
+	opts    ReplayOptions
+	policy  admission.Sharer
+	snap    *admission.Snapshot
+	flavors []replayFlavor
+	nodeIdx map[string]int
+	byID    map[string]*replayJob
+	decayed *admission.Decayed
 	// penalties holds the admission penalties apart when the shares come
 	// from the ledger (which knows what was spent, not what was charged).
 	penalties *admission.Decayed
-	loop     *loop
-	nominal  map[string]int // GPUs, all flavors
-	value    map[string]float64 // the quota's price per second, micros
-	capacity int
+	loop      *loop
+	nominal   map[string]int     // GPUs, all flavors
+	value     map[string]float64 // the quota's price per second, micros
+	capacity  int
 	// Pending workloads per queue in FIFO order; admitted ones are marked
 	// dead and dropped lazily, so a cycle costs what it admits, not the
 	// backlog.
