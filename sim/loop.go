@@ -41,7 +41,6 @@ type loop struct {
 	pl      Ingester
 	store   ledger.Store
 	epoch   time.Time
-	slots   [][]bool // busy GPUs per node
 	nextJob int
 	body    []byte
 	// written is the end of the hours in the Store.
@@ -61,7 +60,6 @@ func newLoop(store ledger.Store, epoch time.Time, flavors []replayFlavor, nodeFl
 	if opts.Ingest == nil {
 		return nil, fmt.Errorf("the closed loop needs ReplayOptions.Ingest (an ingest pipeline onto the Store)")
 	}
-	nodes := len(nodeFlavor)
 	c := &Cluster{Name: "replay"}
 	model := &attribution.Model{Cluster: "replay", LocalQueues: map[attribution.QueueRef]string{},
 		ClusterQueueTeams: map[string]string{}, NamespaceTeams: map[string]string{}, Quotas: map[attribution.QuotaRef]int64{},
@@ -86,10 +84,7 @@ func newLoop(store ledger.Store, epoch time.Time, flavors []replayFlavor, nodeFl
 			model.Quotas[attribution.QuotaRef{ClusterQueue: q, Flavor: fr.Flavor}] = quota.Nominal * 1000
 		}
 	}
-	l := &loop{c: c, store: store, epoch: epoch, written: epoch, slots: make([][]bool, nodes)}
-	for i := range l.slots {
-		l.slots[i] = make([]bool, nodeSize)
-	}
+	l := &loop{c: c, store: store, epoch: epoch, written: epoch}
 	l.tel = NewTelemetry(c, epoch, farFuture, interval)
 	var err error
 	l.now = epoch
@@ -111,15 +106,14 @@ func (l *loop) hold(j *replayJob, node, perPod int, now time.Duration, waiting b
 	at := l.epoch.Add(now)
 	pod := fmt.Sprintf("%s-worker-%d", j.ID, len(j.holds))
 	var out []podHold
-	for g, busy := range l.slots[node] {
+	for _, d := range l.c.Nodes[node].Devices {
 		if len(out) == perPod {
 			break
 		}
-		if busy {
+		// A device is busy while its last hold has not ended.
+		if n := len(d.Holds); n > 0 && d.Holds[n-1].End.After(at) {
 			continue
 		}
-		l.slots[node][g] = true
-		d := l.c.Nodes[node].Devices[g]
 		d.Holds = append(d.Holds, Hold{Start: at, End: farFuture, Job: j.simJob, Pod: pod, Container: "worker", PodDevices: perPod, Waiting: waiting})
 		out = append(out, podHold{dev: d, idx: len(d.Holds) - 1})
 	}
@@ -131,16 +125,7 @@ func (l *loop) release(hs []podHold, now time.Duration) {
 	at := l.epoch.Add(now)
 	for _, h := range hs {
 		h.dev.Holds[h.idx].End = at
-		l.slots[nodeIndex(l.c, h.dev.Node)][h.dev.GPU] = false
 	}
-}
-
-func nodeIndex(c *Cluster, n *NodeInfo) int {
-	i, err := strconv.Atoi(n.Name[len("node-"):])
-	if err != nil || i >= len(c.Nodes) {
-		panic("replay node " + n.Name) // names are ours
-	}
-	return i
 }
 
 // advance renders and ingests every scrape before now, and writes the
