@@ -676,28 +676,39 @@ func (r *replay) advance(t time.Duration) {
 // waiting, Jain's index of held/nominal over the queues that contend: those
 // with work waiting and those holding more than their quota.
 func (r *replay) sampleJain() {
-	var s1, s2 float64
-	n, waiting := 0, false
+	var xs []float64
+	waiting := false
 	for q, nominal := range r.nominal {
 		used := r.held(q)
 		if r.pendingByQueue[q] <= 0 && used <= int64(nominal) {
 			continue
 		}
 		waiting = waiting || r.pendingByQueue[q] > 0
-		x := float64(used) / float64(nominal)
-		s1 += x
-		s2 += x * x
-		n++
+		xs = append(xs, float64(used)/float64(nominal))
 	}
 	if !waiting {
 		return
 	}
 	r.jainN++
-	if s2 == 0 {
-		r.jainSum++ // all hold nothing: equal
-		return
+	j := jainIndex(xs)
+	if j == 0 {
+		j = 1 // all hold nothing: equal
 	}
-	r.jainSum += s1 * s1 / (float64(n) * s2)
+	r.jainSum += j
+}
+
+// jainIndex is Jain's fairness index of xs, (Σx)² / (n·Σx²); 0 when every
+// x is 0.
+func jainIndex(xs []float64) float64 {
+	var s1, s2 float64
+	for _, x := range xs {
+		s1 += x
+		s2 += x * x
+	}
+	if s2 == 0 {
+		return 0
+	}
+	return s1 * s1 / (float64(len(xs)) * s2)
 }
 
 // finish ends the runs that are done.
@@ -1011,30 +1022,19 @@ func (r *replay) result(jobs int) ReplayResult {
 	if r.now > 0 {
 		res.Utilization = r.busySec / (float64(r.capacity) * r.now.Seconds())
 	}
-	var s1, s2 float64
 	names := make([]string, 0, len(r.nominal))
 	for q := range r.nominal {
 		names = append(names, q)
 	}
 	sort.Strings(names)
+	var byTime, byCost []float64
 	for _, q := range names {
-		x := r.usedSec[q] / float64(r.nominal[q])
-		s1 += x
-		s2 += x * x
+		byTime = append(byTime, r.usedSec[q]/float64(r.nominal[q]))
+		byCost = append(byCost, r.usedCost[q]/r.value[q])
 		res.CostMicrosByQueue[q] = int64(math.Round(r.usedCost[q]))
 	}
-	if s2 > 0 {
-		res.Jain = s1 * s1 / (float64(len(names)) * s2)
-	}
-	s1, s2 = 0, 0
-	for _, q := range names {
-		x := r.usedCost[q] / r.value[q]
-		s1 += x
-		s2 += x * x
-	}
-	if s2 > 0 {
-		res.JainCost = s1 * s1 / (float64(len(names)) * s2)
-	}
+	res.Jain = jainIndex(byTime)
+	res.JainCost = jainIndex(byCost)
 	if r.jainN > 0 {
 		res.JainBacklogged = r.jainSum / float64(r.jainN)
 	}
