@@ -361,6 +361,7 @@ type replay struct {
 	penalties *admission.Decayed
 	loop      *loop
 	nominal   map[string]int     // GPUs, all flavors
+	names     []string           // the queues, sorted: sums in one order
 	value     map[string]float64 // the quota's price per second, micros
 	capacity  int
 	// Pending workloads per queue in FIFO order; admitted ones are marked
@@ -526,6 +527,10 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		r.nominal[q.Name] = gpus
 	}
 	r.capacity = totalNodes * nodeSize
+	for q := range r.nominal {
+		r.names = append(r.names, q)
+	}
+	sort.Strings(r.names)
 	r.nodeIdx = make(map[string]int, totalNodes)
 	// Nodes go to the flavors by their shares, the last taking the rest.
 	var nodeFlavor []int
@@ -678,7 +683,8 @@ func (r *replay) advance(t time.Duration) {
 func (r *replay) sampleJain() {
 	var xs []float64
 	waiting := false
-	for q, nominal := range r.nominal {
+	for _, q := range r.names {
+		nominal := r.nominal[q]
 		used := r.held(q)
 		if r.pendingByQueue[q] <= 0 && used <= int64(nominal) {
 			continue
@@ -1022,13 +1028,8 @@ func (r *replay) result(jobs int) ReplayResult {
 	if r.now > 0 {
 		res.Utilization = r.busySec / (float64(r.capacity) * r.now.Seconds())
 	}
-	names := make([]string, 0, len(r.nominal))
-	for q := range r.nominal {
-		names = append(names, q)
-	}
-	sort.Strings(names)
 	var byTime, byCost []float64
-	for _, q := range names {
+	for _, q := range r.names {
 		byTime = append(byTime, r.usedSec[q]/float64(r.nominal[q]))
 		byCost = append(byCost, r.usedCost[q]/r.value[q])
 		res.CostMicrosByQueue[q] = int64(math.Round(r.usedCost[q]))
@@ -1061,7 +1062,7 @@ func (r *replay) result(jobs int) ReplayResult {
 		if n > 0 {
 			res.FTFMean = sum / float64(n)
 		}
-		for _, q := range names {
+		for _, q := range r.names {
 			if v := perQueue[q]; v[1] > 0 {
 				res.FTFMaxQueue = max(res.FTFMaxQueue, v[0]/v[1])
 			}
