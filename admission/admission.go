@@ -275,8 +275,13 @@ func AdmitInOrder(s *Snapshot, pending Pending, opts Options) []Decision {
 		free += n.Free
 	}
 	preempting := false
-	for _, q := range s.Queues {
-		preempting = preempting || (s.Running != nil && q.Preemption.enabled())
+	if s.Running != nil {
+		for _, q := range s.Queues {
+			if q.Preemption.enabled() {
+				preempting = true
+				break
+			}
+		}
 	}
 	s.thisCycle = make(map[*Running]bool)
 	blocked := make(map[string]bool) // StrictFIFO queues whose head did not fit
