@@ -25,6 +25,7 @@ import (
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
+	"github.com/gpuledger/gpuledger/ledger/ledgertest"
 	"github.com/gpuledger/gpuledger/sim"
 )
 
@@ -219,19 +220,6 @@ func (f *failingSource) Fetch(ctx context.Context, from, to time.Time, p *Parser
 	return f.Source.Fetch(ctx, from, to, p, sink)
 }
 
-func dumpLedger(t testing.TB, s ledger.Store, from, to time.Time) ([]ledger.Row, []ledger.WorkloadRow) {
-	t.Helper()
-	rows, err := s.Query(context.Background(), ledger.Query{From: from, To: to, Step: ledger.StepHour, GroupBy: ledger.Dimensions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wls, err := s.TopWorkloads(context.Background(), ledger.Query{From: from, To: to}, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rows, wls
-}
-
 func openStore(t testing.TB) ledger.Store {
 	t.Helper()
 	s, err := embedded.Open(t.TempDir(), embedded.Options{})
@@ -275,8 +263,8 @@ func TestBackfillResumes(t *testing.T) {
 	if !prog.Resumed.Equal(simStart.Add(time.Hour)) {
 		t.Errorf("resumed at %v, want %v", prog.Resumed, simStart.Add(time.Hour))
 	}
-	rowsA, wlA := dumpLedger(t, whole, simStart, end)
-	rowsB, wlB := dumpLedger(t, resumed, simStart, end)
+	rowsA, wlA := ledgertest.Dump(t, whole, simStart, end)
+	rowsB, wlB := ledgertest.Dump(t, resumed, simStart, end)
 	if diff := cmp.Diff(rowsA, rowsB, cmpopts.EquateApprox(0, 1e-6)); diff != "" {
 		t.Errorf("resumed ledger differs (-whole +resumed):\n%s", diff)
 	}
@@ -313,7 +301,7 @@ func TestPipelineKeepsRowsWhenTheStoreFails(t *testing.T) {
 	if err := pl.FlushUntil(context.Background(), simStart.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	rows, _ := dumpLedger(t, store, simStart, simStart.Add(2*time.Hour))
+	rows, _ := ledgertest.Dump(t, store, simStart, simStart.Add(2*time.Hour))
 	hours := map[time.Time]bool{}
 	for _, r := range rows {
 		hours[r.Hour] = true
@@ -428,7 +416,7 @@ func TestPipelineDropsFutureSamples(t *testing.T) {
 	if err := pl.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if rows, _ := dumpLedger(t, pl.store, simStart, simStart.Add(48*time.Hour)); len(rows) != 0 {
+	if rows, _ := ledgertest.Dump(t, pl.store, simStart, simStart.Add(48*time.Hour)); len(rows) != 0 {
 		t.Errorf("the future sample flushed %d rows of hours not over yet", len(rows))
 	}
 }
@@ -460,7 +448,7 @@ func TestPipelineReorders(t *testing.T) {
 		if err := pl.FlushUntil(context.Background(), end); err != nil {
 			t.Fatal(err)
 		}
-		rows, _ := dumpLedger(t, store, simStart, end)
+		rows, _ := ledgertest.Dump(t, store, simStart, end)
 		_, as := pl.Stats()
 		return rows, as
 	}

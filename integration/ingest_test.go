@@ -22,6 +22,7 @@ import (
 	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
+	"github.com/gpuledger/gpuledger/ledger/ledgertest"
 	"github.com/gpuledger/gpuledger/sim"
 )
 
@@ -97,23 +98,10 @@ func openStore(t testing.TB) ledger.Store {
 	return s
 }
 
-func dump(t *testing.T, s ledger.Store, from, to time.Time) ([]ledger.Row, []ledger.WorkloadRow) {
-	t.Helper()
-	rows, err := s.Query(context.Background(), ledger.Query{From: from, To: to, Step: ledger.StepHour, GroupBy: ledger.Dimensions})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wls, err := s.TopWorkloads(context.Background(), ledger.Query{From: from, To: to}, 10_000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rows, wls
-}
-
 func sameLedger(t *testing.T, what string, a, b ledger.Store, from, to time.Time) {
 	t.Helper()
-	rowsA, wlA := dump(t, a, from, to)
-	rowsB, wlB := dump(t, b, from, to)
+	rowsA, wlA := ledgertest.Dump(t, a, from, to)
+	rowsB, wlB := ledgertest.Dump(t, b, from, to)
 	if len(rowsA) == 0 {
 		t.Fatalf("%s: the reference ledger is empty", what)
 	}
@@ -156,7 +144,7 @@ func TestVictoriaMetricsBackfill(t *testing.T) {
 	sameLedger(t, "VictoriaMetrics export", files, fromVM, simStart, end)
 
 	// The capture's T4s were seen (unallocated, no pod) and priced.
-	rows, _ := dump(t, fromVM, simStart, end)
+	rows, _ := ledgertest.Dump(t, fromVM, simStart, end)
 	var t4 bool
 	for _, r := range rows {
 		t4 = t4 || (r.Flavor == "t4" && r.Team == ledger.TeamUnallocated && r.CostMicros == 2*526_000)

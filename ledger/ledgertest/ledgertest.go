@@ -251,3 +251,19 @@ func Run(t *testing.T, open Opener) {
 		}
 	})
 }
+
+// Dump returns everything a Store holds for [from, to): every hour's rows
+// by every dimension, and its workload rows (up to 10,000), for tests that
+// compare two ledgers.
+func Dump(t testing.TB, s ledger.Store, from, to time.Time) ([]ledger.Row, []ledger.WorkloadRow) {
+	t.Helper()
+	rows, err := s.Query(context.Background(), ledger.Query{From: from, To: to, Step: ledger.StepHour, GroupBy: ledger.Dimensions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wls, err := s.TopWorkloads(context.Background(), ledger.Query{From: from, To: to}, 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows, wls
+}
