@@ -55,8 +55,10 @@ type Key struct {
 // and the sum of EnergyCostMicros equals the cost of the energy its GPUs
 // drew.
 //
-// CostMicros is kept apart three ways: active (held and busy), allocated
-// idle (IdleCostMicros: held but inactive) and unallocated
+// CostMicros is kept apart four ways: active (held and busy), allocated
+// idle (IdleCostMicros: held but inactive), unmeasured
+// (UnmeasuredCostMicros: held, by what Kubernetes allocated, while no
+// telemetry said how busy the device was) and unallocated
 // (UnallocatedCostMicros: capacity nobody held, on TeamUnallocated rows or
 // shared out to teams by the configured policy).
 type Row struct {
@@ -68,12 +70,22 @@ type Row struct {
 	// ActiveGPUSeconds is the part of GPUSeconds during which the GPU was
 	// busy (GPUSeconds × DCGM activity).
 	ActiveGPUSeconds float64
+	// UnmeasuredGPUSeconds is the part of GPUSeconds for which no DCGM
+	// activity was reported: the pod held the device by Kubernetes'
+	// allocation (kube-state-metrics) while DCGM was silent about it, or
+	// DCGM reported the device without an activity field.
+	UnmeasuredGPUSeconds float64
 	// CostMicros is the row's whole cost at the flavor's rate:
-	// ActiveCostMicros() + IdleCostMicros + UnallocatedCostMicros.
+	// ActiveCostMicros() + IdleCostMicros + UnmeasuredCostMicros +
+	// UnallocatedCostMicros.
 	CostMicros int64
 	// IdleCostMicros is the part of CostMicros paid while the GPU was held
 	// but inactive.
 	IdleCostMicros int64
+	// UnmeasuredCostMicros is the part of CostMicros paid for
+	// UnmeasuredGPUSeconds: held, but of unknown activity. It is neither
+	// active nor idle.
+	UnmeasuredCostMicros int64
 	// UnallocatedCostMicros is the part of CostMicros for capacity nobody
 	// held.
 	UnallocatedCostMicros int64
@@ -87,7 +99,7 @@ type Row struct {
 
 // ActiveCostMicros is the part of CostMicros paid while the GPU was busy.
 func (r *Row) ActiveCostMicros() int64 {
-	return r.CostMicros - r.IdleCostMicros - r.UnallocatedCostMicros
+	return r.CostMicros - r.IdleCostMicros - r.UnmeasuredCostMicros - r.UnallocatedCostMicros
 }
 
 // WorkloadRow is one hour of one workload (the Job, JobSet, RayCluster or
@@ -101,11 +113,13 @@ type WorkloadRow struct {
 	Namespace string
 	// Kind and Name of the pods' owner, such as Job/train-0042; Kind "Pod"
 	// when no owner is known.
-	Kind, Name       string
-	GPUSeconds       float64
-	ActiveGPUSeconds float64
-	CostMicros       int64
-	IdleCostMicros   int64
+	Kind, Name           string
+	GPUSeconds           float64
+	ActiveGPUSeconds     float64
+	UnmeasuredGPUSeconds float64
+	CostMicros           int64
+	IdleCostMicros       int64
+	UnmeasuredCostMicros int64
 }
 
 // Step is the width of the buckets a query aggregates into.
@@ -255,6 +269,33 @@ type Store interface {
 	// it after writing the hours it covers: a crash between the two only
 	// makes a rerun write those hours again, which replaces them.
 	SetCheckpoint(ctx context.Context, name string, t time.Time) error
+	// RecordAudit records a rewrite of hours that were already written,
+	// such as a backfill over hours the live path had settled.
+	RecordAudit(ctx context.Context, e AuditEntry) error
+	// Audit returns the entries whose hours overlap [from, to), oldest
+	// first.
+	Audit(ctx context.Context, from, to time.Time) ([]AuditEntry, error)
 	// Close releases the Store's resources.
 	Close() error
 }
+
+// AuditEntry records that hours already written were written again: the
+// ledger never changes a settled hour silently.
+type AuditEntry struct {
+	// At is when the rewrite happened.
+	At time.Time
+	// Cluster and [From, To) are the hours rewritten.
+	Cluster  string
+	From, To time.Time
+	// Source is what rewrote them, such as backfill:file:///x.jsonl.
+	Source string
+	// Rows is how many ledger rows the rewrite wrote.
+	Rows int
+	// Note says why, in words.
+	Note string
+}
+
+// LiveCheckpoint is the checkpoint of the live path (gpuledger serve) of a
+// cluster: the end of the hours it has settled. The live path never writes
+// before it; a backfill before it rewrites settled hours and records that.
+func LiveCheckpoint(cluster string) string { return "live:" + cluster }

@@ -25,7 +25,7 @@ func storeFlags(fs *flag.FlagSet, defaultPath string) func(ctx context.Context, 
 		case "clickhouse":
 			opts := clickhouse.Options{DSN: *dsn, SpoolDir: *spool, Logger: log}
 			if *distributed {
-				opts.LedgerTable, opts.WorkloadTable, opts.CheckpointTable = "ledger_rows_all", "workload_rows_all", "checkpoints_all"
+				opts.LedgerTable, opts.WorkloadTable, opts.CheckpointTable, opts.AuditTable = "ledger_rows_all", "workload_rows_all", "checkpoints_all", "audit_all"
 				opts.SkipMigrations = true
 			}
 			return clickhouse.Open(ctx, opts)

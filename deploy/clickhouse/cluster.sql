@@ -30,7 +30,9 @@ CREATE TABLE IF NOT EXISTS gpuledger.ledger_rows ON CLUSTER gpuledger (
     idle_cost Decimal(18, 6),
     unallocated_cost Decimal(18, 6),
     energy_joules Float64,
-    energy_cost Decimal(18, 6)
+    energy_cost Decimal(18, 6),
+    unmeasured_gpu_seconds Float64 DEFAULT 0,
+    unmeasured_cost Decimal(18, 6) DEFAULT 0
 ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/ledger_rows', '{replica}', version)
 PARTITION BY toYYYYMM(hour)
 ORDER BY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed);
@@ -46,7 +48,9 @@ CREATE TABLE IF NOT EXISTS gpuledger.workload_rows ON CLUSTER gpuledger (
     gpu_seconds Float64,
     active_gpu_seconds Float64,
     cost Decimal(18, 6),
-    idle_cost Decimal(18, 6)
+    idle_cost Decimal(18, 6),
+    unmeasured_gpu_seconds Float64 DEFAULT 0,
+    unmeasured_cost Decimal(18, 6) DEFAULT 0
 ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/workload_rows', '{replica}', version)
 PARTITION BY toYYYYMM(hour)
 ORDER BY (cluster, hour, team, namespace, kind, name);
@@ -58,6 +62,18 @@ CREATE TABLE IF NOT EXISTS gpuledger.checkpoints ON CLUSTER gpuledger (
 ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/checkpoints', '{replica}', version)
 ORDER BY name;
 
+-- Rewrites of written hours (backfills over settled hours), kept forever.
+CREATE TABLE IF NOT EXISTS gpuledger.audit ON CLUSTER gpuledger (
+    at_ms Int64,
+    cluster String,
+    from_hour DateTime,
+    to_hour DateTime,
+    source String,
+    rows UInt64,
+    note String
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/gpuledger/audit', '{replica}')
+ORDER BY (cluster, from_hour, at_ms);
+
 -- Distributed tables: what gpuledger reads and writes.
 CREATE TABLE IF NOT EXISTS gpuledger.ledger_rows_all ON CLUSTER gpuledger AS gpuledger.ledger_rows
 ENGINE = Distributed(gpuledger, gpuledger, ledger_rows, cityHash64(cluster, toUInt32(hour)));
@@ -67,3 +83,12 @@ ENGINE = Distributed(gpuledger, gpuledger, workload_rows, cityHash64(cluster, to
 
 CREATE TABLE IF NOT EXISTS gpuledger.checkpoints_all ON CLUSTER gpuledger AS gpuledger.checkpoints
 ENGINE = Distributed(gpuledger, gpuledger, checkpoints, cityHash64(name));
+
+CREATE TABLE IF NOT EXISTS gpuledger.audit_all ON CLUSTER gpuledger AS gpuledger.audit
+ENGINE = Distributed(gpuledger, gpuledger, audit, cityHash64(cluster));
+
+-- Upgrading a cluster created before the unmeasured columns (gpuledger's
+-- migrations 4 and 5 on a single server):
+--   ALTER TABLE gpuledger.ledger_rows ON CLUSTER gpuledger ADD COLUMN unmeasured_gpu_seconds Float64 DEFAULT 0, ADD COLUMN unmeasured_cost Decimal(18, 6) DEFAULT 0;
+--   ALTER TABLE gpuledger.workload_rows ON CLUSTER gpuledger ADD COLUMN unmeasured_gpu_seconds Float64 DEFAULT 0, ADD COLUMN unmeasured_cost Decimal(18, 6) DEFAULT 0;
+--   then drop and re-create ledger_rows_all and workload_rows_all as above.

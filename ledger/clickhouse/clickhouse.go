@@ -30,8 +30,9 @@ type Options struct {
 	DSN string
 	// Tables override the table names: on a ClickHouse cluster, point them
 	// at the Distributed tables of deploy/clickhouse/cluster.sql and set
-	// SkipMigrations. Defaults ledger_rows, workload_rows, checkpoints.
-	LedgerTable, WorkloadTable, CheckpointTable string
+	// SkipMigrations. Defaults ledger_rows, workload_rows, checkpoints,
+	// audit.
+	LedgerTable, WorkloadTable, CheckpointTable, AuditTable string
 	// SkipMigrations leaves the schema to the operator (cluster DDL).
 	SkipMigrations bool
 	// SpoolDir, when set, holds writes that could not reach the server;
@@ -93,6 +94,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if s.opts.CheckpointTable == "" {
 		s.opts.CheckpointTable = "checkpoints"
+	}
+	if s.opts.AuditTable == "" {
+		s.opts.AuditTable = "audit"
 	}
 	if s.opts.BatchRows <= 0 {
 		s.opts.BatchRows = 100_000
@@ -266,7 +270,7 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 	}
 	for start := 0; start < len(rec.Rows); start += s.opts.BatchRows {
 		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.LedgerTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
-			gpu_seconds, active_gpu_seconds, cost, idle_cost, unallocated_cost, energy_joules, energy_cost)`)
+			gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost, idle_cost, unmeasured_cost, unallocated_cost, energy_joules, energy_cost)`)
 		if err != nil {
 			return fmt.Errorf("prepare ledger insert: %w", err)
 		}
@@ -276,8 +280,8 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 				borrowed = 1
 			}
 			if err := b.Append(r.Hour.UTC(), r.Cluster, r.Team, r.Namespace, r.LocalQueue, r.ClusterQueue, r.Flavor, borrowed, rec.Version,
-				r.GPUSeconds, r.ActiveGPUSeconds, micros(r.CostMicros), micros(r.IdleCostMicros), micros(r.UnallocatedCostMicros),
-				r.EnergyJoules, micros(r.EnergyCostMicros)); err != nil {
+				r.GPUSeconds, r.ActiveGPUSeconds, r.UnmeasuredGPUSeconds, micros(r.CostMicros), micros(r.IdleCostMicros),
+				micros(r.UnmeasuredCostMicros), micros(r.UnallocatedCostMicros), r.EnergyJoules, micros(r.EnergyCostMicros)); err != nil {
 				b.Abort()
 				return fmt.Errorf("append ledger row: %w", err)
 			}
@@ -288,13 +292,14 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 	}
 	for start := 0; start < len(rec.Workloads); start += s.opts.BatchRows {
 		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.WorkloadTable)+` (hour, cluster, team, namespace, kind, name, version,
-			gpu_seconds, active_gpu_seconds, cost, idle_cost)`)
+			gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost, idle_cost, unmeasured_cost)`)
 		if err != nil {
 			return fmt.Errorf("prepare workload insert: %w", err)
 		}
 		for _, w := range rec.Workloads[start:min(start+s.opts.BatchRows, len(rec.Workloads))] {
 			if err := b.Append(w.Hour.UTC(), w.Cluster, w.Team, w.Namespace, w.Kind, w.Name, rec.Version,
-				w.GPUSeconds, w.ActiveGPUSeconds, micros(w.CostMicros), micros(w.IdleCostMicros)); err != nil {
+				w.GPUSeconds, w.ActiveGPUSeconds, w.UnmeasuredGPUSeconds, micros(w.CostMicros), micros(w.IdleCostMicros),
+				micros(w.UnmeasuredCostMicros)); err != nil {
 				b.Abort()
 				return fmt.Errorf("append workload row: %w", err)
 			}

@@ -108,8 +108,8 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	cols, groupCols := q.SQLColumns(bucket, "toUInt8(0)")
 	table := s.table(s.opts.LedgerTable)
 	w, args := where(table, q)
-	sql := fmt.Sprintf(`SELECT %s, sum(gpu_seconds), sum(active_gpu_seconds), toString(sum(cost)), toString(sum(idle_cost)),
-		toString(sum(unallocated_cost)), sum(energy_joules), toString(sum(energy_cost))
+	sql := fmt.Sprintf(`SELECT %s, sum(gpu_seconds), sum(active_gpu_seconds), sum(unmeasured_gpu_seconds), toString(sum(cost)),
+		toString(sum(idle_cost)), toString(sum(unmeasured_cost)), toString(sum(unallocated_cost)), sum(energy_joules), toString(sum(energy_cost))
 		FROM %s FINAL WHERE team != '' AND %s GROUP BY %s ORDER BY %s`,
 		strings.Join(cols, ", "), table, w, strings.Join(groupCols, ", "), strings.Join(groupCols, ", "))
 	rs, err := s.conn.Query(ctx, sql, args...)
@@ -122,16 +122,17 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 		var r ledger.Row
 		var b time.Time
 		var borrowed uint8
-		var cost, idle, unalloc, ecost string
+		var cost, idle, unmeasured, unalloc, ecost string
 		if err := rs.Scan(&b, &r.Cluster, &r.Team, &r.Namespace, &r.LocalQueue, &r.ClusterQueue, &r.Flavor, &borrowed,
-			&r.GPUSeconds, &r.ActiveGPUSeconds, &cost, &idle, &unalloc, &r.EnergyJoules, &ecost); err != nil {
+			&r.GPUSeconds, &r.ActiveGPUSeconds, &r.UnmeasuredGPUSeconds, &cost, &idle, &unmeasured, &unalloc, &r.EnergyJoules, &ecost); err != nil {
 			return nil, fmt.Errorf("scan ledger row: %w", err)
 		}
 		r.Hour, r.Borrowed = b.UTC(), borrowed == 1
 		for _, m := range []struct {
 			s   string
 			dst *int64
-		}{{cost, &r.CostMicros}, {idle, &r.IdleCostMicros}, {unalloc, &r.UnallocatedCostMicros}, {ecost, &r.EnergyCostMicros}} {
+		}{{cost, &r.CostMicros}, {idle, &r.IdleCostMicros}, {unmeasured, &r.UnmeasuredCostMicros}, {unalloc, &r.UnallocatedCostMicros},
+			{ecost, &r.EnergyCostMicros}} {
 			if *m.dst, err = ledger.ParseMicros(m.s); err != nil {
 				return nil, fmt.Errorf("read amount: %w", err)
 			}
@@ -153,7 +154,8 @@ func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]
 	w, args := where(table, q)
 	args = append(args, limit)
 	rs, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, team, namespace, kind, name,
-		sum(gpu_seconds), sum(active_gpu_seconds), toString(sum(cost)), toString(sum(idle_cost))
+		sum(gpu_seconds), sum(active_gpu_seconds), sum(unmeasured_gpu_seconds), toString(sum(cost)), toString(sum(idle_cost)),
+		toString(sum(unmeasured_cost))
 		FROM %s FINAL WHERE name != '' AND %s
 		GROUP BY cluster, team, namespace, kind, name
 		ORDER BY sum(idle_cost) DESC, cluster, team, namespace, kind, name LIMIT ?`, table, w), args...)
@@ -164,15 +166,18 @@ func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]
 	var out []ledger.WorkloadRow
 	for rs.Next() {
 		wl := ledger.WorkloadRow{Hour: q.From.UTC()}
-		var cost, idle string
-		if err := rs.Scan(&wl.Cluster, &wl.Team, &wl.Namespace, &wl.Kind, &wl.Name, &wl.GPUSeconds, &wl.ActiveGPUSeconds, &cost, &idle); err != nil {
+		var cost, idle, unmeasured string
+		if err := rs.Scan(&wl.Cluster, &wl.Team, &wl.Namespace, &wl.Kind, &wl.Name, &wl.GPUSeconds, &wl.ActiveGPUSeconds,
+			&wl.UnmeasuredGPUSeconds, &cost, &idle, &unmeasured); err != nil {
 			return nil, fmt.Errorf("scan workload row: %w", err)
 		}
-		if wl.CostMicros, err = ledger.ParseMicros(cost); err != nil {
-			return nil, err
-		}
-		if wl.IdleCostMicros, err = ledger.ParseMicros(idle); err != nil {
-			return nil, err
+		for _, m := range []struct {
+			s   string
+			dst *int64
+		}{{cost, &wl.CostMicros}, {idle, &wl.IdleCostMicros}, {unmeasured, &wl.UnmeasuredCostMicros}} {
+			if *m.dst, err = ledger.ParseMicros(m.s); err != nil {
+				return nil, fmt.Errorf("read amount: %w", err)
+			}
 		}
 		out = append(out, wl)
 	}
@@ -194,4 +199,37 @@ func (s *Store) Checkpoint(ctx context.Context, name string) (time.Time, error) 
 		return time.Time{}, nil
 	}
 	return time.UnixMilli(ms).UTC(), nil
+}
+
+// RecordAudit records a rewrite of written hours. It is not spooled: a
+// backfill that cannot record its rewrite fails.
+func (s *Store) RecordAudit(ctx context.Context, e ledger.AuditEntry) error {
+	err := s.insertOne(ctx, `INSERT INTO `+s.table(s.opts.AuditTable)+` (at_ms, cluster, from_hour, to_hour, source, rows, note)`,
+		e.At.UnixMilli(), e.Cluster, e.From.UTC(), e.To.UTC(), e.Source, uint64(e.Rows), e.Note)
+	if err != nil {
+		return fmt.Errorf("record audit entry: %w", err)
+	}
+	return nil
+}
+
+// Audit returns the entries whose hours overlap [from, to), oldest first.
+func (s *Store) Audit(ctx context.Context, from, to time.Time) ([]ledger.AuditEntry, error) {
+	rs, err := s.conn.Query(ctx, `SELECT at_ms, cluster, from_hour, to_hour, source, rows, note FROM `+s.table(s.opts.AuditTable)+`
+		WHERE from_hour < ? AND to_hour > ? ORDER BY at_ms, cluster, from_hour`, to.UTC(), from.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("read audit: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.AuditEntry
+	for rs.Next() {
+		var e ledger.AuditEntry
+		var at int64
+		var rows uint64
+		if err := rs.Scan(&at, &e.Cluster, &e.From, &e.To, &e.Source, &rows, &e.Note); err != nil {
+			return nil, fmt.Errorf("scan audit entry: %w", err)
+		}
+		e.At, e.From, e.To, e.Rows = time.UnixMilli(at).UTC(), e.From.UTC(), e.To.UTC(), int(rows)
+		out = append(out, e)
+	}
+	return out, rs.Err()
 }

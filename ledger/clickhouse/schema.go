@@ -53,4 +53,20 @@ var migrations = []string{
 		version UInt64
 	) ENGINE = ReplacingMergeTree(version)
 	ORDER BY name`,
+	// Time held while no telemetry measured activity (issue: the bill
+	// follows the holder), and the record of rewrites of written hours.
+	4: `ALTER TABLE {db}.ledger_rows ADD COLUMN unmeasured_gpu_seconds Float64 DEFAULT 0,
+		ADD COLUMN unmeasured_cost Decimal(18, 6) DEFAULT 0`,
+	5: `ALTER TABLE {db}.workload_rows ADD COLUMN unmeasured_gpu_seconds Float64 DEFAULT 0,
+		ADD COLUMN unmeasured_cost Decimal(18, 6) DEFAULT 0`,
+	6: `CREATE TABLE IF NOT EXISTS {db}.audit (
+		at_ms Int64,
+		cluster String,
+		from_hour DateTime,
+		to_hour DateTime,
+		source String,
+		rows UInt64,
+		note String
+	) ENGINE = MergeTree
+	ORDER BY (cluster, from_hour, at_ms)`,
 }

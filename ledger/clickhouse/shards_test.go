@@ -30,6 +30,7 @@ func clusterDDL(t *testing.T, local bool) []string {
 		}
 	}
 	replicated := regexp.MustCompile(`ReplicatedReplacingMergeTree\('[^']*', '\{replica\}', version\)`)
+	replicatedPlain := regexp.MustCompile(`ReplicatedMergeTree\('[^']*', '\{replica\}'\)`)
 	var out []string
 	for _, stmt := range strings.Split(strings.Join(lines, "\n"), ";") {
 		stmt = strings.TrimSpace(strings.ReplaceAll(stmt, " ON CLUSTER gpuledger", ""))
@@ -37,6 +38,7 @@ func clusterDDL(t *testing.T, local bool) []string {
 			continue
 		}
 		stmt = replicated.ReplaceAllString(stmt, "ReplacingMergeTree(version)")
+		stmt = replicatedPlain.ReplaceAllString(stmt, "MergeTree")
 		isDist := strings.Contains(stmt, "ENGINE = Distributed")
 		if isDist != local || strings.HasPrefix(stmt, "CREATE DATABASE") {
 			out = append(out, stmt)
@@ -98,7 +100,7 @@ func TestTwoShards(t *testing.T) {
 	ctx := context.Background()
 	dsn := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpuledger?insert_distributed_sync=1", s1.tcp)
 	cluster, err := Open(ctx, Options{DSN: dsn, SkipMigrations: true,
-		LedgerTable: "ledger_rows_all", WorkloadTable: "workload_rows_all", CheckpointTable: "checkpoints_all"})
+		LedgerTable: "ledger_rows_all", WorkloadTable: "workload_rows_all", CheckpointTable: "checkpoints_all", AuditTable: "audit_all"})
 	if err != nil {
 		t.Fatal(err)
 	}

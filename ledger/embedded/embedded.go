@@ -26,10 +26,11 @@ import (
 // FileName is the database file inside the ledger directory.
 const FileName = "ledger.db"
 
-const schemaVersion = 1
-
-var schema = []string{
-	`CREATE TABLE IF NOT EXISTS ledger_rows (
+// migrations are applied in order at Open, each once, recorded in SQLite's
+// user_version: migrations[v] takes a ledger from version v to v+1.
+var migrations = [][]string{
+	0: {
+		`CREATE TABLE IF NOT EXISTS ledger_rows (
 		hour               INTEGER NOT NULL, -- Unix seconds, start of the hour
 		cluster            TEXT    NOT NULL,
 		team               TEXT    NOT NULL,
@@ -47,8 +48,8 @@ var schema = []string{
 		energy_cost_micros INTEGER NOT NULL,
 		PRIMARY KEY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed)
 	) WITHOUT ROWID`,
-	`CREATE INDEX IF NOT EXISTS ledger_rows_hour ON ledger_rows (hour)`,
-	`CREATE TABLE IF NOT EXISTS workload_rows (
+		`CREATE INDEX IF NOT EXISTS ledger_rows_hour ON ledger_rows (hour)`,
+		`CREATE TABLE IF NOT EXISTS workload_rows (
 		hour               INTEGER NOT NULL,
 		cluster            TEXT    NOT NULL,
 		team               TEXT    NOT NULL,
@@ -61,23 +62,47 @@ var schema = []string{
 		idle_cost_micros   INTEGER NOT NULL,
 		PRIMARY KEY (cluster, hour, team, namespace, kind, name)
 	) WITHOUT ROWID`,
-	`CREATE INDEX IF NOT EXISTS workload_rows_hour ON workload_rows (hour)`,
-	`CREATE TABLE IF NOT EXISTS checkpoints (
+		`CREATE INDEX IF NOT EXISTS workload_rows_hour ON workload_rows (hour)`,
+		`CREATE TABLE IF NOT EXISTS checkpoints (
 		name TEXT PRIMARY KEY,
 		at   INTEGER NOT NULL -- Unix milliseconds
 	) WITHOUT ROWID`,
+	},
+	// 1 → 2: time held while no telemetry measured activity, and the record
+	// of rewrites of written hours.
+	1: {
+		`ALTER TABLE ledger_rows ADD COLUMN unmeasured_gpu_seconds REAL NOT NULL DEFAULT 0`,
+		`ALTER TABLE ledger_rows ADD COLUMN unmeasured_cost_micros INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE workload_rows ADD COLUMN unmeasured_gpu_seconds REAL NOT NULL DEFAULT 0`,
+		`ALTER TABLE workload_rows ADD COLUMN unmeasured_cost_micros INTEGER NOT NULL DEFAULT 0`,
+		`CREATE TABLE IF NOT EXISTS audit (
+		at        INTEGER NOT NULL, -- Unix milliseconds
+		cluster   TEXT    NOT NULL,
+		from_hour INTEGER NOT NULL, -- Unix seconds
+		to_hour   INTEGER NOT NULL,
+		source    TEXT    NOT NULL,
+		rows      INTEGER NOT NULL,
+		note      TEXT    NOT NULL
+	)`,
+	},
 }
 
 // Options configures Open.
 type Options struct {
 	// Logger receives start-up messages; nil discards them.
 	Logger *slog.Logger
+	// ReadConns is how many connections serve queries, beside the one that
+	// writes: in WAL mode readers do not wait for the writer. Default 4.
+	ReadConns int
 }
 
-// Store is the embedded ledger.Store.
+// Store is the embedded ledger.Store. Writes go through one connection
+// (SQLite has one writer); reads through a pool of their own, so that the
+// cost API does not queue behind an hour being written.
 type Store struct {
-	db  *sql.DB
-	log *slog.Logger
+	db   *sql.DB // the writer
+	read *sql.DB
+	log  *slog.Logger
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -88,13 +113,14 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("create ledger directory: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)"
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
-	// One connection: SQLite serialises writers anyway, and this keeps the
-	// pragmas and transactions on a single handle.
+	// One writing connection: SQLite serialises writers anyway, and this
+	// keeps the pragmas and transactions on a single handle. synchronous
+	// FULL: a committed hour survives a power loss, not only a crash.
 	db.SetMaxOpenConns(1)
 	s := &Store{db: db, log: opts.Logger}
 	if s.log == nil {
@@ -104,6 +130,16 @@ func Open(dir string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
+	if opts.ReadConns <= 0 {
+		opts.ReadConns = 4
+	}
+	s.read, err = sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=query_only(1)")
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open ledger %s for reading: %w", path, err)
+	}
+	s.read.SetMaxOpenConns(opts.ReadConns)
+	s.read.SetMaxIdleConns(opts.ReadConns)
 	s.log.Info("ledger opened", "path", path)
 	return s, nil
 }
@@ -113,20 +149,33 @@ func (s *Store) migrate() error {
 	if err := s.db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	if v > schemaVersion {
-		return fmt.Errorf("schema version %d is newer than this binary's %d; upgrade gpuledger", v, schemaVersion)
+	if v > len(migrations) {
+		return fmt.Errorf("schema version %d is newer than this binary's %d; upgrade gpuledger", v, len(migrations))
 	}
-	for _, q := range schema {
-		if _, err := s.db.Exec(q); err != nil {
-			return fmt.Errorf("apply schema: %w", err)
+	for ; v < len(migrations); v++ {
+		tx, err := s.db.Begin()
+		if err != nil {
+			return err
+		}
+		for _, q := range migrations[v] {
+			if _, err := tx.Exec(q); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("apply schema version %d: %w", v+1, err)
+			}
+		}
+		if _, err := tx.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, v+1)); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("apply schema version %d: %w", v+1, err)
 		}
 	}
-	_, err := s.db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion))
-	return err
+	return nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error { return errors.Join(s.read.Close(), s.db.Close()) }
 
 type clusterHour struct {
 	cluster string
@@ -170,8 +219,9 @@ func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row, workloads []l
 	}
 	ins, err := tx.PrepareContext(ctx, `INSERT INTO ledger_rows
 		(hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed,
-		 gpu_seconds, active_gpu_seconds, cost_micros, idle_cost_micros, unallocated_cost_micros, energy_joules, energy_cost_micros)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		 gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost_micros, idle_cost_micros, unmeasured_cost_micros,
+		 unallocated_cost_micros, energy_joules, energy_cost_micros)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("prepare insert: %w", err)
 	}
@@ -179,13 +229,15 @@ func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row, workloads []l
 	for i := range rows {
 		r := &rows[i]
 		if _, err := ins.ExecContext(ctx, r.Hour.Unix(), r.Cluster, r.Team, r.Namespace, r.LocalQueue, r.ClusterQueue, r.Flavor, r.Borrowed,
-			r.GPUSeconds, r.ActiveGPUSeconds, r.CostMicros, r.IdleCostMicros, r.UnallocatedCostMicros, r.EnergyJoules, r.EnergyCostMicros); err != nil {
+			r.GPUSeconds, r.ActiveGPUSeconds, r.UnmeasuredGPUSeconds, r.CostMicros, r.IdleCostMicros, r.UnmeasuredCostMicros,
+			r.UnallocatedCostMicros, r.EnergyJoules, r.EnergyCostMicros); err != nil {
 			return fmt.Errorf("insert row %d of %d: %w", i, len(rows), err)
 		}
 	}
 	winsert, err := tx.PrepareContext(ctx, `INSERT INTO workload_rows
-		(hour, cluster, team, namespace, kind, name, gpu_seconds, active_gpu_seconds, cost_micros, idle_cost_micros)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		(hour, cluster, team, namespace, kind, name, gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds,
+		 cost_micros, idle_cost_micros, unmeasured_cost_micros)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("prepare workload insert: %w", err)
 	}
@@ -193,7 +245,7 @@ func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row, workloads []l
 	for i := range workloads {
 		w := &workloads[i]
 		if _, err := winsert.ExecContext(ctx, w.Hour.Unix(), w.Cluster, w.Team, w.Namespace, w.Kind, w.Name,
-			w.GPUSeconds, w.ActiveGPUSeconds, w.CostMicros, w.IdleCostMicros); err != nil {
+			w.GPUSeconds, w.ActiveGPUSeconds, w.UnmeasuredGPUSeconds, w.CostMicros, w.IdleCostMicros, w.UnmeasuredCostMicros); err != nil {
 			return fmt.Errorf("insert workload row %d of %d: %w", i, len(workloads), err)
 		}
 	}
@@ -237,11 +289,11 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	}[q.Step]
 	cols, groupCols := q.SQLColumns(bucket, "0")
 	where, args := filters(q)
-	sqlText := fmt.Sprintf(`SELECT %s, SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros),
-		SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)
+	sqlText := fmt.Sprintf(`SELECT %s, SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros),
+		SUM(idle_cost_micros), SUM(unmeasured_cost_micros), SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)
 		FROM ledger_rows WHERE %s GROUP BY %s ORDER BY %s`,
 		strings.Join(cols, ", "), where, strings.Join(groupCols, ", "), strings.Join(groupCols, ", "))
-	rs, err := s.db.QueryContext(ctx, sqlText, args...)
+	rs, err := s.read.QueryContext(ctx, sqlText, args...)
 	if err != nil {
 		return nil, fmt.Errorf("query ledger: %w", err)
 	}
@@ -251,8 +303,8 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 		var r ledger.Row
 		var b int64
 		if err := rs.Scan(&b, &r.Cluster, &r.Team, &r.Namespace, &r.LocalQueue, &r.ClusterQueue, &r.Flavor, &r.Borrowed,
-			&r.GPUSeconds, &r.ActiveGPUSeconds, &r.CostMicros, &r.IdleCostMicros, &r.UnallocatedCostMicros,
-			&r.EnergyJoules, &r.EnergyCostMicros); err != nil {
+			&r.GPUSeconds, &r.ActiveGPUSeconds, &r.UnmeasuredGPUSeconds, &r.CostMicros, &r.IdleCostMicros, &r.UnmeasuredCostMicros,
+			&r.UnallocatedCostMicros, &r.EnergyJoules, &r.EnergyCostMicros); err != nil {
 			return nil, fmt.Errorf("scan ledger row: %w", err)
 		}
 		r.Hour = time.Unix(b, 0).UTC()
@@ -271,8 +323,9 @@ func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]
 	}
 	where, args := filters(q)
 	args = append(args, limit)
-	rs, err := s.db.QueryContext(ctx, `SELECT cluster, team, namespace, kind, name,
-		SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros) AS idle
+	rs, err := s.read.QueryContext(ctx, `SELECT cluster, team, namespace, kind, name,
+		SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros) AS idle,
+		SUM(unmeasured_cost_micros)
 		FROM workload_rows WHERE `+where+`
 		GROUP BY cluster, team, namespace, kind, name
 		ORDER BY idle DESC, cluster, team, namespace, kind, name LIMIT ?`, args...)
@@ -284,7 +337,7 @@ func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]
 	for rs.Next() {
 		w := ledger.WorkloadRow{Hour: q.From.UTC()}
 		if err := rs.Scan(&w.Cluster, &w.Team, &w.Namespace, &w.Kind, &w.Name,
-			&w.GPUSeconds, &w.ActiveGPUSeconds, &w.CostMicros, &w.IdleCostMicros); err != nil {
+			&w.GPUSeconds, &w.ActiveGPUSeconds, &w.UnmeasuredGPUSeconds, &w.CostMicros, &w.IdleCostMicros, &w.UnmeasuredCostMicros); err != nil {
 			return nil, fmt.Errorf("scan workload row: %w", err)
 		}
 		out = append(out, w)
@@ -298,7 +351,7 @@ func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]
 // Checkpoint returns how far the source called name has been written.
 func (s *Store) Checkpoint(ctx context.Context, name string) (time.Time, error) {
 	var ms int64
-	err := s.db.QueryRowContext(ctx, `SELECT at FROM checkpoints WHERE name = ?`, name).Scan(&ms)
+	err := s.read.QueryRowContext(ctx, `SELECT at FROM checkpoints WHERE name = ?`, name).Scan(&ms)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, nil
 	}
@@ -315,4 +368,34 @@ func (s *Store) SetCheckpoint(ctx context.Context, name string, t time.Time) err
 		return fmt.Errorf("write checkpoint %q: %w", name, err)
 	}
 	return nil
+}
+
+// RecordAudit records a rewrite of written hours.
+func (s *Store) RecordAudit(ctx context.Context, e ledger.AuditEntry) error {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO audit (at, cluster, from_hour, to_hour, source, rows, note) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		e.At.UnixMilli(), e.Cluster, e.From.Unix(), e.To.Unix(), e.Source, e.Rows, e.Note); err != nil {
+		return fmt.Errorf("record audit entry: %w", err)
+	}
+	return nil
+}
+
+// Audit returns the entries whose hours overlap [from, to), oldest first.
+func (s *Store) Audit(ctx context.Context, from, to time.Time) ([]ledger.AuditEntry, error) {
+	rs, err := s.read.QueryContext(ctx, `SELECT at, cluster, from_hour, to_hour, source, rows, note FROM audit
+		WHERE from_hour < ? AND to_hour > ? ORDER BY at, cluster, from_hour`, to.Unix(), from.Unix())
+	if err != nil {
+		return nil, fmt.Errorf("read audit: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.AuditEntry
+	for rs.Next() {
+		var e ledger.AuditEntry
+		var at, f, t int64
+		if err := rs.Scan(&at, &e.Cluster, &f, &t, &e.Source, &e.Rows, &e.Note); err != nil {
+			return nil, fmt.Errorf("scan audit entry: %w", err)
+		}
+		e.At, e.From, e.To = time.UnixMilli(at).UTC(), time.Unix(f, 0).UTC(), time.Unix(t, 0).UTC()
+		out = append(out, e)
+	}
+	return out, rs.Err()
 }

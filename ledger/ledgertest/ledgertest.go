@@ -230,6 +230,55 @@ func Run(t *testing.T, open Opener) {
 			t.Errorf("checkpoint vm = %v, %v; want %v", got, err, at)
 		}
 	})
+	t.Run("Unmeasured", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		r := row(h0, "c1", "ml", "h100", 3_600_000, 400_000, 3600)
+		r.UnmeasuredGPUSeconds, r.UnmeasuredCostMicros = 1200.5, 1_200_500
+		w := ledger.WorkloadRow{Hour: h0, Cluster: "c1", Team: "ml", Namespace: "ml-ns", Kind: "Job", Name: "train-1",
+			GPUSeconds: 3600, ActiveGPUSeconds: 1000, UnmeasuredGPUSeconds: 1200.5, CostMicros: 3_600_000, IdleCostMicros: 400_000, UnmeasuredCostMicros: 1_200_500}
+		if err := s.WriteHours(ctx, []ledger.Row{r}, []ledger.WorkloadRow{w}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Query(ctx, ledger.Query{From: h0, To: h0.Add(time.Hour), Step: ledger.StepHour, GroupBy: ledger.Dimensions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]ledger.Row{r}, got, approx); diff != "" {
+			t.Errorf("row with unmeasured time (-want +got):\n%s", diff)
+		}
+		ws, err := s.TopWorkloads(ctx, ledger.Query{From: h0, To: h0.Add(time.Hour)}, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]ledger.WorkloadRow{w}, ws, approx); diff != "" {
+			t.Errorf("workload with unmeasured time (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("Audit", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		e := ledger.AuditEntry{At: time.Date(2026, 11, 2, 9, 30, 0, 123_000_000, time.UTC), Cluster: "c1", From: h0, To: h0.Add(2 * time.Hour),
+			Source: "backfill:file:///x.jsonl", Rows: 42, Note: "rewrote 2 settled hours"}
+		if err := s.RecordAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		later := e
+		later.At, later.From, later.To = e.At.Add(time.Hour), h0.Add(5*time.Hour), h0.Add(6*time.Hour)
+		if err := s.RecordAudit(ctx, later); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Audit(ctx, h0.Add(time.Hour), h0.Add(3*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]ledger.AuditEntry{e}, got); diff != "" {
+			t.Errorf("audit overlapping [h0+1h, h0+3h) (-want +got):\n%s", diff)
+		}
+		if got, err := s.Audit(ctx, h0.Add(2*time.Hour), h0.Add(5*time.Hour)); err != nil || len(got) != 0 {
+			t.Errorf("audit of untouched hours: %v, %v", got, err)
+		}
+	})
 	t.Run("BadInput", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()
