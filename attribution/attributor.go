@@ -4,7 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
+	"sort"
 	"strings"
+
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 const hourMs = 3_600_000
@@ -20,34 +24,104 @@ type Options struct {
 	// no later sample follows it. Default 15 s, dcgm-exporter's usual
 	// interval.
 	ScrapeIntervalMs int64
-	// StalenessMs is the longest gap between two samples of a device that is
-	// still bridged: a sample counts until the next one if that comes within
-	// StalenessMs, else for ScrapeIntervalMs only and the rest of the gap is
-	// unobserved (charged as unallocated). Default 5 minutes.
+	// StalenessMs is the longest gap between two samples of a device (or two
+	// phase reports of a pod) that is still bridged: a sample counts until
+	// the next one if that comes within StalenessMs, else for
+	// ScrapeIntervalMs only and the rest of the gap is unobserved. Default 5
+	// minutes.
 	StalenessMs int64
 	// StartMs is the first hour to emit rows for, in Unix milliseconds. Zero
 	// means the hour of the first accepted sample.
 	StartMs int64
+	// PodRetentionMs is how long a pod that kube-state-metrics stopped
+	// reporting is remembered (its queue, owner and requests). Default 1 h.
+	PodRetentionMs int64
+	// MaxPods bounds the pods remembered; a new pod past it is rejected and
+	// counted. Default 500,000.
+	MaxPods int
+	// MaxHolders bounds the pods one device may report in one scrape; a
+	// device-hour keeps at most 16 × MaxHolders. Default 64.
+	MaxHolders int
+}
+
+func (o Options) withDefaults() Options {
+	if o.ScrapeIntervalMs <= 0 {
+		o.ScrapeIntervalMs = 15_000
+	}
+	if o.StalenessMs <= 0 {
+		o.StalenessMs = 300_000
+	}
+	if o.PodRetentionMs <= 0 {
+		o.PodRetentionMs = hourMs
+	}
+	if o.MaxPods <= 0 {
+		o.MaxPods = 500_000
+	}
+	if o.MaxHolders <= 0 {
+		o.MaxHolders = 64
+	}
+	return o
+}
+
+// PrimeWindowMs is how much telemetry before StartMs a run resumed there
+// must Prime with to continue exactly as an uninterrupted run would: the
+// pods it remembers and the observations open at StartMs.
+func (o Options) PrimeWindowMs() int64 {
+	o = o.withDefaults()
+	return o.PodRetentionMs + 2*o.StalenessMs
+}
+
+// SettleDelayMs is how long after an hour ends its data can still change
+// it: the next sample of a device that reported just before the end may
+// come up to StalenessMs later. An Attributor fed in time order closes an
+// hour by itself once a sample past that arrives.
+func (o Options) SettleDelayMs() int64 {
+	return o.withDefaults().StalenessMs
 }
 
 // Attributor turns samples into hourly ledger rows for one cluster.
 //
-// Feed it samples in roughly increasing time (each device's samples in
-// order), then call Emit with a watermark to get the rows of every hour that
-// ended before it. An Attributor is not safe for concurrent use.
+// Who held a device comes from two facts: the pod dcgm-exporter reports on
+// the device's series, and what kube-state-metrics reports of pods (Running
+// on a node, with GPU requests). Time a running pod's requests cover that
+// DCGM does not show it on any device of its node (an exporter restart, a
+// dropped device, a device plugin that stopped reporting pods) is charged
+// to the pod on the node's devices DCGM shows unheld, as unmeasured: the pod
+// pays, and the ledger says how much of its bill no telemetry measured.
+//
+// Feed it samples and pod facts in time order (each device's samples in
+// order; samples of one instant in any order). An hour closes by itself once
+// a sample more than Options.StalenessMs past its end arrives, so the rows
+// depend only on the data, not on how it was cut into requests or chunks;
+// Ready returns the closed hours' rows. Emit closes hours whatever the data
+// (the end of a finite stream, or a settled hour of a live one). An
+// Attributor is not safe for concurrent use.
 type Attributor struct {
 	model *Model
 	opts  Options
 
 	units     []unit
+	insts     []*instance
 	byGPU     map[gpuKey]*unit
-	instances map[instanceKey]*instance
+	bound     map[instanceKey]*instance
+	nodes     map[string]*node
 	pods      map[podKey]*podState
 	podsVer   uint64
-	hours     map[int64][]map[holder]*usage // hour start (ms) → per unit index
+	exporters map[podKey]*exporterSeen
+	// requestsFromMs is the earliest time a GPU request was reported (0:
+	// never): from then on, a pod known to kube-state-metrics without GPU
+	// requests is not a holder.
+	requestsFromMs int64
+	hours          map[int64]*hourState
+
+	// priming is set while Prime or PrimePod runs: nothing is counted.
+	priming bool
 
 	startMs        int64
 	emittedUntilMs int64
+	maxMs          int64
+	outRows        []ledger.Row
+	outWls         []ledger.WorkloadRow
 	stats          Stats
 }
 
@@ -58,49 +132,51 @@ type Stats struct {
 	// CounterResets counts energy counters seen going down: the sample is
 	// used, its value counted from zero.
 	CounterResets uint64
+	// UnplacedMs is device-milliseconds (× the request, for several
+	// devices) that kube-state-metrics allocated to running pods but that
+	// found no unheld device of their kind on the node: more allocated than
+	// the node has, as reported.
+	UnplacedMs int64
 }
 
 type gpuKey struct{ node, index string }
 
 type instanceKey struct{ node, gpu, profile, instance string }
 
-type podKey struct{ namespace, pod string }
-
-// podState is what kube-state-metrics said of a pod.
-type podState struct {
-	queue                string
-	ownerKind, ownerName string
-	requests             map[string]int64 // container → request × 1000
-}
-
-func (p *podState) requestMilli() int64 {
-	var sum int64
-	for _, r := range p.requests {
-		sum += r
-	}
-	return sum
-}
-
 // holder is a pod holding a device; the zero holder is nobody.
-type holder struct{ namespace, pod, queue string }
+type holder struct {
+	namespace, pod, queue string
+	dra                   bool
+}
 
 type unit struct {
 	idx      int
 	gpu      *GPU
 	slices   int64 // compute slices: 7 for a MIG GPU (4 on an A30), 1 otherwise
-	profiles map[string]*profileSlots
 	replicas int64 // advertised replicas of a shared GPU; 1 when exclusive
+	insts    []*instance
+	// profiles lists a MIG GPU's slots per profile, in layout order.
+	profiles map[string][]*instance
 }
 
-type profileSlots struct {
-	size  int64 // compute slices of one instance
-	count int   // instances configured
-	seen  int   // instances registered so far
+// node groups the devices of one node for the gap fill: which devices
+// serve requests of each kind.
+type node struct {
+	name  string
+	units []*unit
+	// pools lists, per request kind, the devices that serve it, in order.
+	pools map[string][]*instance
 }
 
+// instance is one device: a whole GPU, or one MIG slot of a GPU's layout.
+// A MIG slot is bound to the first GPU_I_ID of its profile seen.
 type instance struct {
-	u    *unit
-	size int64 // compute slices (1 for a whole GPU)
+	idx     int
+	u       *unit
+	size    int64 // compute slices (1 for a whole GPU)
+	profile string
+	kind    string // the request kind it serves: KindGPU or MIGKind(profile)
+	boundID string
 
 	lastMs int64 // time of the last finalized observation
 	// The energy counter's last value, in mJ, and whether there is one.
@@ -109,46 +185,75 @@ type instance struct {
 
 	// The observation being collected: every series of one scrape of the
 	// device shares its timestamp. A shared GPU is reported once per pod.
-	pending     bool
-	t           int64
-	holders     []holder
-	fields      uint8   // fields seen for the first holder's series
-	extra       []uint8 // fields seen for each further holder's series
-	gr          float64
-	util        float64
-	power       float64
+	pending bool
+	t       int64
+	holders []holder
+	fields  uint8   // fields seen for the first holder's series
+	extra   []uint8 // fields seen for each further holder's series
+	// Values of the scrape: DCGM reports one device value on every pod's
+	// series, so the largest is taken, whatever order they came in.
+	gr, util, power float64
+	counter         float64 // the energy counter, mJ
+	// closed is set once the scrape's series are all in (its first
+	// booking): holders are put in order and energyDelta is known.
+	closed      bool
 	energyDelta float64 // mJ since the previous counter value; <0 unknown
+	// A forced close (Emit) books the open observation up to the hour's
+	// end and keeps it open: bookedUntil and bookedMJ say how far and how
+	// much energy, so the rest is booked when the next sample says how long
+	// it lasted.
+	bookedUntil int64
+	bookedMJ    int64
 
 	// prev holds the last finalized observation's holders.
 	prev []holder
-	// Shares of the holders, cached until the holders or the pods change.
-	shareFor []holder
-	shareVer uint64
-	shares   []int64
+	// Shares of the holders, cached until the holders or the pods change,
+	// or a request recorded for a later time takes effect.
+	shareFor   []holder
+	shareVer   uint64
+	shareUntil int64
+	shares     []int64
+}
+
+// hourState is what is booked to one open hour.
+type hourState struct {
+	inst []instHour // by instance index
+	// alloc is kube-state-metrics' allocation: ms × request (milli) per
+	// node, pod and kind.
+	alloc map[allocKey]int64
+}
+
+type allocKey struct{ node, namespace, pod, kind string }
+
+// instHour is one device's hour.
+type instHour struct {
+	coveredMs int64 // time some observation covered, held or not
+	nobodyMJ  int64 // energy booked to no holder
+	parts     []usage
 }
 
 type usage struct {
-	heldW, activeW int64 // ms × compute slices × share units
-	energyMJ       int64
+	h holder
+	// Weights in ms × compute slices × share units: time held, the part of
+	// it busy, and the part whose activity no telemetry measured.
+	heldW, activeW, unmeasuredW int64
+	energyMJ                    int64
 }
 
 // New returns an Attributor for model, after checking that the model is
 // consistent: each GPU once, rates not negative, MIG layouts that fit.
 func New(model *Model, opts Options) (*Attributor, error) {
-	if opts.ScrapeIntervalMs <= 0 {
-		opts.ScrapeIntervalMs = 15_000
-	}
-	if opts.StalenessMs <= 0 {
-		opts.StalenessMs = 300_000
-	}
+	opts = opts.withDefaults()
 	a := &Attributor{
 		model:     model,
 		opts:      opts,
 		units:     make([]unit, len(model.GPUs)),
 		byGPU:     make(map[gpuKey]*unit, len(model.GPUs)),
-		instances: make(map[instanceKey]*instance),
+		bound:     make(map[instanceKey]*instance, len(model.GPUs)),
+		nodes:     make(map[string]*node),
 		pods:      make(map[podKey]*podState),
-		hours:     make(map[int64][]map[holder]*usage),
+		exporters: make(map[podKey]*exporterSeen),
+		hours:     make(map[int64]*hourState),
 		stats:     Stats{Rejected: make(map[Reason]uint64)},
 	}
 	if opts.StartMs != 0 {
@@ -178,11 +283,19 @@ func New(model *Model, opts Options) (*Attributor, error) {
 		if g.Replicas < 0 {
 			errs = append(errs, fmt.Errorf("gpu %s/%s: replicas %d is negative", g.Node, g.Index, g.Replicas))
 		}
+		n := a.nodes[g.Node]
+		if n == nil {
+			n = &node{name: g.Node, pools: make(map[string][]*instance)}
+			a.nodes[g.Node] = n
+		}
+		n.units = append(n.units, u)
 		if len(g.MIG) == 0 {
+			in := a.newInstance(u, 1, "")
+			a.bound[instanceKey{node: g.Node, gpu: g.Index}] = in
 			continue
 		}
 		u.slices = int64(MIGComputeSlices(g.Model))
-		u.profiles = make(map[string]*profileSlots)
+		u.profiles = make(map[string][]*instance)
 		var used int64
 		for _, p := range g.MIG {
 			mp, err := ParseMIGProfile(p)
@@ -190,12 +303,7 @@ func New(model *Model, opts Options) (*Attributor, error) {
 				errs = append(errs, fmt.Errorf("gpu %s/%s: %w", g.Node, g.Index, err))
 				continue
 			}
-			ps := u.profiles[p]
-			if ps == nil {
-				ps = &profileSlots{size: int64(mp.ComputeSlices)}
-				u.profiles[p] = ps
-			}
-			ps.count++
+			u.profiles[p] = append(u.profiles[p], a.newInstance(u, int64(mp.ComputeSlices), p))
 			used += int64(mp.ComputeSlices)
 		}
 		if used > u.slices {
@@ -206,105 +314,109 @@ func New(model *Model, opts Options) (*Attributor, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	// Pools: whole GPUs serve nvidia.com/gpu; a MIG slot serves its
+	// profile's resource, and nvidia.com/gpu on a node with no whole GPU
+	// (the device plugin's single MIG strategy).
+	for _, n := range a.nodes {
+		var mig []*instance
+		for _, u := range n.units {
+			for _, in := range u.insts {
+				n.pools[in.kind] = append(n.pools[in.kind], in)
+				if in.profile != "" {
+					mig = append(mig, in)
+				}
+			}
+		}
+		if len(n.pools[KindGPU]) == 0 {
+			n.pools[KindGPU] = mig
+		}
+	}
 	return a, nil
+}
+
+func (a *Attributor) newInstance(u *unit, size int64, profile string) *instance {
+	in := &instance{idx: len(a.insts), u: u, size: size, profile: profile, kind: KindGPU}
+	if profile != "" {
+		in.kind = MIGKind(profile)
+	}
+	a.insts = append(a.insts, in)
+	u.insts = append(u.insts, in)
+	return in
 }
 
 // Stats returns a copy of the counters.
 func (a *Attributor) Stats() Stats {
-	s := Stats{Accepted: a.stats.Accepted, CounterResets: a.stats.CounterResets, Rejected: make(map[Reason]uint64, len(a.stats.Rejected))}
+	s := a.stats
+	s.Rejected = make(map[Reason]uint64, len(a.stats.Rejected))
 	for k, v := range a.stats.Rejected {
 		s.Rejected[k] = v
 	}
 	return s
 }
 
+// Pods returns how many pods the Attributor remembers.
+func (a *Attributor) Pods() int { return len(a.pods) }
+
+// EmittedUntil returns the end of the hours closed so far, in Unix
+// milliseconds; zero before the first sample.
+func (a *Attributor) EmittedUntil() int64 { return a.emittedUntilMs }
+
 func (a *Attributor) reject(r Reason) { a.stats.Rejected[r]++ }
-
-// AddPod records what kube-state-metrics says of a pod: its LocalQueue, its
-// owner, a container's GPU request. Fields left empty keep what was known.
-// It applies to every hour not yet emitted.
-func (a *Attributor) AddPod(p PodInfo) {
-	k := podKey{p.Namespace, p.Pod}
-	st := a.pods[k]
-	if st == nil {
-		st = &podState{}
-		a.pods[podKey{strings.Clone(p.Namespace), strings.Clone(p.Pod)}] = st
-	}
-	if p.Queue != "" && p.Queue != st.queue {
-		st.queue = strings.Clone(p.Queue)
-	}
-	if p.OwnerName != "" && (p.OwnerName != st.ownerName || p.OwnerKind != st.ownerKind) {
-		st.ownerKind, st.ownerName = strings.Clone(p.OwnerKind), strings.Clone(p.OwnerName)
-	}
-	if p.RequestMilli > 0 && st.requests[p.Container] != p.RequestMilli {
-		if st.requests == nil {
-			st.requests = make(map[string]int64, 1)
-		}
-		st.requests[strings.Clone(p.Container)] = p.RequestMilli
-		a.podsVer++
-	}
-}
-
-// Prime takes a sample from before the first hour to emit, only to restore
-// what a continuous run would know at that point: the device's last sample
-// time and energy counter. It books nothing. A backfill resumed at a
-// checkpoint primes with the last minutes before it, so that its ledger is
-// the one an uninterrupted run would have written.
-func (a *Attributor) Prime(s *Sample) {
-	if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) || s.Field == FieldUnknown {
-		return
-	}
-	if a.startMs != 0 && s.TimeMs >= a.startMs {
-		return
-	}
-	inst := a.instance(s)
-	if inst == nil || s.TimeMs < inst.lastMs {
-		return
-	}
-	inst.lastMs = s.TimeMs
-	if s.Field == FieldTotalEnergy {
-		inst.lastEnergy, inst.hasLastEnergy = s.Value, true
-	}
-}
 
 // Add takes one sample. Samples of one device must come in time order; one
 // older than the device's last, a field repeated for the same pod, a value
-// that is NaN or infinite, or one for an hour already emitted is rejected
-// and counted.
-func (a *Attributor) Add(s *Sample) {
+// that is NaN or infinite, or one for an hour already closed is rejected
+// and counted. A sample more than StalenessMs past the end of the oldest
+// open hour closes that hour first.
+func (a *Attributor) Add(s *Sample) { a.add(s, false) }
+
+// Prime takes a sample from before the first hour to emit, only to restore
+// what a continuous run would know at that point: the device's open
+// observation, its last sample time and energy counter. It books nothing
+// before StartMs and closes no hour. A run resumed at a checkpoint primes
+// with the PrimeWindowMs before it, so that its ledger is the one an
+// uninterrupted run would have written.
+func (a *Attributor) Prime(s *Sample) { a.add(s, true) }
+
+func (a *Attributor) add(s *Sample, prime bool) {
+	a.priming = prime
+	defer func() { a.priming = false }()
 	if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) || s.Field == FieldUnknown {
-		a.reject(ReasonBadValue)
+		if !prime {
+			a.reject(ReasonBadValue)
+		}
 		return
 	}
-	inst := a.instance(s)
+	if !prime {
+		a.advance(s.TimeMs)
+	}
+	if s.ExporterPod != "" {
+		a.learnExporter(s)
+	}
+	inst := a.instance(s, prime)
 	if inst == nil {
 		return
 	}
 	if inst.pending {
 		switch {
 		case s.TimeMs < inst.t:
-			a.reject(ReasonOutOfOrder)
+			a.rejectUnlessPrime(ReasonOutOfOrder, prime)
 			return
 		case s.TimeMs == inst.t:
-			if !inst.addHolderField(s) {
-				a.reject(ReasonDuplicate)
+			if !a.addHolderField(inst, s, prime) {
 				return
 			}
-			inst.set(a, s)
-			a.stats.Accepted++
+			inst.set(s)
+			a.acceptUnlessPrime(prime)
 			return
 		}
-		gap := s.TimeMs - inst.t
-		if gap > a.opts.StalenessMs {
-			gap = a.opts.ScrapeIntervalMs
-		}
-		a.finalize(inst, gap)
+		a.finalize(inst, a.coverage(inst.t, s.TimeMs))
 	}
 	if s.TimeMs <= inst.lastMs {
 		if s.TimeMs == inst.lastMs {
-			a.reject(ReasonDuplicate)
+			a.rejectUnlessPrime(ReasonDuplicate, prime)
 		} else {
-			a.reject(ReasonOutOfOrder)
+			a.rejectUnlessPrime(ReasonOutOfOrder, prime)
 		}
 		return
 	}
@@ -312,7 +424,7 @@ func (a *Attributor) Add(s *Sample) {
 		a.startMs = floorHour(s.TimeMs)
 		a.emittedUntilMs = a.startMs
 	}
-	if s.TimeMs < a.emittedUntilMs {
+	if !prime && s.TimeMs < a.emittedUntilMs {
 		a.reject(ReasonLate)
 		return
 	}
@@ -322,22 +434,64 @@ func (a *Attributor) Add(s *Sample) {
 		inst.hasLastEnergy = false
 	}
 	inst.pending, inst.t, inst.fields, inst.extra = true, s.TimeMs, 0, inst.extra[:0]
-	inst.energyDelta = -1
+	inst.gr, inst.util, inst.power, inst.counter = 0, 0, 0, 0
+	inst.closed, inst.energyDelta = false, -1
+	inst.bookedUntil, inst.bookedMJ = 0, 0
 	inst.holders = inst.holders[:0]
-	inst.addHolderField(s)
-	inst.set(a, s)
-	a.stats.Accepted++
+	a.addHolderField(inst, s, prime)
+	inst.set(s)
+	a.acceptUnlessPrime(prime)
+}
+
+func (a *Attributor) rejectUnlessPrime(r Reason, prime bool) {
+	if !prime {
+		a.reject(r)
+	}
+}
+
+func (a *Attributor) acceptUnlessPrime(prime bool) {
+	if !prime {
+		a.stats.Accepted++
+	}
+}
+
+// coverage is how long an observation at t counts when the next one of the
+// same device or pod is at next: until then if within the staleness bound,
+// else one scrape interval.
+func (a *Attributor) coverage(t, next int64) int64 {
+	if gap := next - t; gap <= a.opts.StalenessMs {
+		return gap
+	}
+	return a.opts.ScrapeIntervalMs
+}
+
+// advance moves the watermark to t and closes every hour whose data is
+// complete: one that ended more than StalenessMs before t, since every
+// observation that could still extend into it has been followed by a later
+// sample by then, or never will be within the staleness bound.
+func (a *Attributor) advance(t int64) {
+	if t > a.maxMs {
+		a.maxMs = t
+	}
+	if a.startMs == 0 {
+		return
+	}
+	for a.emittedUntilMs+hourMs+a.opts.StalenessMs < t {
+		a.emitHour(a.emittedUntilMs, false)
+	}
 }
 
 // addHolderField records that s's pod reported s's field in the pending
-// scrape; false when it already had.
-func (in *instance) addHolderField(s *Sample) bool {
+// scrape; false (counted) when it already had, or the device reports too
+// many pods at once.
+func (a *Attributor) addHolderField(in *instance, s *Sample, prime bool) bool {
 	bit := uint8(1) << s.Field
 	if s.Pod == "" {
 		// A free device reports empty pod labels; a shared one reports each
 		// holder instead. Either way the free series adds no holder.
 		if len(in.holders) == 0 {
 			if in.fields&bit != 0 {
+				a.rejectUnlessPrime(ReasonDuplicate, prime)
 				return false
 			}
 			in.fields |= bit
@@ -352,11 +506,16 @@ func (in *instance) addHolderField(s *Sample) bool {
 				f = &in.extra[i-1]
 			}
 			if *f&bit != 0 {
+				a.rejectUnlessPrime(ReasonDuplicate, prime)
 				return false
 			}
 			*f |= bit
 			return true
 		}
+	}
+	if len(in.holders) >= a.opts.MaxHolders {
+		a.rejectUnlessPrime(ReasonTooManyHolders, prime)
+		return false
 	}
 	h := in.holderFor(s)
 	if len(in.holders) == 0 {
@@ -372,39 +531,76 @@ func (in *instance) addHolderField(s *Sample) bool {
 // holders when they match, so that a steady holder costs no allocation.
 func (in *instance) holderFor(s *Sample) holder {
 	for _, old := range in.prev {
-		if old.namespace == s.Namespace && old.pod == s.Pod && old.queue == s.Queue {
+		if old.namespace == s.Namespace && old.pod == s.Pod && old.queue == s.Queue && old.dra == s.DRA {
 			return old
 		}
 	}
-	return holder{strings.Clone(s.Namespace), strings.Clone(s.Pod), strings.Clone(s.Queue)}
+	return holder{strings.Clone(s.Namespace), strings.Clone(s.Pod), strings.Clone(s.Queue), s.DRA}
 }
 
 // set records a field's value. DCGM reports the same device value to every
-// pod of a shared GPU, so a value is taken once per scrape.
-func (in *instance) set(a *Attributor, s *Sample) {
+// pod of a shared GPU, so a value is taken once per scrape: the largest.
+func (in *instance) set(s *Sample) {
+	v := max(s.Value, 0)
 	switch s.Field {
 	case FieldGREngineActive:
-		in.gr = s.Value
+		in.gr = max(in.gr, v)
 	case FieldGPUUtil:
-		in.util = s.Value
+		in.util = max(in.util, v)
 	case FieldPowerUsage:
-		in.power = s.Value
+		in.power = max(in.power, v)
 	case FieldTotalEnergy:
-		if in.energyDelta >= 0 {
-			return // already taken from another pod's series
+		in.counter = max(in.counter, v)
+	}
+}
+
+// close ends the collection of the pending scrape, at its first booking:
+// the holders go in a stable order (shares and rounding follow it) and the
+// energy counter's increase is taken.
+func (in *instance) close(a *Attributor) {
+	if in.closed {
+		return
+	}
+	in.closed = true
+	if len(in.holders) > 1 {
+		type hf struct {
+			h holder
+			f uint8
 		}
-		if in.hasLastEnergy {
-			d := s.Value - in.lastEnergy
-			if d < 0 {
-				// The counter restarted (driver reload, node reboot):
-				// what it shows now accrued since.
-				d = s.Value
+		hs := make([]hf, len(in.holders))
+		for i, h := range in.holders {
+			f := in.fields
+			if i > 0 {
+				f = in.extra[i-1]
+			}
+			hs[i] = hf{h, f}
+		}
+		sort.Slice(hs, func(i, j int) bool { return holderLess(hs[i].h, hs[j].h) })
+		for i := range hs {
+			in.holders[i] = hs[i].h
+			if i == 0 {
+				in.fields = hs[i].f
+			} else {
+				in.extra[i-1] = hs[i].f
+			}
+		}
+	}
+	if !in.has(FieldTotalEnergy) {
+		return
+	}
+	if in.hasLastEnergy {
+		d := in.counter - in.lastEnergy
+		if d < 0 {
+			// The counter restarted (driver reload, node reboot): what it
+			// shows now accrued since.
+			d = in.counter
+			if !a.priming {
 				a.stats.CounterResets++
 			}
-			in.energyDelta = d
 		}
-		in.lastEnergy, in.hasLastEnergy = s.Value, true
+		in.energyDelta = d
 	}
+	in.lastEnergy, in.hasLastEnergy = in.counter, true
 }
 
 func (in *instance) has(f Field) bool {
@@ -415,63 +611,66 @@ func (in *instance) has(f Field) bool {
 	return all&(1<<f) != 0
 }
 
-func (a *Attributor) instance(s *Sample) *instance {
+// instance returns s's device, binding a MIG slot to s's GPU_I_ID on first
+// sight; nil (counted) for a device not in the inventory.
+func (a *Attributor) instance(s *Sample, prime bool) *instance {
 	k := instanceKey{s.Node, s.GPU, s.Profile, s.Instance}
-	if in := a.instances[k]; in != nil {
+	if in := a.bound[k]; in != nil {
 		return in
 	}
 	u := a.byGPU[gpuKey{s.Node, s.GPU}]
 	if u == nil {
-		a.reject(ReasonUnknownGPU)
+		a.rejectUnlessPrime(ReasonUnknownGPU, prime)
 		return nil
 	}
-	in := &instance{u: u, size: 1}
-	switch {
-	case u.profiles == nil && s.Profile == "":
-	case u.profiles == nil:
-		a.reject(ReasonUnknownInstance)
-		return nil
-	default:
-		ps := u.profiles[s.Profile]
-		if ps == nil || ps.seen >= ps.count {
-			a.reject(ReasonUnknownInstance)
-			return nil
+	var in *instance
+	for _, slot := range u.profiles[s.Profile] {
+		if slot.boundID == "" {
+			in = slot
+			break
 		}
-		ps.seen++
-		in.size = ps.size
 	}
-	k = instanceKey{strings.Clone(s.Node), strings.Clone(s.GPU), strings.Clone(s.Profile), strings.Clone(s.Instance)}
-	a.instances[k] = in
+	if in == nil || s.Profile == "" {
+		a.rejectUnlessPrime(ReasonUnknownInstance, prime)
+		return nil
+	}
+	in.boundID = strings.Clone(s.Instance)
+	k = instanceKey{strings.Clone(s.Node), strings.Clone(s.GPU), strings.Clone(s.Profile), in.boundID}
+	a.bound[k] = in
 	return in
 }
 
 // activity returns the device's busy fraction for the pending observation:
 // GR engine activity where reported (always on MIG instances), else
-// GPU_UTIL/100, else 0: a held GPU that reports no activity is charged idle.
-func (in *instance) activity() float64 {
-	var act float64
+// GPU_UTIL/100; ok is false when neither was reported, and the holders'
+// time is then unmeasured.
+func (in *instance) activity() (act float64, ok bool) {
 	switch {
 	case in.has(FieldGREngineActive):
 		act = in.gr
 	case in.has(FieldGPUUtil):
 		act = in.util / 100
+	default:
+		return 0, false
 	}
-	return min(max(act, 0), 1)
+	return min(max(act, 0), 1), true
 }
 
 // shareNums returns each holder's share of the device in ShareUnits; they
 // sum to ShareUnits, or less on a GPU split by request whose replicas were
-// not all requested (the rest is unallocated).
+// not all requested (the rest is unallocated). Requests are those in
+// effect at the observation's time.
 func (a *Attributor) shareNums(in *instance) []int64 {
 	if len(in.holders) == 1 && in.u.replicas == 1 {
 		in.shares = append(in.shares[:0], ShareUnits)
 		return in.shares
 	}
-	if in.shareVer == a.podsVer && sameHolders(in.shareFor, in.holders) {
+	if in.shareVer == a.podsVer && in.t < in.shareUntil && sameHolders(in.shareFor, in.holders) {
 		return in.shares
 	}
 	in.shareFor = append(in.shareFor[:0], in.holders...)
 	in.shareVer = a.podsVer
+	in.shareUntil = math.MaxInt64
 	weights := make([]int64, len(in.holders), len(in.holders)+1)
 	byRequest := in.u.gpu.SplitByRequest && in.u.replicas > 1
 	if byRequest {
@@ -480,7 +679,9 @@ func (a *Attributor) shareNums(in *instance) []int64 {
 		for i, h := range in.holders {
 			r := int64(0)
 			if st := a.pods[podKey{h.namespace, h.pod}]; st != nil {
-				r = st.requestMilli()
+				var until int64
+				r, until = st.requestMilli(KindGPU, in.t)
+				in.shareUntil = min(in.shareUntil, until)
 			}
 			if r <= 0 {
 				r = 1000 // one replica when the request is unknown
@@ -512,15 +713,11 @@ func sameHolders(a, b []holder) bool {
 	return true
 }
 
-// finalize books the pending observation for covMs milliseconds: time and
-// energy to its holders by share, energy of a free device to nobody.
-func (a *Attributor) finalize(in *instance, covMs int64) {
-	in.pending = false
-	in.lastMs = in.t
-	in.prev = append(in.prev[:0], in.holders...)
-	// Energy of the observation, in mJ, for this instance's compute share
-	// of the GPU: the counter's increase where known (it is booked with the
-	// scrape that reports it), else power × time.
+// observationMJ is the energy of the pending observation, in mJ, for the
+// instance's compute share of the GPU, were it to last covMs: the counter's
+// increase where known (booked with the scrape that reports it), else
+// power × time.
+func (in *instance) observationMJ(covMs int64) int64 {
 	var energy float64
 	switch {
 	case in.energyDelta >= 0:
@@ -528,68 +725,128 @@ func (a *Attributor) finalize(in *instance, covMs int64) {
 	case in.has(FieldPowerUsage) && in.power > 0:
 		energy = in.power * float64(covMs)
 	}
-	energyMJ := int64(math.Round(energy * float64(in.size) / float64(in.u.slices)))
+	return int64(math.Round(energy * float64(in.size) / float64(in.u.slices)))
+}
+
+// finalize books the pending observation for covMs milliseconds (what a
+// forced close booked of it already excepted): time and energy to its
+// holders by share, energy of a free device to nobody.
+func (a *Attributor) finalize(in *instance, covMs int64) {
+	in.close(a)
+	in.pending = false
+	in.lastMs = in.t
+	in.prev = append(in.prev[:0], in.holders...)
+	end := in.t + covMs
+	if in.bookedUntil == 0 {
+		a.bookSpan(in, in.t, end, in.observationMJ(covMs), in.t, end)
+	} else {
+		rest := max(in.observationMJ(covMs)-in.bookedMJ, 0)
+		a.bookSpan(in, in.bookedUntil, end, rest, in.bookedUntil, end)
+	}
+	in.bookedUntil, in.bookedMJ = 0, 0
+}
+
+// bookPartial books, at a forced close, what is certain of the pending
+// observation before end: its first scrape interval, whatever comes next,
+// exactly as a booking of that interval would. The observation stays open;
+// finalize books the rest.
+func (a *Attributor) bookPartial(in *instance, end int64) {
+	in.close(a)
+	si := a.opts.ScrapeIntervalMs
+	in.bookedMJ += a.bookSpan(in, in.t, in.t+si, in.observationMJ(si), max(in.t, in.bookedUntil), end)
+	in.bookedUntil = max(in.bookedUntil, end)
+}
+
+// bookSpan books [clipFrom, clipTo) of an observation that spans [from,
+// to) with energyMJ: the span is cut at hour boundaries, energy split over
+// the pieces by time (the last piece takes what rounding left), and the
+// pieces inside the clip (whose ends are span ends or hour boundaries) are
+// booked, those of closed hours dropped. It returns the energy of the
+// pieces inside the clip.
+func (a *Attributor) bookSpan(in *instance, from, to, energyMJ, clipFrom, clipTo int64) int64 {
+	if to <= from || clipTo <= clipFrom {
+		return 0
+	}
 	var shares []int64
 	if len(in.holders) > 0 {
 		shares = a.shareNums(in)
 	}
-	act := in.activity()
-	start, end := in.t, in.t+covMs
-	bookedMJ := int64(0)
-	for start < end {
+	act, measured := in.activity()
+	span := to - from
+	var split, clipped int64
+	for start := from; start < to; {
 		h := floorHour(start)
-		pieceEnd := min(end, h+hourMs)
+		pieceEnd := min(to, h+hourMs)
 		ms := pieceEnd - start
-		// The energy of the observation goes to its hour pieces by time;
-		// the last piece takes what rounding left.
-		pieceMJ := energyMJ * ms / covMs
-		if pieceEnd == end {
-			pieceMJ = energyMJ - bookedMJ
+		pieceMJ := mulDiv(energyMJ, ms, span)
+		if pieceEnd == to {
+			pieceMJ = energyMJ - split
 		}
-		bookedMJ += pieceMJ
-		if h >= a.emittedUntilMs {
-			a.book(h, in, shares, ms, act, pieceMJ)
+		split += pieceMJ
+		if start >= clipFrom && pieceEnd <= clipTo {
+			clipped += pieceMJ
+			if h >= a.emittedUntilMs {
+				a.book(h, in, shares, ms, act, measured, pieceMJ)
+			}
 		}
 		start = pieceEnd
 	}
+	return clipped
 }
 
-func (a *Attributor) book(hour int64, in *instance, shares []int64, ms int64, act float64, energyMJ int64) {
+// maxPartsFactor × MaxHolders bounds the holders one device-hour keeps.
+const maxPartsFactor = 16
+
+func (a *Attributor) book(hour int64, in *instance, shares []int64, ms int64, act float64, measured bool, energyMJ int64) {
+	ih := &a.hour(hour).inst[in.idx]
+	ih.coveredMs += ms
 	if len(in.holders) == 0 {
-		a.usage(hour, in.u.idx, holder{}).energyMJ += energyMJ
+		ih.nobodyMJ += energyMJ
 		return
 	}
 	var given int64
 	for i, h := range in.holders {
-		u := a.usage(hour, in.u.idx, h)
+		u := ih.part(h, a.opts.MaxHolders*maxPartsFactor)
+		if u == nil {
+			a.reject(ReasonTooManyHolders)
+			continue
+		}
 		w := ms * in.size * shares[i]
 		u.heldW += w
-		u.activeW += int64(math.Round(float64(w) * act))
+		if measured {
+			u.activeW += int64(math.Round(float64(w) * act))
+		} else {
+			u.unmeasuredW += w
+		}
 		e := energyMJ * shares[i] / ShareUnits
 		u.energyMJ += e
 		given += e
 	}
 	// Rounding and unrequested replicas leave some energy to nobody.
-	a.usage(hour, in.u.idx, holder{}).energyMJ += energyMJ - given
+	ih.nobodyMJ += energyMJ - given
 }
 
-func (a *Attributor) usage(hour int64, unitIdx int, h holder) *usage {
-	perUnit := a.hours[hour]
-	if perUnit == nil {
-		perUnit = make([]map[holder]*usage, len(a.units))
-		a.hours[hour] = perUnit
+// part returns h's usage, adding it when there is room.
+func (ih *instHour) part(h holder, limit int) *usage {
+	for i := range ih.parts {
+		if ih.parts[i].h == h {
+			return &ih.parts[i]
+		}
 	}
-	m := perUnit[unitIdx]
-	if m == nil {
-		m = make(map[holder]*usage, 2)
-		perUnit[unitIdx] = m
+	if len(ih.parts) >= limit {
+		return nil
 	}
-	u := m[h]
-	if u == nil {
-		u = &usage{}
-		m[h] = u
+	ih.parts = append(ih.parts, usage{h: h})
+	return &ih.parts[len(ih.parts)-1]
+}
+
+func (a *Attributor) hour(h int64) *hourState {
+	hs := a.hours[h]
+	if hs == nil {
+		hs = &hourState{inst: make([]instHour, len(a.insts))}
+		a.hours[h] = hs
 	}
-	return u
+	return hs
 }
 
 func floorHour(ms int64) int64 {
@@ -598,4 +855,18 @@ func floorHour(ms int64) int64 {
 		h -= hourMs
 	}
 	return h
+}
+
+// mulDiv returns a × b / c for non-negative a, b and positive c, in 128
+// bits: exact where a × b overflows int64.
+func mulDiv(a, b, c int64) int64 {
+	if a <= 0 || b <= 0 || c <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi >= uint64(c) {
+		return math.MaxInt64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(c))
+	return int64(q)
 }

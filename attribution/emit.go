@@ -1,7 +1,6 @@
 package attribution
 
 import (
-	"math"
 	"math/big"
 	"sort"
 	"time"
@@ -10,35 +9,64 @@ import (
 )
 
 // Emit closes every hour that ends at or before untilMs (rounded down to an
-// hour) and returns their rows and workload rows. For each hour the rows sum
-// exactly to the inventory's hourly cost (CostMicros) and to the cost of the
-// energy measured (EnergyCostMicros). Samples for closed hours are rejected
-// as late afterwards. Rows come sorted by Key, workload rows by hour, team,
+// hour), whatever the data, and returns the rows and workload rows of every
+// hour closed since the last Emit or Ready. An observation still open at a
+// closed hour's end counts at least one scrape interval into it and stays
+// open for the next hour. For each hour the rows sum exactly to the
+// inventory's hourly cost (CostMicros) and to the cost of the energy
+// measured (EnergyCostMicros). Samples for closed hours are rejected as
+// late afterwards. Rows come sorted by Key, workload rows by hour, team,
 // namespace, kind and name.
 func (a *Attributor) Emit(untilMs int64) ([]ledger.Row, []ledger.WorkloadRow) {
 	until := floorHour(untilMs)
-	if a.startMs == 0 || until <= a.emittedUntilMs {
-		return nil, nil
-	}
-	for _, in := range a.instances {
-		if in.pending && in.t < until {
-			a.finalize(in, a.opts.ScrapeIntervalMs)
+	if a.startMs != 0 {
+		for a.emittedUntilMs < until {
+			a.emitHour(a.emittedUntilMs, true)
 		}
 	}
-	var rows []ledger.Row
-	var wls []ledger.WorkloadRow
-	for h := a.emittedUntilMs; h < until; h += hourMs {
-		rows, wls = a.appendHour(rows, wls, h)
-		delete(a.hours, h)
-	}
-	a.emittedUntilMs = until
+	return a.Ready()
+}
+
+// Ready returns the rows of the hours the data has closed since the last
+// Emit or Ready (see Add), and forgets them.
+func (a *Attributor) Ready() ([]ledger.Row, []ledger.WorkloadRow) {
+	rows, wls := a.outRows, a.outWls
+	a.outRows, a.outWls = nil, nil
 	return rows, wls
 }
 
+// emitHour closes hour h. forced says the data may not be complete: open
+// observations are booked up to the hour's end and stay open.
+func (a *Attributor) emitHour(h int64, forced bool) {
+	end := h + hourMs
+	for _, in := range a.insts {
+		if in.pending && in.t < end {
+			if forced {
+				a.bookPartial(in, end)
+			} else {
+				a.finalize(in, a.opts.ScrapeIntervalMs)
+			}
+		}
+	}
+	for k, st := range a.pods {
+		if st.obs.pending && st.obs.t < end {
+			if forced {
+				a.bookPodPartial(k, st, end)
+			} else {
+				a.finalizePod(k, st, st.obs.interval(a))
+			}
+		}
+	}
+	a.outRows, a.outWls = a.appendHour(a.outRows, a.outWls, h)
+	delete(a.hours, h)
+	a.emittedUntilMs = end
+	a.prune()
+}
+
 type part struct {
-	h              holder
-	heldW, activeW int64
-	energyMJ       int64
+	h                           holder
+	heldW, activeW, unmeasuredW int64
+	energyMJ                    int64
 }
 
 type workloadKey struct {
@@ -47,8 +75,11 @@ type workloadKey struct {
 
 // hourBuild collects one hour's rows.
 type hourBuild struct {
-	hour  time.Time
-	rows  map[ledger.Key]*ledger.Row
+	hour time.Time
+	rows map[ledger.Key]*ledger.Row
+	// normW is each row's held time in whole-GPU units of
+	// QuotaUnitsPerGPU × ShareUnits × ms, exact, for the quota arithmetic.
+	normW map[ledger.Key]int64
 	wls   map[workloadKey]*ledger.WorkloadRow
 	split []int64
 }
@@ -62,10 +93,53 @@ func (b *hourBuild) row(k ledger.Key) *ledger.Row {
 	return r
 }
 
+// addPart merges a holder's usage into a unit's parts.
+func addPart(parts []part, h holder, heldW, activeW, unmeasuredW, energyMJ int64) []part {
+	for i := range parts {
+		if parts[i].h == h {
+			p := &parts[i]
+			p.heldW += heldW
+			p.activeW += activeW
+			p.unmeasuredW += unmeasuredW
+			p.energyMJ += energyMJ
+			return parts
+		}
+	}
+	return append(parts, part{h: h, heldW: heldW, activeW: activeW, unmeasuredW: unmeasuredW, energyMJ: energyMJ})
+}
+
 func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hour int64) ([]ledger.Row, []ledger.WorkloadRow) {
-	perUnit := a.hours[hour]
-	b := &hourBuild{hour: time.UnixMilli(hour).UTC(), rows: make(map[ledger.Key]*ledger.Row), wls: make(map[workloadKey]*ledger.WorkloadRow)}
-	var parts []part
+	hs := a.hours[hour]
+	if hs == nil {
+		hs = &hourState{inst: make([]instHour, len(a.insts))}
+	}
+	// Pod facts are read as they stood once the hour's data was complete.
+	asOf := hour + hourMs + a.opts.StalenessMs
+	b := &hourBuild{hour: time.UnixMilli(hour).UTC(), rows: make(map[ledger.Key]*ledger.Row),
+		normW: make(map[ledger.Key]int64), wls: make(map[workloadKey]*ledger.WorkloadRow)}
+
+	unitParts := make([][]part, len(a.units))
+	nobodyMJ := make([]int64, len(a.units))
+	f := newFill(a, hs)
+	for i, in := range a.insts {
+		ih := &hs.inst[i]
+		u := in.u.idx
+		nobodyMJ[u] += ih.nobodyMJ
+		for _, us := range ih.parts {
+			if a.notHolder(us.h, asOf) {
+				// An exporter's own pod, or one Kubernetes says requested
+				// no GPU: the device was free.
+				nobodyMJ[u] += us.energyMJ
+				continue
+			}
+			unitParts[u] = addPart(unitParts[u], us.h, us.heldW, us.activeW, us.unmeasuredW, us.energyMJ)
+			f.held(in, us.h, us.heldW)
+		}
+	}
+	for _, fl := range f.place() {
+		unitParts[fl.in.u.idx] = addPart(unitParts[fl.in.u.idx], fl.h, fl.w, 0, fl.w, 0)
+	}
+
 	var weights, costs []int64
 	// The hour's energy is priced once for the cluster, then split over
 	// the rows it was booked to, so the rows sum to the price of the
@@ -75,17 +149,7 @@ func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hou
 	var totalMJ int64
 	for i := range a.units {
 		u := &a.units[i]
-		parts = parts[:0]
-		var nobodyMJ int64
-		if perUnit != nil {
-			for h, us := range perUnit[i] {
-				if h == (holder{}) {
-					nobodyMJ += us.energyMJ
-					continue
-				}
-				parts = append(parts, part{h: h, heldW: us.heldW, activeW: us.activeW, energyMJ: us.energyMJ})
-			}
-		}
+		parts := unitParts[i]
 		sort.Slice(parts, func(x, y int) bool { return holderLess(parts[x].h, parts[y].h) })
 
 		capacity := u.slices * hourMs * ShareUnits
@@ -93,32 +157,36 @@ func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hou
 		weights = append(weights[:0], 0)
 		for _, p := range parts {
 			unalloc -= p.heldW
-			weights = append(weights, p.activeW, p.heldW-p.activeW)
+			weights = append(weights, p.activeW, p.heldW-p.activeW-p.unmeasuredW, p.unmeasuredW)
 		}
 		weights[0] = unalloc
 		costs = splitLargestRemainder(u.gpu.RateMicrosPerHour, weights, costs)
 
 		den := float64(u.slices*ShareUnits) * 1000
-		if unalloc > 0 || nobodyMJ > 0 {
+		if unalloc > 0 || nobodyMJ[i] > 0 {
 			r := b.row(ledger.Key{Hour: b.hour, Cluster: a.model.Cluster, Team: ledger.TeamUnallocated, Flavor: u.gpu.Flavor})
 			r.GPUSeconds += float64(unalloc) / den
 			r.CostMicros += costs[0]
 			r.UnallocatedCostMicros += costs[0]
-			r.EnergyJoules += float64(nobodyMJ) / 1000
-			erows, eweights, totalMJ = append(erows, r), append(eweights, nobodyMJ), totalMJ+nobodyMJ
+			r.EnergyJoules += float64(nobodyMJ[i]) / 1000
+			erows, eweights, totalMJ = append(erows, r), append(eweights, nobodyMJ[i]), totalMJ+nobodyMJ[i]
 		}
+		norm := QuotaUnitsPerGPU / u.slices
 		for j, p := range parts {
-			k := a.keyFor(b.hour, u.gpu.Flavor, p.h)
-			active, idle := costs[1+2*j], costs[2+2*j]
+			k := a.keyFor(b.hour, u.gpu.Flavor, p.h, asOf)
+			active, idle, unmeasured := costs[1+3*j], costs[2+3*j], costs[3+3*j]
 			r := b.row(k)
 			r.GPUSeconds += float64(p.heldW) / den
 			r.ActiveGPUSeconds += float64(p.activeW) / den
-			r.CostMicros += active + idle
+			r.UnmeasuredGPUSeconds += float64(p.unmeasuredW) / den
+			r.CostMicros += active + idle + unmeasured
 			r.IdleCostMicros += idle
+			r.UnmeasuredCostMicros += unmeasured
 			r.EnergyJoules += float64(p.energyMJ) / 1000
+			b.normW[k] += p.heldW * norm
 			erows, eweights, totalMJ = append(erows, r), append(eweights, p.energyMJ), totalMJ+p.energyMJ
 
-			kind, name := a.ownerOf(p.h)
+			kind, name := a.ownerOf(p.h, asOf)
 			wk := workloadKey{k.Team, p.h.namespace, kind, name}
 			w := b.wls[wk]
 			if w == nil {
@@ -127,8 +195,10 @@ func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hou
 			}
 			w.GPUSeconds += float64(p.heldW) / den
 			w.ActiveGPUSeconds += float64(p.activeW) / den
-			w.CostMicros += active + idle
+			w.UnmeasuredGPUSeconds += float64(p.unmeasuredW) / den
+			w.CostMicros += active + idle + unmeasured
 			w.IdleCostMicros += idle
+			w.UnmeasuredCostMicros += unmeasured
 		}
 	}
 	for i, c := range splitLargestRemainder(a.energyCostMicros(totalMJ), eweights, nil) {
@@ -173,10 +243,12 @@ func (a *Attributor) energyCostMicros(mJ int64) int64 {
 }
 
 // splitBorrowed marks what each ClusterQueue ran beyond its nominal quota
-// in a flavor that hour as borrowed: when its rows hold U GPU-seconds of a
-// flavor where its nominal quota is N GPUs, the fraction (U − 3600·N)/U of
-// each of its rows moves to a twin row with Borrowed set. The hour is the
-// grain: usage over quota in one half and under it in the other nets out.
+// in a flavor that hour as borrowed: when its rows hold U of a flavor where
+// its nominal quota is N (both exact, in QuotaUnitsPerGPU × ShareUnits ×
+// ms), the fraction (U − N)/U of each of its rows moves to a twin row with
+// Borrowed set; money by largest remainder over the weights N and U − N.
+// The hour is the grain: usage over quota in one half and under it in the
+// other nets out.
 func (a *Attributor) splitBorrowed(b *hourBuild) {
 	groups := make(map[QuotaRef][]*ledger.Row)
 	for _, r := range b.rows {
@@ -193,50 +265,47 @@ func (a *Attributor) splitBorrowed(b *hourBuild) {
 	sort.Slice(refs, func(i, j int) bool {
 		return lessStrings([]string{refs[i].ClusterQueue, refs[i].Flavor}, []string{refs[j].ClusterQueue, refs[j].Flavor})
 	})
-	const scale = 1_000_000_000
 	for _, ref := range refs {
 		rs := groups[ref]
 		sort.Slice(rs, func(i, j int) bool { return keyLess(&rs[i].Key, &rs[j].Key) })
-		var used float64
+		var used int64
 		for _, r := range rs {
-			used += r.GPUSeconds
+			used += b.normW[r.Key]
 		}
-		nominal := float64(a.model.Quotas[ref]) / 1000 * 3600
+		nominal := a.model.Quotas[ref] * ShareUnits * hourMs
 		if used <= nominal || used == 0 {
 			continue
 		}
-		f := (used - nominal) / used
-		fw := int64(math.Round(f * scale))
-		if fw == 0 {
-			continue
-		}
-		w := []int64{scale - fw, fw}
+		w := []int64{nominal, used - nominal}
+		f := float64(used-nominal) / float64(used)
 		for _, r := range rs {
 			k := r.Key
 			k.Borrowed = true
 			t := b.row(k)
-			active := r.ActiveCostMicros()
-			mv := func(v int64) (keep, moved int64) {
-				b.split = splitLargestRemainder(v, w, b.split)
-				return b.split[0], b.split[1]
+			mv := func(v *int64, dst *int64) {
+				b.split = splitLargestRemainder(*v, w, b.split)
+				*v = b.split[0]
+				*dst += b.split[1]
 			}
-			ka, ma := mv(active)
-			ki, mi := mv(r.IdleCostMicros)
-			ku, mu := mv(r.UnallocatedCostMicros)
-			r.IdleCostMicros, t.IdleCostMicros = ki, t.IdleCostMicros+mi
-			r.UnallocatedCostMicros, t.UnallocatedCostMicros = ku, t.UnallocatedCostMicros+mu
-			r.CostMicros, t.CostMicros = ka+ki+ku, t.CostMicros+ma+mi+mu
-			ke, me := mv(r.EnergyCostMicros)
-			r.EnergyCostMicros, t.EnergyCostMicros = ke, t.EnergyCostMicros+me
-			if fw == scale {
+			active, tActive := r.ActiveCostMicros(), t.ActiveCostMicros()
+			mv(&active, &tActive)
+			mv(&r.IdleCostMicros, &t.IdleCostMicros)
+			mv(&r.UnmeasuredCostMicros, &t.UnmeasuredCostMicros)
+			mv(&r.UnallocatedCostMicros, &t.UnallocatedCostMicros)
+			r.CostMicros = active + r.IdleCostMicros + r.UnmeasuredCostMicros + r.UnallocatedCostMicros
+			t.CostMicros = tActive + t.IdleCostMicros + t.UnmeasuredCostMicros + t.UnallocatedCostMicros
+			mv(&r.EnergyCostMicros, &t.EnergyCostMicros)
+			if nominal == 0 {
 				// All of it was borrowed: the row moves whole.
 				t.GPUSeconds += r.GPUSeconds
 				t.ActiveGPUSeconds += r.ActiveGPUSeconds
+				t.UnmeasuredGPUSeconds += r.UnmeasuredGPUSeconds
 				t.EnergyJoules += r.EnergyJoules
 				delete(b.rows, r.Key)
 				continue
 			}
-			for _, fl := range []*[2]*float64{{&r.GPUSeconds, &t.GPUSeconds}, {&r.ActiveGPUSeconds, &t.ActiveGPUSeconds}, {&r.EnergyJoules, &t.EnergyJoules}} {
+			for _, fl := range []*[2]*float64{{&r.GPUSeconds, &t.GPUSeconds}, {&r.ActiveGPUSeconds, &t.ActiveGPUSeconds},
+				{&r.UnmeasuredGPUSeconds, &t.UnmeasuredGPUSeconds}, {&r.EnergyJoules, &t.EnergyJoules}} {
 				moved := *fl[0] * f
 				*fl[0] -= moved
 				*fl[1] += moved
@@ -314,24 +383,26 @@ func (a *Attributor) shareUnallocated(b *hourBuild) {
 }
 
 // ownerOf names the workload a pod belongs to, as kube-state-metrics
-// reported it; the pod itself when unknown.
-func (a *Attributor) ownerOf(h holder) (kind, name string) {
-	if st := a.pods[podKey{h.namespace, h.pod}]; st != nil && st.ownerName != "" {
-		return st.ownerKind, st.ownerName
+// reported it by ms; the pod itself when unknown.
+func (a *Attributor) ownerOf(h holder, ms int64) (kind, name string) {
+	if st := a.pods[podKey{h.namespace, h.pod}]; st != nil {
+		if o, ok, _ := st.owner.at(ms); ok && o.name != "" {
+			return o.kind, o.name
+		}
 	}
 	return "Pod", h.pod
 }
 
 // keyFor resolves a holder to its owner dimensions: the queue label on the
-// DCGM series, else the one kube-state-metrics reported for the pod; the
-// queue's ClusterQueue and its team; else the namespace's team; else
+// DCGM series, else the one kube-state-metrics reported for the pod by ms;
+// the queue's ClusterQueue and its team; else the namespace's team; else
 // TeamUnowned.
-func (a *Attributor) keyFor(hour time.Time, flavor string, h holder) ledger.Key {
+func (a *Attributor) keyFor(hour time.Time, flavor string, h holder, ms int64) ledger.Key {
 	k := ledger.Key{Hour: hour, Cluster: a.model.Cluster, Namespace: h.namespace, Flavor: flavor}
 	q := h.queue
 	if q == "" {
 		if st := a.pods[podKey{h.namespace, h.pod}]; st != nil {
-			q = st.queue
+			q, _, _ = st.queue.at(ms)
 		}
 	}
 	if q != "" {
@@ -351,7 +422,29 @@ func (a *Attributor) keyFor(hour time.Time, flavor string, h holder) ledger.Key 
 }
 
 func holderLess(p, q holder) bool {
-	return lessStrings([]string{p.namespace, p.pod, p.queue}, []string{q.namespace, q.pod, q.queue})
+	if c := lessStrings3(p.namespace, p.pod, p.queue, q.namespace, q.pod, q.queue); c != 0 {
+		return c < 0
+	}
+	return !p.dra && q.dra
+}
+
+func lessStrings3(a1, a2, a3, b1, b2, b3 string) int {
+	switch {
+	case a1 != b1:
+		return cmpString(a1, b1)
+	case a2 != b2:
+		return cmpString(a2, b2)
+	case a3 != b3:
+		return cmpString(a3, b3)
+	}
+	return 0
+}
+
+func cmpString(a, b string) int {
+	if a < b {
+		return -1
+	}
+	return 1
 }
 
 func lessStrings(a, b []string) bool {

@@ -31,10 +31,12 @@ type Model struct {
 	// NamespaceTeams maps a namespace to the team that owns it; used when a
 	// pod has no queue, or its queue is unknown.
 	NamespaceTeams map[string]string
-	// Quotas holds each ClusterQueue's nominal quota per flavor in milli-GPU
-	// equivalents (a 3g.40gb MIG slice counts 3/7 GPU). A ClusterQueue
-	// whose usage in a flavor passes it in an hour is borrowing, and the
-	// quota policy shares unallocated cost by it.
+	// Quotas holds each ClusterQueue's nominal quota per flavor in
+	// QuotaUnitsPerGPU-ths of a GPU: a whole GPU is 28, a 3g.40gb MIG slice
+	// of a 7-slice GPU 12, a 1g.6gb slice of a 4-slice A30 7. Every slice
+	// count divides 28, so quotas of slices are exact. A ClusterQueue whose
+	// usage in a flavor passes it in an hour is borrowing, and the quota
+	// policy shares unallocated cost by it.
 	Quotas map[QuotaRef]int64
 	// Unallocated says who pays for capacity nobody held.
 	Unallocated UnallocatedPolicy
@@ -45,6 +47,40 @@ type Model struct {
 	// (1.3 = 1,300,000): GPU energy × PUE is what the site draws for it,
 	// cooling included. Zero means 1.
 	PUEMicros int64
+}
+
+// QuotaUnitsPerGPU is the unit of Model.Quotas: the least common multiple
+// of the compute slices of MIG-capable GPUs (7 and 4), so that any number of
+// any MIG slice is a whole number of units.
+const QuotaUnitsPerGPU = 28
+
+// QuotaUnits returns count devices of a kind as Model.Quotas counts them:
+// count × 28 for whole GPUs, count × slices × 28 / GPU slices for MIG
+// instances of profile on a GPU of gpuModel. ok is false for a profile
+// that does not parse or does not fit the GPU.
+func QuotaUnits(count int64, profile, gpuModel string) (units int64, ok bool) {
+	if profile == "" {
+		return count * QuotaUnitsPerGPU, true
+	}
+	mp, err := ParseMIGProfile(profile)
+	total := MIGComputeSlices(gpuModel)
+	if err != nil || mp.ComputeSlices > total {
+		return 0, false
+	}
+	return count * int64(mp.ComputeSlices) * QuotaUnitsPerGPU / int64(total), true
+}
+
+// MIGKind returns the request kind of a MIG profile, as kube-state-metrics
+// names its resource (nvidia.com/mig-3g.40gb is resource
+// nvidia_com_mig_3g_40gb): "mig-3g_40gb".
+func MIGKind(profile string) string {
+	b := []byte(profile)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return KindMIGPrefix + string(b)
 }
 
 // QuotaRef names a ClusterQueue's quota in one flavor.

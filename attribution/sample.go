@@ -36,27 +36,76 @@ type Sample struct {
 	// Queue is the pod's kueue.x-k8s.io/queue-name label when the exporter
 	// carries pod labels; empty otherwise.
 	Queue string
+	// ExporterNamespace and ExporterPod name the exporter's own pod when the
+	// series shows it apart from the holder: a scrape with honorLabels false
+	// renames the holder's labels to exported_* and puts the exporter's in
+	// namespace and pod. The Attributor learns from them that this pod is
+	// an exporter, never a holder, so that the series of free GPUs, which
+	// carry only the exporter's labels, are not charged to it.
+	ExporterNamespace, ExporterPod string
+	// DRA is set when the device was allocated through a DRA ResourceClaim
+	// (dcgm-exporter's dra_* labels): such a pod has no GPU resource request
+	// for kube-state-metrics to report.
+	DRA   bool
 	Field Field
 	Value float64
 }
 
-// PodInfo is what kube-state-metrics says of a pod. Only the fields set are
-// recorded: kube_pod_labels gives Queue (and owner labels), kube_pod_owner
-// gives OwnerKind and OwnerName, kube_pod_container_resource_requests gives
-// one container's GPU request.
+// Phase is what kube_pod_status_phase says of a pod.
+type Phase uint8
+
+// Phases a PodInfo may carry. Only Running holds devices.
+const (
+	// PhaseUnknown: the PodInfo carries no phase.
+	PhaseUnknown Phase = iota
+	// PhaseRunning: kube_pod_status_phase{phase="Running"} is 1.
+	PhaseRunning
+	// PhaseNotRunning: kube_pod_status_phase{phase="Running"} is 0.
+	PhaseNotRunning
+)
+
+// Resource kinds of a GPU request, as PodInfo.Kind names them.
+const (
+	// KindGPU is a whole GPU (nvidia.com/gpu), a replica of a shared GPU, or
+	// a milli-GPU of a fractional one (such as alibabacloud.com/gpu_milli).
+	KindGPU = "gpu"
+	// KindMIGPrefix starts a MIG resource's kind: "mig-" and the profile as
+	// kube-state-metrics sanitises it (nvidia.com/mig-3g.40gb is
+	// nvidia_com_mig_3g_40gb, kind "mig-3g_40gb").
+	KindMIGPrefix = "mig-"
+)
+
+// PodInfo is what kube-state-metrics says of a pod at one scrape. Only the
+// fields set are recorded: kube_pod_labels gives Queue (and owner labels),
+// kube_pod_owner gives OwnerKind and OwnerName,
+// kube_pod_container_resource_requests gives one container's GPU request
+// and the Node, kube_pod_info the Node, kube_pod_status_phase the Phase.
+//
+// Allocation comes from these facts: a pod that kube-state-metrics reports
+// Running on a node with GPU requests held that many devices of the node,
+// whether or not DCGM saw it (see Attributor).
 type PodInfo struct {
+	// TimeMs is the scrape time in Unix milliseconds.
+	TimeMs         int64
 	Namespace, Pod string
 	// Queue is the kueue.x-k8s.io/queue-name label.
 	Queue string
 	// OwnerKind and OwnerName name the workload that owns the pod, such as
 	// Job and train-0042.
 	OwnerKind, OwnerName string
-	// Container and RequestMilli give one container's GPU request × 1000,
-	// in the units the device plugin advertises: a container asking for one
-	// nvidia.com/gpu replica of a time-sliced GPU has 1000; one asking for
-	// 300 units of a GPU shared as 1000 milli-GPU replicas has 300,000.
-	// RequestMilli 0 means the series carried no request.
+	// Node is the node the pod was scheduled to.
+	Node string
+	// Phase is the pod's phase, from kube_pod_status_phase.
+	Phase Phase
+	// Container, Kind and RequestMilli give one container's GPU request ×
+	// 1000, in the units the device plugin advertises: a container asking
+	// for one nvidia.com/gpu replica of a time-sliced GPU has 1000; one
+	// asking for 300 units of a GPU shared as 1000 milli-GPU replicas has
+	// 300,000; one asking for two nvidia.com/mig-1g.10gb has kind
+	// "mig-1g_10gb" and 2000. RequestMilli 0 means the series carried no
+	// request.
 	Container    string
+	Kind         string
 	RequestMilli int64
 }
 
@@ -71,4 +120,9 @@ const (
 	ReasonDuplicate       Reason = "duplicate"
 	ReasonLate            Reason = "late"
 	ReasonBadValue        Reason = "bad_value"
+	// ReasonTooManyHolders: a device reported more pods in one scrape, or
+	// in one hour, than Options.MaxHolders: broken or hostile input.
+	ReasonTooManyHolders Reason = "too_many_holders"
+	// ReasonTooManyPods: a new pod while Options.MaxPods are tracked.
+	ReasonTooManyPods Reason = "too_many_pods"
 )

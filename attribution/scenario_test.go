@@ -15,7 +15,8 @@ import (
 )
 
 // readLedgerCSV reads expected rows written by hand; lines starting with #
-// are the explanation.
+// are the explanation. Columns are found by their header names; the
+// unmeasured_* columns may be left out (zero).
 func readLedgerCSV(t *testing.T, path string) []ledger.Row {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -32,31 +33,51 @@ func readLedgerCSV(t *testing.T, path string) []ledger.Row {
 	if err != nil {
 		t.Fatal(err)
 	}
+	col := make(map[string]int)
+	for i, name := range recs[0] {
+		col[name] = i
+	}
 	var rows []ledger.Row
-	for _, r := range recs[1:] {
-		h, err := time.Parse(time.RFC3339, r[0])
+	for line, r := range recs[1:] {
+		str := func(name string) string {
+			i, ok := col[name]
+			if !ok {
+				return ""
+			}
+			return r[i]
+		}
+		f := func(name string) float64 {
+			v := str(name)
+			if v == "" {
+				return 0
+			}
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: row %d, %s: %v", path, line+1, name, err)
+			}
+			return x
+		}
+		n := func(name string) int64 {
+			v := str(name)
+			if v == "" {
+				return 0
+			}
+			x, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("%s: row %d, %s: %v", path, line+1, name, err)
+			}
+			return x
+		}
+		h, err := time.Parse(time.RFC3339, str("hour"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		f := func(i int) float64 {
-			v, err := strconv.ParseFloat(r[i], 64)
-			if err != nil {
-				t.Fatalf("%s: column %d: %v", path, i, err)
-			}
-			return v
-		}
-		n := func(i int) int64 {
-			v, err := strconv.ParseInt(r[i], 10, 64)
-			if err != nil {
-				t.Fatalf("%s: column %d: %v", path, i, err)
-			}
-			return v
-		}
 		rows = append(rows, ledger.Row{
-			Key: ledger.Key{Hour: h, Cluster: r[1], Team: r[2], Namespace: r[3], LocalQueue: r[4], ClusterQueue: r[5],
-				Flavor: r[6], Borrowed: r[7] == "true"},
-			GPUSeconds: f(8), ActiveGPUSeconds: f(9), CostMicros: n(10), IdleCostMicros: n(11),
-			UnallocatedCostMicros: n(12), EnergyJoules: f(13), EnergyCostMicros: n(14),
+			Key: ledger.Key{Hour: h, Cluster: str("cluster"), Team: str("team"), Namespace: str("namespace"), LocalQueue: str("local_queue"),
+				ClusterQueue: str("cluster_queue"), Flavor: str("flavor"), Borrowed: str("borrowed") == "true"},
+			GPUSeconds: f("gpu_seconds"), ActiveGPUSeconds: f("active_gpu_seconds"), UnmeasuredGPUSeconds: f("unmeasured_gpu_seconds"),
+			CostMicros: n("cost_micros"), IdleCostMicros: n("idle_cost_micros"), UnmeasuredCostMicros: n("unmeasured_cost_micros"),
+			UnallocatedCostMicros: n("unallocated_cost_micros"), EnergyJoules: f("energy_joules"), EnergyCostMicros: n("energy_cost_micros"),
 		})
 	}
 	return rows
@@ -79,7 +100,7 @@ func scenarioModel() *Model {
 		ClusterQueueTeams: map[string]string{"serving": "nlp", "research": "ml", "vision": "vision"},
 		NamespaceTeams:    map[string]string{"research": "ml", "vision": "vision", "infer": "nlp"},
 		Quotas: map[QuotaRef]int64{
-			{"serving", "h100-mig"}: 1000, {"research", "l4-shared"}: 1000, {"vision", "h100"}: 1000,
+			{"serving", "h100-mig"}: QuotaUnitsPerGPU, {"research", "l4-shared"}: QuotaUnitsPerGPU, {"vision", "h100"}: QuotaUnitsPerGPU,
 		},
 		EnergyPriceMicrosPerKWh: 100_000,
 		PUEMicros:               1_500_000,

@@ -179,8 +179,8 @@ func TestFeatureModel(t *testing.T) {
 	f("ts-2", 2, true)
 	f("frac-1", 1000, true)
 	f("own-1", 0, false)
-	if got := m.Quotas[attribution.QuotaRef{ClusterQueue: "all", Flavor: "l4"}]; got != 32_000 {
-		t.Errorf("quota all/l4 = %d milli-GPU, want 32000", got)
+	if got := m.Quotas[attribution.QuotaRef{ClusterQueue: "all", Flavor: "l4"}]; got != 32*attribution.QuotaUnitsPerGPU {
+		t.Errorf("quota all/l4 = %d units, want 32 GPUs = %d", got, 32*attribution.QuotaUnitsPerGPU)
 	}
 	if m.Unallocated != attribution.UnallocatedByQuota || m.EnergyPriceMicrosPerKWh != 120_000 || m.PUEMicros != 1_300_000 {
 		t.Errorf("policy %v, energy %d, PUE %d", m.Unallocated, m.EnergyPriceMicrosPerKWh, m.PUEMicros)
@@ -194,8 +194,10 @@ func TestExampleQuotasInGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, _ := c.AttributionModel("")
-	// nlp-serving on h100-mig: 6 × 3g + 4 × 2g + 8 × 1g = (18 + 8 + 8)/7 GPUs.
-	if got, want := m.Quotas[attribution.QuotaRef{ClusterQueue: "nlp-serving", Flavor: "h100-mig"}], int64(6*3000/7+4*2000/7+8*1000/7); got != want {
-		t.Errorf("nlp-serving h100-mig quota %d milli-GPU, want %d", got, want)
+	// nlp-serving on h100-mig: 6 × 3g + 4 × 2g + 8 × 1g = (18 + 8 + 8)/7
+	// GPUs, exactly 34 × 4 = 136 units of 1/28 GPU (it was 4,856 milli-GPU,
+	// 2/7 of a milli short, before).
+	if got, want := m.Quotas[attribution.QuotaRef{ClusterQueue: "nlp-serving", Flavor: "h100-mig"}], int64(34*4); got != want {
+		t.Errorf("nlp-serving h100-mig quota %d units, want %d", got, want)
 	}
 }

@@ -88,7 +88,7 @@ func (c *Config) AttributionModel(cluster string) (*attribution.Model, error) {
 	for _, cq := range c.ClusterQueues {
 		for _, f := range cq.Flavors {
 			for _, r := range f.Resources {
-				m.Quotas[attribution.QuotaRef{ClusterQueue: cq.Name, Flavor: f.Name}] += quotaMilliGPU(r, flavorModel[f.Name])
+				m.Quotas[attribution.QuotaRef{ClusterQueue: cq.Name, Flavor: f.Name}] += quotaUnits(r, flavorModel[f.Name])
 			}
 		}
 	}
@@ -113,16 +113,15 @@ func (c *Config) AttributionModel(cluster string) (*attribution.Model, error) {
 	return m, nil
 }
 
-// quotaMilliGPU converts a resource quota into milli-GPU equivalents: a
-// whole GPU is 1000, a MIG slice its compute share of the GPU model's.
-func quotaMilliGPU(r ResourceQuota, model string) int64 {
+// quotaUnits converts a resource quota into attribution's quota units
+// (attribution.QuotaUnitsPerGPU per GPU): a whole GPU is 28, a MIG slice its
+// compute share of the GPU model's, exactly.
+func quotaUnits(r ResourceQuota, model string) int64 {
 	if r.Name == ResourceGPU {
-		return int64(r.NominalQuota) * 1000
+		u, _ := attribution.QuotaUnits(int64(r.NominalQuota), "", model)
+		return u
 	}
 	prof, _ := strings.CutPrefix(r.Name, MIGResourcePrefix)
-	mp, err := attribution.ParseMIGProfile(prof)
-	if err != nil {
-		return 0
-	}
-	return int64(r.NominalQuota) * 1000 * int64(mp.ComputeSlices) / int64(attribution.MIGComputeSlices(model))
+	u, _ := attribution.QuotaUnits(int64(r.NominalQuota), prof, model)
+	return u
 }

@@ -20,11 +20,13 @@ type BackfillOptions struct {
 	// the ledger is written in whole hours.
 	Start, End time.Time
 	// Chunk is how much one request reads; a whole number of hours, default
-	// one. Each chunk's hours are written, then the checkpoint.
+	// one. The ledger does not depend on it.
 	Chunk time.Duration
 	// Progress, when set, is called after each chunk.
 	Progress func(p BackfillProgress)
 	Logger   *slog.Logger
+	// Now is the clock for audit entries; time.Now when nil.
+	Now func() time.Time
 }
 
 // BackfillProgress reports a backfill's state after a chunk.
@@ -35,24 +37,38 @@ type BackfillProgress struct {
 	Rows        int
 	Ingest      Stats
 	Attribution attribution.Stats
+	// SettledRewritten counts hours written again that the live path had
+	// settled: each rewrite is recorded in the ledger's audit.
+	SettledRewritten int
 }
 
 // CheckpointName is the checkpoint a backfill of a source keeps.
 func CheckpointName(s Source) string { return "backfill:" + s.Name() }
 
-// primeWindow is how far before its first hour a backfill reads to restore
-// device state (energy counters), as an uninterrupted run would have it.
-const primeWindow = 5 * time.Minute
-
 // Backfill reads [Start, End) from the source chunk by chunk, attributes it
-// and writes the ledger hour by hour, recording a checkpoint after each
-// chunk. Run again after an interruption, it resumes at the checkpoint; since
-// hours are replaced, never added to, the ledger ends as an uninterrupted run
-// would have left it.
+// and writes the ledger hour by hour, recording a checkpoint at the end of
+// the hours written. Attribution closes an hour once the data is past it by
+// the staleness bound, whatever the chunks, and the last hour is closed
+// with that much data after End read too, so the ledger is the one a live
+// run over the same data writes, for any Chunk. Run again after an
+// interruption, it resumes at the checkpoint, first reading the window
+// before it that restores what an uninterrupted run would know there; since
+// hours are replaced, never added to, the ledger ends as an uninterrupted
+// run would have left it.
+//
+// Hours the live path (gpuledger serve) has settled may be rewritten: that
+// is what a backfill is for. Each such rewrite is recorded in the ledger's
+// audit. A backfill that writes hours past the live path's checkpoint
+// moves it, so that the live path, which never writes before it, does not
+// overwrite them.
 func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
 	}
 	chunk := o.Chunk
 	if chunk <= 0 {
@@ -67,6 +83,11 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) 
 	}
 	name := CheckpointName(o.Source)
 	cp, err := o.Store.Checkpoint(ctx, name)
+	if err != nil {
+		return BackfillProgress{}, err
+	}
+	liveName := ledger.LiveCheckpoint(o.Model.Cluster)
+	live, err := o.Store.Checkpoint(ctx, liveName)
 	if err != nil {
 		return BackfillProgress{}, err
 	}
@@ -87,11 +108,41 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) 
 	if err != nil {
 		return prog, fmt.Errorf("cost model: %w", err)
 	}
+	prime := time.Duration(aopts.PrimeWindowMs()) * time.Millisecond
 	var p Parser
-	if err := o.Source.Fetch(ctx, from.Add(-primeWindow), from, &p, primer{att}); err != nil {
-		return prog, fmt.Errorf("read the %s before %s: %w", primeWindow, from.Format(time.RFC3339), err)
+	if err := o.Source.Fetch(ctx, from.Add(-prime), from, &p, primer{att}); err != nil {
+		return prog, fmt.Errorf("read the %s before %s: %w", prime, from.Format(time.RFC3339), err)
 	}
 	p = Parser{}
+	write := func(rows []ledger.Row, wls []ledger.WorkloadRow) error {
+		if len(rows) == 0 && len(wls) == 0 {
+			return nil
+		}
+		if err := o.Store.WriteHours(ctx, rows, wls); err != nil {
+			return err
+		}
+		prog.Rows += len(rows)
+		return recordRewrite(ctx, o.Store, live, rows, name, now, &prog)
+	}
+	until := from // the end of the hours written
+	checkpoint := func() error {
+		t := time.UnixMilli(att.EmittedUntil()).UTC()
+		if !t.After(until) {
+			return nil
+		}
+		until = t
+		if err := o.Store.SetCheckpoint(ctx, name, until); err != nil {
+			return err
+		}
+		if !live.IsZero() && until.After(live) {
+			// Settled here, not by the live path: it must not write them.
+			if err := o.Store.SetCheckpoint(ctx, liveName, until); err != nil {
+				return err
+			}
+			live = until
+		}
+		return nil
+	}
 	for t := from; t.Before(end); t = t.Add(chunk) {
 		next := t.Add(chunk)
 		if next.After(end) {
@@ -100,26 +151,68 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) 
 		if err := o.Source.Fetch(ctx, t, next, &p, att); err != nil {
 			return prog, fmt.Errorf("read %s to %s from %s: %w; run the same command again to resume", t.Format(time.RFC3339), next.Format(time.RFC3339), o.Source.Name(), err)
 		}
-		rows, wls := att.Emit(next.UnixMilli())
-		if err := o.Store.WriteHours(ctx, rows, wls); err != nil {
+		if err := write(att.Ready()); err != nil {
 			return prog, fmt.Errorf("write %s to %s: %w; run the same command again to resume", t.Format(time.RFC3339), next.Format(time.RFC3339), err)
 		}
-		if err := o.Store.SetCheckpoint(ctx, name, next); err != nil {
+		if err := checkpoint(); err != nil {
 			return prog, err
 		}
 		prog.Done = next.Sub(start)
-		prog.Rows += len(rows)
 		prog.Ingest = p.Stats()
 		prog.Attribution = att.Stats()
-		if o.Progress != nil {
+		if o.Progress != nil && next.Before(end) {
 			o.Progress(prog)
 		}
 	}
+	// The data just after the range decides how long the last observations
+	// before End lasted: read the staleness window past it, then close.
+	after := time.Duration(aopts.SettleDelayMs()) * time.Millisecond
+	if err := o.Source.Fetch(ctx, end, end.Add(after), &p, att); err != nil {
+		return prog, fmt.Errorf("read the %s after %s: %w; run the same command again to resume", after, end.Format(time.RFC3339), err)
+	}
+	if err := write(att.Emit(end.UnixMilli())); err != nil {
+		return prog, fmt.Errorf("write up to %s: %w; run the same command again to resume", end.Format(time.RFC3339), err)
+	}
+	if err := checkpoint(); err != nil {
+		return prog, err
+	}
+	prog.Done = prog.Total
+	prog.Ingest = p.Stats()
+	prog.Attribution = att.Stats()
+	if o.Progress != nil {
+		o.Progress(prog)
+	}
 	return prog, nil
+}
+
+// recordRewrite records, in the store's audit, the hours among rows that
+// the live path had settled (before live).
+func recordRewrite(ctx context.Context, store ledger.Store, live time.Time, rows []ledger.Row, source string, now func() time.Time, prog *BackfillProgress) error {
+	var first, last time.Time
+	n, hours := 0, map[time.Time]bool{}
+	for _, r := range rows {
+		if !r.Hour.Before(live) {
+			continue
+		}
+		if first.IsZero() || r.Hour.Before(first) {
+			first = r.Hour
+		}
+		if r.Hour.After(last) {
+			last = r.Hour
+		}
+		hours[r.Hour] = true
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	prog.SettledRewritten += len(hours)
+	return store.RecordAudit(ctx, ledger.AuditEntry{At: now().UTC(), Cluster: rows[0].Cluster, From: first, To: last.Add(time.Hour),
+		Source: source, Rows: n, Note: fmt.Sprintf("backfill rewrote %d hour(s) the live path had settled", len(hours))})
 }
 
 // primer feeds samples to Attributor.Prime.
 type primer struct{ a *attribution.Attributor }
 
 func (p primer) Add(s *attribution.Sample)    { p.a.Prime(s) }
-func (p primer) AddPod(i attribution.PodInfo) { p.a.AddPod(i) }
+func (p primer) AddPod(i attribution.PodInfo) { p.a.PrimePod(i) }

@@ -10,8 +10,10 @@
 package ingest
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -37,6 +39,8 @@ const (
 	MetricKubePodLabels   = "kube_pod_labels"
 	MetricKubePodOwner    = "kube_pod_owner"
 	MetricKubePodRequests = "kube_pod_container_resource_requests"
+	MetricKubePodPhase    = "kube_pod_status_phase"
+	MetricKubePodInfo     = "kube_pod_info"
 	LabelQueueDCGM        = "kueue_x_k8s_io_queue_name"
 	LabelQueueKubeState   = "label_kueue_x_k8s_io_queue_name"
 	maxRecordedLineErrors = 10
@@ -105,8 +109,9 @@ type Parser struct {
 func (p *Parser) Stats() Stats { return p.stats }
 
 // ParseExposition parses one Prometheus text exposition body, such as one
-// scrape of dcgm-exporter, and passes its samples to sink. Lines without a
-// timestamp get defaultMs (the scrape time, in Unix milliseconds). Invalid
+// scrape of dcgm-exporter, and passes its samples to sink in time order.
+// Lines without a timestamp get defaultMs (the scrape time, in Unix
+// milliseconds). Invalid
 // lines are skipped and counted; the returned error describes the first few
 // of them, after every valid line was delivered.
 //
@@ -117,6 +122,17 @@ func (p *Parser) ParseExposition(body []byte, defaultMs int64, sink Sink) error 
 	// The rows alias body. They are only read during this call and
 	// overwritten by the next; the sink copies what it keeps.
 	p.rows.UnmarshalWithErrLogger(unsafe.String(unsafe.SliceData(body), len(body)), p.logLineError)
+	// Attribution takes samples in time order: a body of timestamped lines
+	// (a file of many scrapes) is put in order, each series' own order kept.
+	rowTime := func(r *prometheus.Row) int64 {
+		if r.Timestamp == 0 {
+			return defaultMs
+		}
+		return r.Timestamp
+	}
+	if !slices.IsSortedFunc(p.rows.Rows, func(a, b prometheus.Row) int { return cmp.Compare(rowTime(&a), rowTime(&b)) }) {
+		slices.SortStableFunc(p.rows.Rows, func(a, b prometheus.Row) int { return cmp.Compare(rowTime(&a), rowTime(&b)) })
+	}
 	for i := range p.rows.Rows {
 		r := &p.rows.Rows[i]
 		ts := r.Timestamp
@@ -139,13 +155,22 @@ func (p *Parser) logLineError(s string) {
 	}
 }
 
+// isPodMetric says whether a metric is one of kube-state-metrics' pod
+// series ingest reads.
+func isPodMetric(metric string) bool {
+	switch metric {
+	case MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests, MetricKubePodPhase, MetricKubePodInfo:
+		return true
+	}
+	return false
+}
+
 // handleRow turns one sample of one series into what attribution takes.
 // All decoders (exposition, remote write, export JSON lines) end here, so
 // label spellings are normalised in one place.
 func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
-	switch metric {
-	case MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests:
-		p.handlePodRow(metric, tags, value, sink)
+	if isPodMetric(metric) {
+		p.handlePodRow(metric, tags, value, ts, sink)
 		return
 	}
 	f := fieldOf(metric)
@@ -157,8 +182,11 @@ func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, 
 	*s = attribution.Sample{TimeMs: ts, Field: f, Value: value}
 	// With honorLabels false a scrape renames the exporter's namespace, pod
 	// and container to exported_*, and the plain names then describe the
-	// exporter itself: the exported_ spelling wins when both are present.
-	var expNS, expPod bool
+	// exporter itself: the exported_ spelling names the holder, and the
+	// plain one is passed on as the exporter's pod, which attribution
+	// learns is never a holder (the series of a free GPU carry only it).
+	var ns, pod string
+	relabelled := false
 	for _, t := range tags {
 		switch t.Key {
 		case "Hostname", "hostname":
@@ -170,20 +198,23 @@ func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, 
 		case "GPU_I_ID":
 			s.Instance = t.Value
 		case "namespace", "pod_namespace":
-			if !expNS {
-				s.Namespace = t.Value
-			}
+			ns = t.Value
 		case "exported_namespace":
-			s.Namespace, expNS = t.Value, true
+			s.Namespace, relabelled = t.Value, true
 		case "pod", "pod_name":
-			if !expPod {
-				s.Pod = t.Value
-			}
+			pod = t.Value
 		case "exported_pod":
-			s.Pod, expPod = t.Value, true
+			s.Pod, relabelled = t.Value, true
 		case LabelQueueDCGM:
 			s.Queue = t.Value
+		case "dra_claim_name":
+			s.DRA = t.Value != ""
 		}
+	}
+	if relabelled {
+		s.ExporterNamespace, s.ExporterPod = ns, pod
+	} else {
+		s.Namespace, s.Pod = ns, pod
 	}
 	if s.Node == "" || s.GPU == "" {
 		p.stats.MissingLabels++
@@ -205,25 +236,42 @@ var workloadLabels = []struct{ label, kind string }{
 	{"label_job_name", "Job"},
 }
 
-// handlePodRow reads what kube-state-metrics says of a pod: its queue and
-// workload labels (kube_pod_labels), its owner (kube_pod_owner), and its
-// containers' GPU requests (kube_pod_container_resource_requests with a GPU
-// resource: nvidia_com_gpu, or a milli-GPU resource such as
-// alibabacloud_com_gpu_milli).
-func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float64, sink Sink) {
-	var pi attribution.PodInfo
-	var resource, ownerKind, ownerName, wlKind, wlName string
+// handlePodRow reads what kube-state-metrics says of a pod at ts: its
+// queue and workload labels (kube_pod_labels), its owner (kube_pod_owner),
+// its node (kube_pod_info, and the requests), its containers' GPU requests
+// (kube_pod_container_resource_requests with a GPU resource: nvidia_com_gpu
+// and its shared variants, nvidia_com_mig_<profile>, or a milli-GPU
+// resource such as alibabacloud_com_gpu_milli) and whether it is Running
+// (the phase="Running" series of kube_pod_status_phase). Scraped with
+// honorLabels false, the pod's labels are exported_* and the plain ones
+// name kube-state-metrics' own pod: exported_* win.
+func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
+	pi := attribution.PodInfo{TimeMs: ts}
+	var resource, ownerKind, ownerName, wlKind, wlName, phase, ns, pod, node string
+	var expNS, expPod, expNode bool
 	wlRank := len(workloadLabels)
 	for _, t := range tags {
 		switch t.Key {
 		case "namespace":
-			pi.Namespace = t.Value
+			ns = t.Value
+		case "exported_namespace":
+			pi.Namespace, expNS = t.Value, true
 		case "pod":
-			pi.Pod = t.Value
+			pod = t.Value
+		case "exported_pod":
+			pi.Pod, expPod = t.Value, true
+		case "node":
+			node = t.Value
+		case "exported_node":
+			pi.Node, expNode = t.Value, true
 		case "container":
+			pi.Container = t.Value
+		case "exported_container":
 			pi.Container = t.Value
 		case "resource":
 			resource = t.Value
+		case "phase":
+			phase = t.Value
 		case "owner_kind":
 			ownerKind = t.Value
 		case "owner_name":
@@ -239,6 +287,15 @@ func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float6
 			}
 		}
 	}
+	if !expNS {
+		pi.Namespace = ns
+	}
+	if !expPod {
+		pi.Pod = pod
+	}
+	if !expNode {
+		pi.Node = node
+	}
 	if pi.Pod == "" {
 		p.stats.MissingLabels++
 		return
@@ -246,19 +303,33 @@ func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float6
 	switch metric {
 	case MetricKubePodLabels:
 		pi.OwnerKind, pi.OwnerName = wlKind, wlName
+		pi.Node = ""
 	case MetricKubePodOwner:
 		if ownerName == "" || ownerName == "<none>" {
 			return
 		}
 		pi.OwnerKind, pi.OwnerName = ownerKind, ownerName
+		pi.Node = ""
 	case MetricKubePodRequests:
-		if !isGPUResource(resource) || !(value > 0) || math.IsInf(value, 0) {
+		kind, ok := gpuResourceKind(resource)
+		if !ok || !(value > 0) || math.IsInf(value, 0) {
 			p.stats.Skipped++
 			return
 		}
+		pi.Kind = kind
 		pi.RequestMilli = int64(math.Round(value * 1000))
+	case MetricKubePodPhase:
+		if phase != "Running" {
+			p.stats.Skipped++
+			return
+		}
+		pi.Phase = attribution.PhaseNotRunning
+		if value == 1 {
+			pi.Phase = attribution.PhaseRunning
+		}
+		pi.Node = ""
 	}
-	if pi.Queue == "" && pi.OwnerName == "" && pi.RequestMilli == 0 {
+	if pi.Queue == "" && pi.OwnerName == "" && pi.RequestMilli == 0 && pi.Phase == attribution.PhaseUnknown && pi.Node == "" {
 		p.stats.Skipped++
 		return
 	}
@@ -266,9 +337,16 @@ func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float6
 	sink.AddPod(pi)
 }
 
-// isGPUResource says whether a kube-state-metrics resource label (sanitised:
-// nvidia_com_gpu) is a GPU: the whole-GPU resource, or one advertising
-// shares of a GPU in milli-units.
-func isGPUResource(r string) bool {
-	return r == "nvidia_com_gpu" || strings.HasSuffix(r, "gpu_milli")
+// gpuResourceKind maps a kube-state-metrics resource label (sanitised:
+// nvidia_com_gpu) to attribution's request kind: whole or shared GPUs
+// (nvidia_com_gpu, nvidia_com_gpu_shared, a *gpu_milli resource), or a MIG
+// profile (nvidia_com_mig_3g_40gb is kind mig-3g_40gb).
+func gpuResourceKind(r string) (string, bool) {
+	switch {
+	case r == "nvidia_com_gpu" || strings.HasPrefix(r, "nvidia_com_gpu_") || strings.HasSuffix(r, "gpu_milli"):
+		return attribution.KindGPU, true
+	case strings.HasPrefix(r, "nvidia_com_mig_"):
+		return attribution.KindMIGPrefix + strings.TrimPrefix(r, "nvidia_com_mig_"), true
+	}
+	return "", false
 }

@@ -20,12 +20,14 @@ func (r *recorder) Add(s *attribution.Sample) {
 	c := *s
 	c.Node, c.GPU, c.Profile, c.Instance = strings.Clone(c.Node), strings.Clone(c.GPU), strings.Clone(c.Profile), strings.Clone(c.Instance)
 	c.Namespace, c.Pod, c.Queue = strings.Clone(c.Namespace), strings.Clone(c.Pod), strings.Clone(c.Queue)
+	c.ExporterNamespace, c.ExporterPod = strings.Clone(c.ExporterNamespace), strings.Clone(c.ExporterPod)
 	r.samples = append(r.samples, c)
 }
 
 func (r *recorder) AddPod(p attribution.PodInfo) {
 	p.Namespace, p.Pod, p.Queue = strings.Clone(p.Namespace), strings.Clone(p.Pod), strings.Clone(p.Queue)
 	p.OwnerKind, p.OwnerName, p.Container = strings.Clone(p.OwnerKind), strings.Clone(p.OwnerName), strings.Clone(p.Container)
+	p.Node, p.Kind = strings.Clone(p.Node), strings.Clone(p.Kind)
 	r.pods = append(r.pods, p)
 }
 
@@ -89,7 +91,11 @@ func TestRealKubeStateMetrics(t *testing.T) {
 	if err := p.ParseExposition(body, 1, &r); err != nil {
 		t.Fatal(err)
 	}
-	want := []attribution.PodInfo{{Namespace: "default", Pod: "pod0", Container: "pod1_con1", RequestMilli: 1000}}
+	want := []attribution.PodInfo{
+		{TimeMs: 1, Namespace: "default", Pod: "pod0", Node: "node1", Container: "pod1_con1", Kind: attribution.KindGPU, RequestMilli: 1000},
+		{TimeMs: 1, Namespace: "default", Pod: "pod0", Node: "node1"},                   // kube_pod_info
+		{TimeMs: 1, Namespace: "default", Pod: "pod0", Phase: attribution.PhaseRunning}, // kube_pod_status_phase
+	}
 	if diff := cmp.Diff(want, r.pods); diff != "" {
 		t.Errorf("pods (-want +got):\n%s", diff)
 	}
@@ -120,11 +126,20 @@ func TestLabelSpellings(t *testing.T) {
 	f(`DCGM_FI_DEV_POWER_USAGE{gpu="0",hostname="node-b",namespace="",pod=""} 61.5 1700000000123`,
 		attribution.Sample{TimeMs: 1700000000123, Node: "node-b", GPU: "0", Field: attribution.FieldPowerUsage, Value: 61.5})
 	// Scraped with honorLabels false: exported_* hold the pod, the plain
-	// names the exporter's own pod, whatever their order.
-	f(`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="2",Hostname="node-c",exported_namespace="team-a",exported_pod="train-1",namespace="gpu-operator",pod="nvidia-dcgm-exporter-x"} 0.5`,
-		attribution.Sample{TimeMs: 1000, Node: "node-c", GPU: "2", Namespace: "team-a", Pod: "train-1", Field: attribution.FieldGREngineActive, Value: 0.5})
-	f(`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="2",Hostname="node-c",namespace="gpu-operator",pod="nvidia-dcgm-exporter-x",exported_namespace="team-a",exported_pod="train-1"} 0.5`,
-		attribution.Sample{TimeMs: 1000, Node: "node-c", GPU: "2", Namespace: "team-a", Pod: "train-1", Field: attribution.FieldGREngineActive, Value: 0.5})
+	// names the exporter's own pod, whatever their order; the exporter's
+	// pod is passed on so that attribution never charges it.
+	relabelled := attribution.Sample{TimeMs: 1000, Node: "node-c", GPU: "2", Namespace: "team-a", Pod: "train-1",
+		ExporterNamespace: "gpu-operator", ExporterPod: "nvidia-dcgm-exporter-x", Field: attribution.FieldGREngineActive, Value: 0.5}
+	f(`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="2",Hostname="node-c",exported_namespace="team-a",exported_pod="train-1",namespace="gpu-operator",pod="nvidia-dcgm-exporter-x"} 0.5`, relabelled)
+	f(`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="2",Hostname="node-c",namespace="gpu-operator",pod="nvidia-dcgm-exporter-x",exported_namespace="team-a",exported_pod="train-1"} 0.5`, relabelled)
+	// The same scrape's free GPU: the exporter's labels only (dcgm-exporter
+	// wrote pod="", which the scrape dropped and filled with its target's).
+	// It reads as held by the exporter's pod; attribution knows better.
+	f(`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="3",Hostname="node-c",namespace="gpu-operator",pod="nvidia-dcgm-exporter-x"} 0`,
+		attribution.Sample{TimeMs: 1000, Node: "node-c", GPU: "3", Namespace: "gpu-operator", Pod: "nvidia-dcgm-exporter-x", Field: attribution.FieldGREngineActive})
+	// A device allocated through a DRA ResourceClaim.
+	f(`DCGM_FI_DEV_GPU_UTIL{gpu="4",Hostname="node-c",namespace="ns",pod="p",dra_claim_name="gpu-claim",dra_driver_name="gpu.nvidia.com"} 3`,
+		attribution.Sample{TimeMs: 1000, Node: "node-c", GPU: "4", Namespace: "ns", Pod: "p", DRA: true, Field: attribution.FieldGPUUtil, Value: 3})
 	// Old exporters (-o): uuid, pod_name, pod_namespace; MIG instance labels.
 	f(`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",uuid="GPU-y",device="nvidia0",modelName="NVIDIA A100 80GB PCIe",GPU_I_PROFILE="3g.40gb",GPU_I_ID="2",Hostname="node-d",container_name="w",pod_name="infer-0",pod_namespace="ai-1"} 0.25`,
 		attribution.Sample{TimeMs: 1000, Node: "node-d", GPU: "0", Profile: "3g.40gb", Instance: "2", Namespace: "ai-1", Pod: "infer-0", Field: attribution.FieldGREngineActive, Value: 0.25})
@@ -143,6 +158,12 @@ kube_pod_owner{namespace="default",pod="bare",uid="u3",owner_kind="<none>",owner
 kube_pod_container_resource_requests{namespace="nb",pod="nb-0",uid="u4",container="jupyter",node="n1",resource="nvidia_com_gpu",unit="integer"} 2
 kube_pod_container_resource_requests{namespace="nb",pod="nb-0",uid="u4",container="jupyter",node="n1",resource="cpu",unit="core"} 4
 kube_pod_container_resource_requests{namespace="ali",pod="p-1",uid="u5",container="main",node="n2",resource="alibabacloud_com_gpu_milli",unit="integer"} 250
+kube_pod_container_resource_requests{namespace="serve",pod="llm-0",container="vllm",node="mig-1",resource="nvidia_com_mig_3g_40gb",unit="integer"} 1
+kube_pod_container_resource_requests{namespace="nb",pod="nb-1",container="jupyter",node="ts-1",resource="nvidia_com_gpu_shared",unit="integer"} 1
+kube_pod_info{namespace="nb",pod="nb-0",uid="u4",host_ip="10.0.0.1",pod_ip="10.1.0.5",node="n1",created_by_kind="StatefulSet",created_by_name="nb",priority_class="",host_network="false"} 1
+kube_pod_status_phase{namespace="nb",pod="nb-0",uid="u4",phase="Pending"} 0
+kube_pod_status_phase{namespace="nb",pod="nb-0",uid="u4",phase="Running"} 1
+kube_pod_status_phase{namespace="nb",pod="done-0",uid="u6",phase="Running"} 0
 `
 	var p Parser
 	var r recorder
@@ -150,11 +171,42 @@ kube_pod_container_resource_requests{namespace="ali",pod="p-1",uid="u5",containe
 		t.Fatal(err)
 	}
 	want := []attribution.PodInfo{
-		{Namespace: "research", Pod: "train-1-0", Queue: "training"},
-		{Namespace: "research", Pod: "sweep-0", Queue: "training", OwnerKind: "JobSet", OwnerName: "sweep"},
-		{Namespace: "research", Pod: "train-1-0", OwnerKind: "Job", OwnerName: "train-1"},
-		{Namespace: "nb", Pod: "nb-0", Container: "jupyter", RequestMilli: 2000},
-		{Namespace: "ali", Pod: "p-1", Container: "main", RequestMilli: 250_000},
+		{TimeMs: 1, Namespace: "research", Pod: "train-1-0", Queue: "training"},
+		{TimeMs: 1, Namespace: "research", Pod: "sweep-0", Queue: "training", OwnerKind: "JobSet", OwnerName: "sweep"},
+		{TimeMs: 1, Namespace: "research", Pod: "train-1-0", OwnerKind: "Job", OwnerName: "train-1"},
+		{TimeMs: 1, Namespace: "nb", Pod: "nb-0", Node: "n1", Container: "jupyter", Kind: attribution.KindGPU, RequestMilli: 2000},
+		{TimeMs: 1, Namespace: "ali", Pod: "p-1", Node: "n2", Container: "main", Kind: attribution.KindGPU, RequestMilli: 250_000},
+		{TimeMs: 1, Namespace: "serve", Pod: "llm-0", Node: "mig-1", Container: "vllm", Kind: attribution.MIGKind("3g.40gb"), RequestMilli: 1000},
+		{TimeMs: 1, Namespace: "nb", Pod: "nb-1", Node: "ts-1", Container: "jupyter", Kind: attribution.KindGPU, RequestMilli: 1000},
+		{TimeMs: 1, Namespace: "nb", Pod: "nb-0", Node: "n1"},
+		{TimeMs: 1, Namespace: "nb", Pod: "nb-0", Phase: attribution.PhaseRunning},
+		{TimeMs: 1, Namespace: "nb", Pod: "done-0", Phase: attribution.PhaseNotRunning},
+	}
+	if diff := cmp.Diff(want, r.pods); diff != "" {
+		t.Errorf("pods (-want +got):\n%s", diff)
+	}
+}
+
+// TestKubePodInfoRelabelled: kube-state-metrics scraped with honorLabels
+// false (the Prometheus Operator's default ServiceMonitor) carries the pod
+// in exported_namespace and exported_pod, and its own pod in namespace and
+// pod: the queue, owner, request and phase are the exported pod's.
+func TestKubePodInfoRelabelled(t *testing.T) {
+	body := `kube_pod_labels{namespace="monitoring",pod="kube-state-metrics-7c9",exported_namespace="research",exported_pod="train-1-0",label_kueue_x_k8s_io_queue_name="training"} 1
+kube_pod_owner{namespace="monitoring",pod="kube-state-metrics-7c9",exported_namespace="research",exported_pod="train-1-0",owner_kind="Job",owner_name="train-1"} 1
+kube_pod_container_resource_requests{namespace="monitoring",pod="kube-state-metrics-7c9",container="kube-state-metrics",exported_namespace="research",exported_pod="train-1-0",exported_container="worker",node="n1",resource="nvidia_com_gpu",unit="integer"} 4
+kube_pod_status_phase{namespace="monitoring",pod="kube-state-metrics-7c9",exported_namespace="research",exported_pod="train-1-0",phase="Running"} 1
+`
+	var p Parser
+	var r recorder
+	if err := p.ParseExposition([]byte(body), 7, &r); err != nil {
+		t.Fatal(err)
+	}
+	want := []attribution.PodInfo{
+		{TimeMs: 7, Namespace: "research", Pod: "train-1-0", Queue: "training"},
+		{TimeMs: 7, Namespace: "research", Pod: "train-1-0", OwnerKind: "Job", OwnerName: "train-1"},
+		{TimeMs: 7, Namespace: "research", Pod: "train-1-0", Node: "n1", Container: "worker", Kind: attribution.KindGPU, RequestMilli: 4000},
+		{TimeMs: 7, Namespace: "research", Pod: "train-1-0", Phase: attribution.PhaseRunning},
 	}
 	if diff := cmp.Diff(want, r.pods); diff != "" {
 		t.Errorf("pods (-want +got):\n%s", diff)

@@ -138,9 +138,5 @@ func isStaleNaN(v float64) bool { return math.Float64bits(v) == staleNaNBits }
 
 // wanted says whether ingest reads a metric.
 func wanted(metric string) bool {
-	switch metric {
-	case MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests:
-		return true
-	}
-	return fieldOf(metric) != 0
+	return isPodMetric(metric) || fieldOf(metric) != 0
 }

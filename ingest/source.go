@@ -28,7 +28,8 @@ type Source interface {
 // kube-state-metrics pod series.
 var DefaultMatch = []string{
 	`{__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_PROF_GR_ENGINE_ACTIVE|DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"}`,
-	`{__name__=~"kube_pod_labels|kube_pod_owner|kube_pod_container_resource_requests"}`,
+	`{__name__=~"kube_pod_labels|kube_pod_owner|kube_pod_container_resource_requests|kube_pod_info"}`,
+	`kube_pod_status_phase{phase="Running"}`,
 }
 
 // rangeSink keeps the samples of [from, to).
@@ -40,6 +41,12 @@ type rangeSink struct {
 func (r rangeSink) Add(s *attribution.Sample) {
 	if s.TimeMs >= r.from && s.TimeMs < r.to {
 		r.Sink.Add(s)
+	}
+}
+
+func (r rangeSink) AddPod(p attribution.PodInfo) {
+	if p.TimeMs >= r.from && p.TimeMs < r.to {
+		r.Sink.AddPod(p)
 	}
 }
 
@@ -156,7 +163,7 @@ func (q *PromQueryRange) Name() string { return "prometheus:" + q.BaseURL }
 
 // promMetrics are the metrics queried one by one.
 var promMetrics = []string{MetricGPUUtil, MetricGREngineActive, MetricFBUsed, MetricPowerUsage, MetricTotalEnergy,
-	MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests}
+	MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests, MetricKubePodInfo, MetricKubePodPhase + `{phase="Running"}`}
 
 type promResponse struct {
 	Status string `json:"status"`
@@ -197,7 +204,8 @@ func (q *PromQueryRange) Fetch(ctx context.Context, from, to time.Time, p *Parse
 		// Re-encode as export lines so one decoder handles both.
 		for _, res := range r.Data.Result {
 			line := exportLine{Metric: res.Metric}
-			line.Metric["__name__"] = m
+			name, _, _ := strings.Cut(m, "{")
+			line.Metric["__name__"] = name
 			for _, pair := range res.Values {
 				sec, ok1 := pair[0].(float64)
 				val, ok2 := pair[1].(string)

@@ -246,8 +246,9 @@ func TestBackfillResumes(t *testing.T) {
 
 	resumed := openStore(t)
 	opts.Store = resumed
-	// Fetch 1 primes, 2 is the first hour, 3 the second: it fails.
-	opts.Source = &failingSource{Source: src, n: 3}
+	// Fetch 1 primes, 2 reads the first hour, 3 the second (whose data
+	// closes the first), 4 the third: it fails.
+	opts.Source = &failingSource{Source: src, n: 4}
 	if _, err := Backfill(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "run the same command again to resume") {
 		t.Fatalf("interrupted backfill: %v", err)
 	}

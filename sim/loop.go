@@ -81,7 +81,7 @@ func newLoop(store ledger.Store, epoch time.Time, flavors []replayFlavor, nodeFl
 		model.ClusterQueueTeams[q] = q
 		model.NamespaceTeams[q] = q
 		for fr, quota := range cq.Quotas {
-			model.Quotas[attribution.QuotaRef{ClusterQueue: q, Flavor: fr.Flavor}] = quota.Nominal * 1000
+			model.Quotas[attribution.QuotaRef{ClusterQueue: q, Flavor: fr.Flavor}] = quota.Nominal * attribution.QuotaUnitsPerGPU
 		}
 	}
 	l := &loop{c: c, store: store, epoch: epoch, written: epoch}
