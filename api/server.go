@@ -1,26 +1,25 @@
 // Package api serves gpuledger over HTTP with echo: the cost API that
-// dashboards query, chargeback report downloads, /healthz and the service's
-// own /metrics. Handlers return errors; one error handler maps them to
-// status codes. It reads the ledger and renders reports through their
-// packages; it computes no cost itself.
+// dashboards query, chargeback report downloads, Prometheus remote write
+// into the live pipeline, /healthz and the service's own /metrics. Every
+// route but /healthz takes a bearer token whose scopes decide what it may
+// do (auth.go); a team's token reads its own team only. Handlers return
+// errors; one error handler maps them to status codes. It reads the ledger
+// and renders reports through their packages; it computes no cost itself.
 package api
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/labstack/echo/v4"
 
-	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/reports"
@@ -33,32 +32,47 @@ type Options struct {
 	Report reports.Options
 	// Logger receives request errors; nil discards them.
 	Logger *slog.Logger
+	// Auth checks bearer tokens; nil lets every request through as admin
+	// (the demo, tests). gpuledger serve refuses to start without tokens
+	// unless told -auth.disabled.
+	Auth *Auth
 	// MaxRange caps the span of one cost query. Default 400 days.
 	MaxRange time.Duration
 	// Ingest, when set, receives Prometheus remote-write requests on
 	// POST /api/v1/write.
 	Ingest RemoteWriter
-	// MaxRemoteWriteBytes caps a compressed remote-write body. Default 32 MiB.
+	// MaxRemoteWriteBytes caps a compressed remote-write body. Default 16 MiB.
 	MaxRemoteWriteBytes int64
-	// IngestStats, when set, is read into /metrics at each scrape.
-	IngestStats func() (ingest.Stats, attribution.Stats)
+	// MaxInflightBytes caps the remote-write bodies being read and ingested
+	// at once; a request past it is answered 429. Default 128 MiB.
+	MaxInflightBytes int64
+	// Stats, when set, is read into /metrics at each scrape.
+	Stats func() ingest.PipelineStats
+	// Health, when set, says whether the server keeps its promises: a
+	// non-nil error makes /healthz answer 503 with it.
+	Health func() error
 	// Gauges are more values for /metrics, read at each scrape, by name
 	// (such as the ClickHouse spool's).
 	Gauges map[string]func() float64
+	// TLSCertFile and TLSKeyFile, when set, serve HTTPS; the files are
+	// read again when they change.
+	TLSCertFile, TLSKeyFile string
 }
 
-// RemoteWriter takes remote-write bodies. An *ingest.InputError means the
-// body will never be accepted.
+// RemoteWriter takes remote-write bodies from a sender (the token's name).
+// It returns once the body is durable; an *ingest.InputError means the body
+// will never be accepted, ingest.ErrBusy that it may be later.
 type RemoteWriter interface {
-	RemoteWrite(body []byte) error
+	RemoteWrite(ctx context.Context, sender string, body []byte) (ingest.Result, error)
 }
 
 // Server is the HTTP API.
 type Server struct {
-	opts    Options
-	e       *echo.Echo
-	log     *slog.Logger
-	metrics *metrics.Set
+	opts     Options
+	e        *echo.Echo
+	log      *slog.Logger
+	metrics  *metrics.Set
+	inflight *byteLimiter
 }
 
 // badRequest is an error caused by the request; it maps to 400.
@@ -74,31 +88,34 @@ func New(opts Options) *Server {
 		opts.MaxRange = 400 * 24 * time.Hour
 	}
 	if opts.MaxRemoteWriteBytes <= 0 {
-		opts.MaxRemoteWriteBytes = 32 << 20
+		opts.MaxRemoteWriteBytes = 16 << 20
 	}
-	s := &Server{opts: opts, e: echo.New(), log: opts.Logger, metrics: metrics.NewSet()}
+	if opts.MaxInflightBytes <= 0 {
+		opts.MaxInflightBytes = 128 << 20
+	}
+	s := &Server{opts: opts, e: echo.New(), log: opts.Logger, metrics: metrics.NewSet(), inflight: newByteLimiter(opts.MaxInflightBytes)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	for name, f := range opts.Gauges {
 		s.metrics.GetOrCreateGauge(name, f)
 	}
+	s.metrics.GetOrCreateGauge("gpuledger_ready", func() float64 {
+		if s.health() != nil {
+			return 0
+		}
+		return 1
+	})
 	s.e.HideBanner, s.e.HidePort = true, true
 	s.e.HTTPErrorHandler = s.handleError
 	s.e.Use(s.instrument)
-	s.e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
-	s.e.GET("/metrics", func(c echo.Context) error {
-		if s.opts.IngestStats != nil {
-			s.PublishIngestStats(s.opts.IngestStats())
-		}
-		var b bytes.Buffer
-		s.metrics.WritePrometheus(&b)
-		return c.Blob(http.StatusOK, "text/plain; version=0.0.4; charset=utf-8", b.Bytes())
-	})
-	s.e.GET("/api/v1/cost", s.cost)
-	s.e.GET("/api/v1/reports/chargeback/:month", s.chargeback)
-	s.e.GET("/api/v1/workloads", s.workloads)
-	s.e.POST("/api/v1/write", s.remoteWrite)
+	read := s.require(string(ScopeViewer), "team")
+	s.e.GET("/healthz", s.healthz)
+	s.e.GET("/metrics", s.serveMetrics, s.require(string(ScopeViewer)))
+	s.e.GET("/api/v1/cost", s.cost, read)
+	s.e.GET("/api/v1/reports/chargeback/:month", s.chargeback, read)
+	s.e.GET("/api/v1/workloads", s.workloads, read)
+	s.e.POST("/api/v1/write", s.remoteWrite, s.require(string(ScopeWrite)))
 	return s
 }
 
@@ -106,11 +123,28 @@ func New(opts Options) *Server {
 func (s *Server) Handler() http.Handler { return s.e }
 
 // ListenAndServe serves on addr until ctx is done, then shuts down
-// gracefully.
+// gracefully. Slow or idle clients are cut off by timeouts, so that they
+// cannot hold connections and memory.
 func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
-	srv := &http.Server{Addr: addr, Handler: s.e, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: addr, Handler: s.e,
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: 2 * time.Minute,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	tlsOn := s.opts.TLSCertFile != "" || s.opts.TLSKeyFile != ""
+	if tlsOn {
+		r, err := newCertReloader(s.opts.TLSCertFile, s.opts.TLSKeyFile)
+		if err != nil {
+			return err
+		}
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.getCertificate}
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() {
+		if tlsOn {
+			errc <- srv.ListenAndServeTLS("", "")
+		} else {
+			errc <- srv.ListenAndServe()
+		}
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve http on %s: %w", addr, err)
@@ -148,15 +182,32 @@ func (s *Server) handleError(err error, c echo.Context) {
 	var ie *ingest.InputError
 	var tl *tooLarge
 	var he *echo.HTTPError
+	var nd *reports.NoDataError
+	var ae *authError
+	var rw *rejectedWrite
 	switch {
+	case errors.As(err, &ae):
+		code, msg = ae.code, ae.msg
 	case errors.As(err, &br):
 		code, msg = http.StatusBadRequest, br.msg
 	case errors.As(err, &ie):
 		code, msg = http.StatusBadRequest, ie.Msg
+	case errors.As(err, &rw):
+		code, msg = http.StatusBadRequest, rw.Error()
+	case errors.As(err, &nd):
+		code, msg = http.StatusNotFound, nd.Error()
 	case errors.As(err, &tl):
 		code, msg = http.StatusRequestEntityTooLarge, tl.Error()
+	case errors.Is(err, ingest.ErrBusy) || errors.Is(err, errInflight):
+		c.Response().Header().Set("Retry-After", "5")
+		code, msg = http.StatusTooManyRequests, err.Error()
 	case errors.As(err, &he):
 		code, msg = he.Code, fmt.Sprint(he.Message)
+	case c.Path() == "/api/v1/write":
+		// Anything else on the write path (the write-ahead log failing, a
+		// shutdown) may pass on retry: never a 4xx, which drops data.
+		code, msg = http.StatusServiceUnavailable, err.Error()
+		s.log.Warn("remote write failed", "err", err)
 	default:
 		s.log.Error("request failed", "path", c.Path(), "err", err)
 	}
@@ -165,10 +216,35 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 }
 
-// PublishIngestStats exports the ingest and attribution counters in
-// /metrics.
-func (s *Server) PublishIngestStats(is ingest.Stats, as attribution.Stats) {
+func (s *Server) health() error {
+	if s.opts.Health == nil {
+		return nil
+	}
+	return s.opts.Health()
+}
+
+// healthz answers 200 ok, or 503 with what fails (the write-ahead log,
+// ledger writes): a load balancer stops sending remote write to it.
+func (s *Server) healthz(c echo.Context) error {
+	if err := s.health(); err != nil {
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+	}
+	return c.String(http.StatusOK, "ok\n")
+}
+
+func (s *Server) serveMetrics(c echo.Context) error {
+	if s.opts.Stats != nil {
+		s.PublishStats(s.opts.Stats())
+	}
+	var b bytes.Buffer
+	s.metrics.WritePrometheus(&b)
+	return c.Blob(http.StatusOK, "text/plain; version=0.0.4; charset=utf-8", b.Bytes())
+}
+
+// PublishStats exports the live pipeline's counters in /metrics.
+func (s *Server) PublishStats(ps ingest.PipelineStats) {
 	set := func(name string, v uint64) { s.metrics.GetOrCreateCounter(name).Set(v) }
+	is, as := ps.Ingest, ps.Attribution
 	set(`gpuledger_ingest_lines_total`, is.Lines)
 	set(`gpuledger_ingest_samples_total`, is.Samples)
 	set(`gpuledger_ingest_pods_total`, is.Pods)
@@ -181,237 +257,18 @@ func (s *Server) PublishIngestStats(is ingest.Stats, as attribution.Stats) {
 	for r, n := range as.Rejected {
 		set(fmt.Sprintf(`gpuledger_ingest_rejected_samples_total{reason=%q}`, r), n)
 	}
-}
-
-// parseTime accepts RFC 3339, a date (YYYY-MM-DD) or a month (YYYY-MM), in UTC.
-func parseTime(field, v string) (time.Time, error) {
-	for _, layout := range []string{time.RFC3339, "2006-01-02", "2006-01"} {
-		if t, err := time.Parse(layout, v); err == nil {
-			return t.UTC(), nil
-		}
+	for k, n := range ps.Rejected {
+		set(fmt.Sprintf(`gpuledger_remote_write_rejected_samples_total{sender=%q,reason=%q}`, k[0], k[1]), n)
 	}
-	return time.Time{}, badf("%s=%q is not a time; want RFC 3339 (2026-10-01T00:00:00Z), a date (2026-10-01) or a month (2026-10)", field, v)
-}
-
-// CostPoint is one bucket of the cost API's answer.
-type CostPoint struct {
-	Start                 time.Time `json:"start"`
-	Cluster               string    `json:"cluster,omitempty"`
-	Team                  string    `json:"team,omitempty"`
-	Namespace             string    `json:"namespace,omitempty"`
-	LocalQueue            string    `json:"localQueue,omitempty"`
-	ClusterQueue          string    `json:"clusterQueue,omitempty"`
-	Flavor                string    `json:"flavor,omitempty"`
-	Borrowed              bool      `json:"borrowed,omitempty"`
-	GPUHours              float64   `json:"gpuHours"`
-	ActiveGPUHours        float64   `json:"activeGpuHours"`
-	CostMicros            int64     `json:"costMicros"`
-	IdleCostMicros        int64     `json:"idleCostMicros"`
-	UnallocatedCostMicros int64     `json:"unallocatedCostMicros"`
-	Cost                  string    `json:"cost"`
-	ActiveCost            string    `json:"activeCost"`
-	IdleCost              string    `json:"idleCost"`
-	UnallocatedCost       string    `json:"unallocatedCost"`
-	EnergyKWh             float64   `json:"energyKWh"`
-	EnergyCostMicros      int64     `json:"energyCostMicros"`
-	EnergyCost            string    `json:"energyCost"`
-}
-
-// CostResponse is the cost API's answer.
-type CostResponse struct {
-	Currency string      `json:"currency"`
-	Step     string      `json:"step"`
-	From     time.Time   `json:"from"`
-	To       time.Time   `json:"to"`
-	GroupBy  []string    `json:"groupBy"`
-	Points   []CostPoint `json:"points"`
-	// TotalCostMicros sums every point: with no filter it is the cluster's
-	// cost over the range.
-	TotalCostMicros int64  `json:"totalCostMicros"`
-	TotalCost       string `json:"totalCost"`
-}
-
-// timeRange reads the from and to parameters.
-func (s *Server) timeRange(c echo.Context) (from, to time.Time, err error) {
-	if from, err = parseTime("from", c.QueryParam("from")); err != nil {
-		return
+	set(`gpuledger_ledger_write_failures_total`, ps.WriteFailures)
+	gauge := func(name string, v float64) { s.metrics.GetOrCreateFloatCounter(name).Set(v) }
+	gauge(`gpuledger_ingest_buffered_samples`, float64(ps.Buffered))
+	gauge(`gpuledger_ingest_unwritten_rows`, float64(ps.Unwritten))
+	gauge(`gpuledger_attribution_pods`, float64(ps.Pods))
+	gauge(`gpuledger_settled_until_seconds`, float64(ps.SettledUntil.Unix()))
+	failing := 0.0
+	if ps.LogFailing {
+		failing = 1
 	}
-	if to, err = parseTime("to", c.QueryParam("to")); err != nil {
-		return
-	}
-	if !to.After(from) {
-		return from, to, badf("to=%s is not after from=%s; want a non-empty range", to.Format(time.RFC3339), from.Format(time.RFC3339))
-	}
-	if to.Sub(from) > s.opts.MaxRange {
-		return from, to, badf("range %s is longer than the %s allowed; narrow from/to", to.Sub(from), s.opts.MaxRange)
-	}
-	return from, to, nil
-}
-
-// cost answers GET /api/v1/cost?from=&to=&step=hour|day|month&groupBy=team,flavor&team=&cluster=
-func (s *Server) cost(c echo.Context) error {
-	from, to, err := s.timeRange(c)
-	if err != nil {
-		return err
-	}
-	stepName := c.QueryParam("step")
-	if stepName == "" {
-		stepName = "day"
-	}
-	step, ok := ledger.ParseStep(stepName)
-	if !ok {
-		return badf("step=%q is not a step; want hour, day or month", stepName)
-	}
-	group := []ledger.Dimension{ledger.DimTeam}
-	if g := c.QueryParam("groupBy"); g != "" {
-		group = group[:0]
-		for _, d := range strings.Split(g, ",") {
-			dim := ledger.Dimension(strings.TrimSpace(d))
-			valid := false
-			for _, known := range ledger.Dimensions {
-				valid = valid || known == dim
-			}
-			if !valid {
-				return badf("groupBy=%q names unknown dimension %q; want a comma-separated list of %v", g, d, ledger.Dimensions)
-			}
-			group = append(group, dim)
-		}
-	}
-	rows, err := s.opts.Store.Query(c.Request().Context(), ledger.Query{
-		From: from, To: to, Step: step, GroupBy: group,
-		Team: c.QueryParam("team"), Cluster: c.QueryParam("cluster"),
-	})
-	if err != nil {
-		return err
-	}
-	resp := CostResponse{Currency: s.opts.Report.Currency, Step: step.String(), From: from, To: to, Points: []CostPoint{}}
-	for _, d := range group {
-		resp.GroupBy = append(resp.GroupBy, string(d))
-	}
-	for _, r := range rows {
-		resp.Points = append(resp.Points, CostPoint{
-			Start: r.Hour, Cluster: r.Cluster, Team: r.Team, Namespace: r.Namespace, LocalQueue: r.LocalQueue,
-			ClusterQueue: r.ClusterQueue, Flavor: r.Flavor, Borrowed: r.Borrowed,
-			GPUHours: r.GPUSeconds / 3600, ActiveGPUHours: r.ActiveGPUSeconds / 3600,
-			CostMicros: r.CostMicros, IdleCostMicros: r.IdleCostMicros, UnallocatedCostMicros: r.UnallocatedCostMicros,
-			Cost: ledger.FormatMicros(r.CostMicros), ActiveCost: ledger.FormatMicros(r.ActiveCostMicros()),
-			IdleCost: ledger.FormatMicros(r.IdleCostMicros), UnallocatedCost: ledger.FormatMicros(r.UnallocatedCostMicros),
-			EnergyKWh: r.EnergyJoules / 3.6e6, EnergyCostMicros: r.EnergyCostMicros, EnergyCost: ledger.FormatMicros(r.EnergyCostMicros),
-		})
-		resp.TotalCostMicros += r.CostMicros
-	}
-	resp.TotalCost = ledger.FormatMicros(resp.TotalCostMicros)
-	return c.JSON(http.StatusOK, resp)
-}
-
-// chargeback answers GET /api/v1/reports/chargeback/YYYY-MM?format=csv|xlsx
-func (s *Server) chargeback(c echo.Context) error {
-	m := c.Param("month")
-	month, err := time.Parse("2006-01", m)
-	if err != nil {
-		return badf("month %q is not a month; want YYYY-MM such as 2026-10", m)
-	}
-	format := c.QueryParam("format")
-	if format == "" {
-		format = "xlsx"
-	}
-	if format != "csv" && format != "xlsx" {
-		return badf("format=%q is not a report format; want csv or xlsx", format)
-	}
-	opts := s.opts.Report
-	if cl := c.QueryParam("cluster"); cl != "" {
-		opts.Cluster = cl
-	}
-	cb, err := reports.Build(c.Request().Context(), s.opts.Store, month, opts)
-	if err != nil {
-		return err
-	}
-	var b bytes.Buffer
-	ctype := "text/csv; charset=utf-8"
-	if format == "csv" {
-		err = cb.WriteCSV(&b)
-	} else {
-		err = cb.WriteXLSX(&b)
-		ctype = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-	}
-	if err != nil {
-		return fmt.Errorf("render %s report: %w", format, err)
-	}
-	c.Response().Header().Set(echo.HeaderContentDisposition, fmt.Sprintf(`attachment; filename="%s.%s"`, cb.FileBase(), format))
-	return c.Blob(http.StatusOK, ctype, b.Bytes())
-}
-
-// WorkloadPoint is one workload of the workloads API's answer.
-type WorkloadPoint struct {
-	Cluster        string  `json:"cluster"`
-	Team           string  `json:"team"`
-	Namespace      string  `json:"namespace"`
-	Kind           string  `json:"kind"`
-	Name           string  `json:"name"`
-	GPUHours       float64 `json:"gpuHours"`
-	ActiveGPUHours float64 `json:"activeGpuHours"`
-	IdleGPUHours   float64 `json:"idleGpuHours"`
-	CostMicros     int64   `json:"costMicros"`
-	IdleCostMicros int64   `json:"idleCostMicros"`
-	Cost           string  `json:"cost"`
-	IdleCost       string  `json:"idleCost"`
-}
-
-// workloads answers GET /api/v1/workloads?from=&to=&team=&cluster=&limit=20:
-// the workloads that paid the most for GPUs held idle.
-func (s *Server) workloads(c echo.Context) error {
-	from, to, err := s.timeRange(c)
-	if err != nil {
-		return err
-	}
-	limit := 20
-	if l := c.QueryParam("limit"); l != "" {
-		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > 1000 {
-			return badf("limit=%q is not a count; want 1 to 1000", l)
-		}
-	}
-	rows, err := s.opts.Store.TopWorkloads(c.Request().Context(), ledger.Query{From: from, To: to,
-		Team: c.QueryParam("team"), Cluster: c.QueryParam("cluster")}, limit)
-	if err != nil {
-		return err
-	}
-	out := make([]WorkloadPoint, 0, len(rows))
-	for _, w := range rows {
-		out = append(out, WorkloadPoint{Cluster: w.Cluster, Team: w.Team, Namespace: w.Namespace, Kind: w.Kind, Name: w.Name,
-			GPUHours: w.GPUSeconds / 3600, ActiveGPUHours: w.ActiveGPUSeconds / 3600, IdleGPUHours: (w.GPUSeconds - w.ActiveGPUSeconds) / 3600,
-			CostMicros: w.CostMicros, IdleCostMicros: w.IdleCostMicros,
-			Cost: ledger.FormatMicros(w.CostMicros), IdleCost: ledger.FormatMicros(w.IdleCostMicros)})
-	}
-	return c.JSON(http.StatusOK, map[string]any{"currency": s.opts.Report.Currency, "from": from, "to": to, "workloads": out})
-}
-
-// tooLarge is a body over the limit; it maps to 413.
-type tooLarge struct{ limit int64 }
-
-func (e *tooLarge) Error() string {
-	return fmt.Sprintf("body is over the %d bytes allowed; send smaller batches", e.limit)
-}
-
-// remoteWrite answers POST /api/v1/write (Prometheus remote write 1.0:
-// snappy-compressed protobuf). 204 when accepted; 400 and 413 for bodies
-// that will never be accepted, which the sender must drop; 5xx only where a
-// retry can succeed.
-func (s *Server) remoteWrite(c echo.Context) error {
-	if s.opts.Ingest == nil {
-		return echo.NewHTTPError(http.StatusNotFound, "remote write is not enabled on this server; start it with -config to attribute what it receives")
-	}
-	if enc := c.Request().Header.Get("Content-Encoding"); enc != "" && enc != "snappy" {
-		return badf("Content-Encoding %q is not supported; want snappy (Prometheus remote write 1.0; run vmagent with -remoteWrite.forcePromProto)", enc)
-	}
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, s.opts.MaxRemoteWriteBytes+1))
-	if err != nil {
-		return badf("read remote-write body: %v", err)
-	}
-	if int64(len(body)) > s.opts.MaxRemoteWriteBytes {
-		return &tooLarge{s.opts.MaxRemoteWriteBytes}
-	}
-	if err := s.opts.Ingest.RemoteWrite(body); err != nil {
-		return err
-	}
-	return c.NoContent(http.StatusNoContent)
+	gauge(`gpuledger_wal_failing`, failing)
 }

@@ -103,10 +103,10 @@ func TestChargebackDownload(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(h.Get("Content-Disposition"), "chargeback-2026-10.csv") {
 		t.Fatalf("status %d, headers %v", code, h)
 	}
-	if !strings.Contains(body, "\nml,48.000,48.000,24.000,50.0,330.240000,165.120000,") {
+	if !strings.Contains(body, "\nml,48.000,48.000,24.000,0.000,50.0,330.240000,165.120000,") {
 		t.Errorf("csv:\n%s", body)
 	}
-	if !strings.Contains(body, "TOTAL,96.000,96.000,24.000,25.0,660.480000") {
+	if !strings.Contains(body, "TOTAL,96.000,96.000,24.000,0.000,25.0,660.480000") {
 		t.Errorf("csv total:\n%s", body)
 	}
 	code, h, body = get(t, srv, "/api/v1/reports/chargeback/2026-10")
@@ -119,6 +119,10 @@ func TestChargebackDownload(t *testing.T) {
 	if code, _, body = get(t, srv, "/api/v1/reports/chargeback/2026-10?format=pdf"); code != http.StatusBadRequest {
 		t.Errorf("bad format: %d %s", code, body)
 	}
+	// A month the ledger has nothing of is not a zero invoice.
+	if code, _, body = get(t, srv, "/api/v1/reports/chargeback/2026-09?format=csv"); code != http.StatusNotFound || !strings.Contains(body, "holds no rows for 2026-09") {
+		t.Errorf("empty month: %d %s; want 404 saying so", code, body)
+	}
 }
 
 func TestHealthAndMetrics(t *testing.T) {
@@ -127,7 +131,9 @@ func TestHealthAndMetrics(t *testing.T) {
 		t.Errorf("healthz: %d %q", code, body)
 	}
 	get(t, srv, "/api/v1/cost?from=x")
-	srv.PublishIngestStats(ingest.Stats{Samples: 10, Invalid: 2}, attribution.Stats{Accepted: 8, Rejected: map[attribution.Reason]uint64{attribution.ReasonLate: 3}})
+	srv.PublishStats(ingest.PipelineStats{Ingest: ingest.Stats{Samples: 10, Invalid: 2},
+		Attribution: attribution.Stats{Accepted: 8, Rejected: map[attribution.Reason]uint64{attribution.ReasonLate: 3}},
+		Rejected:    map[[2]string]uint64{{"vmagent", "late"}: 4}})
 	_, _, body := get(t, srv, "/metrics")
 	for _, want := range []string{
 		`gpuledger_http_requests_total{path="/api/v1/cost",code="400"} 1`,
@@ -137,6 +143,8 @@ func TestHealthAndMetrics(t *testing.T) {
 		`gpuledger_ingest_rejected_samples_total{reason="invalid_line"} 2`,
 		`gpuledger_http_request_duration_seconds_bucket`,
 		`gpuledger_clickhouse_spool_pending_records 7`,
+		`gpuledger_remote_write_rejected_samples_total{sender="vmagent",reason="late"} 4`,
+		`gpuledger_ready 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, body)
@@ -168,13 +176,16 @@ func TestWorkloads(t *testing.T) {
 }
 
 type fakeIngest struct {
-	err error
-	got [][]byte
+	err     error
+	res     ingest.Result
+	got     [][]byte
+	senders []string
 }
 
-func (f *fakeIngest) RemoteWrite(body []byte) error {
+func (f *fakeIngest) RemoteWrite(_ context.Context, sender string, body []byte) (ingest.Result, error) {
 	f.got = append(f.got, body)
-	return f.err
+	f.senders = append(f.senders, sender)
+	return f.res, f.err
 }
 
 func post(t *testing.T, srv *Server, body string, header map[string]string) (int, string) {
@@ -208,9 +219,18 @@ func TestRemoteWriteStatus(t *testing.T) {
 	if code, body := post(t, srv, "x", nil); code != http.StatusBadRequest || !strings.Contains(body, "not snappy") {
 		t.Errorf("bad body: %d %s", code, body)
 	}
-	fi.err = errors.New("disk full")
-	if code, _ := post(t, srv, "x", nil); code != http.StatusInternalServerError {
-		t.Errorf("store failure: %d, want 500 so that the sender retries", code)
+	fi.err = errors.New("write-ahead log: no space left on device; retry later")
+	if code, _ := post(t, srv, "x", nil); code != http.StatusServiceUnavailable {
+		t.Errorf("log failure: %d, want 503 so that the sender retries", code)
+	}
+	fi.err = ingest.ErrBusy
+	if code, body := post(t, srv, "x", nil); code != http.StatusTooManyRequests || !strings.Contains(body, "retry") {
+		t.Errorf("busy: %d %s, want 429", code, body)
+	}
+	fi.err = nil
+	fi.res = ingest.Result{Accepted: 10, Late: 2, TooNew: 1, SettledUntil: time.Date(2026, 10, 1, 5, 0, 0, 0, time.UTC)}
+	if code, body := post(t, srv, "x", nil); code != http.StatusBadRequest || !strings.Contains(body, "10 sample(s) accepted; 3 rejected: 2 for settled hours (before 2026-10-01T05:00:00Z), 1 stamped") {
+		t.Errorf("late samples: %d %s, want 400 saying what was kept", code, body)
 	}
 	off := New(Options{Store: store})
 	if code, _ := post(t, off, "x", nil); code != http.StatusNotFound {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -130,5 +131,55 @@ func TestAllocationWithoutKubeStateMetrics(t *testing.T) {
 	}
 	if diff := gocmp.Diff(want, got); diff != "" {
 		t.Errorf("cost per team (-want +got):\n%s", diff)
+	}
+}
+
+// TestInputBuffersReused: samples and pod facts whose strings alias a parse
+// buffer (as ingest passes them) leave nothing pointing into it: the buffer
+// is scribbled over after every call, and the ledger is the one the same
+// facts give from strings of their own.
+func TestInputBuffersReused(t *testing.T) {
+	m := allocationModel()
+	want, _ := New(m, Options{StartMs: t0.UnixMilli()})
+	got, _ := New(m, Options{StartMs: t0.UnixMilli()})
+	buf := make([]byte, 0, 1024)
+	alias := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		start := len(buf)
+		buf = append(buf, s...)
+		return unsafe.String(&buf[start], len(s))
+	}
+	scribble := func() {
+		for i := range buf {
+			buf[i] = '#'
+		}
+		buf = buf[:0]
+	}
+	for _, ev := range allocationFeed() {
+		feedTo(want, ev)
+		if ev.s != nil {
+			s := *ev.s
+			s.Node, s.GPU, s.Profile, s.Instance = alias(s.Node), alias(s.GPU), alias(s.Profile), alias(s.Instance)
+			s.Namespace, s.Pod, s.Queue = alias(s.Namespace), alias(s.Pod), alias(s.Queue)
+			s.ExporterNamespace, s.ExporterPod = alias(s.ExporterNamespace), alias(s.ExporterPod)
+			got.Add(&s)
+		} else {
+			p := *ev.p
+			p.Namespace, p.Pod, p.Queue, p.Node = alias(p.Namespace), alias(p.Pod), alias(p.Queue), alias(p.Node)
+			p.OwnerKind, p.OwnerName, p.Container, p.Kind = alias(p.OwnerKind), alias(p.OwnerName), alias(p.Container), alias(p.Kind)
+			got.AddPod(p)
+		}
+		scribble()
+	}
+	until := t0.Add(time.Hour).UnixMilli()
+	wantRows, wantWls := want.Emit(until)
+	gotRows, gotWls := got.Emit(until)
+	if diff := gocmp.Diff(wantRows, gotRows); diff != "" {
+		t.Errorf("rows from reused buffers (-own strings +aliased):\n%s", diff)
+	}
+	if diff := gocmp.Diff(wantWls, gotWls); diff != "" {
+		t.Errorf("workload rows from reused buffers (-own strings +aliased):\n%s", diff)
 	}
 }

@@ -33,6 +33,11 @@ type Options struct {
 	// StartMs is the first hour to emit rows for, in Unix milliseconds. Zero
 	// means the hour of the first accepted sample.
 	StartMs int64
+	// CloseAfterMs is how far past an hour's end a sample must be to close
+	// the hour. Default, and at least, StalenessMs: by then every
+	// observation that could extend into the hour has been followed by a
+	// later one. A live pipeline waits longer, for late requests.
+	CloseAfterMs int64
 	// PodRetentionMs is how long a pod that kube-state-metrics stopped
 	// reporting is remembered (its queue, owner and requests). Default 1 h.
 	PodRetentionMs int64
@@ -50,6 +55,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StalenessMs <= 0 {
 		o.StalenessMs = 300_000
+	}
+	if o.CloseAfterMs < o.StalenessMs {
+		o.CloseAfterMs = o.StalenessMs
 	}
 	if o.PodRetentionMs <= 0 {
 		o.PodRetentionMs = hourMs
@@ -113,6 +121,7 @@ type Attributor struct {
 	// requests is not a holder.
 	requestsFromMs int64
 	hours          map[int64]*hourState
+	kindBuf        []request // scratch for bookAlloc
 
 	// priming is set while Prime or PrimePod runs: nothing is counted.
 	priming bool
@@ -466,9 +475,10 @@ func (a *Attributor) coverage(t, next int64) int64 {
 }
 
 // advance moves the watermark to t and closes every hour whose data is
-// complete: one that ended more than StalenessMs before t, since every
-// observation that could still extend into it has been followed by a later
-// sample by then, or never will be within the staleness bound.
+// complete: one that ended more than CloseAfterMs (at least StalenessMs)
+// before t, since every observation that could still extend into it has
+// been followed by a later sample by then, or never will be within the
+// staleness bound.
 func (a *Attributor) advance(t int64) {
 	if t > a.maxMs {
 		a.maxMs = t
@@ -476,7 +486,7 @@ func (a *Attributor) advance(t int64) {
 	if a.startMs == 0 {
 		return
 	}
-	for a.emittedUntilMs+hourMs+a.opts.StalenessMs < t {
+	for a.emittedUntilMs+hourMs+a.opts.CloseAfterMs < t {
 		a.emitHour(a.emittedUntilMs, false)
 	}
 }

@@ -12,6 +12,7 @@ package attribution
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -199,4 +200,76 @@ func MIGComputeSlices(model string) int {
 		return 4
 	}
 	return 7
+}
+
+// GPUModelInfo is what gpuledger knows of a GPU model: whether it can be
+// partitioned with MIG, and the MIG profiles NVIDIA defines for it.
+type GPUModelInfo struct {
+	// Known is false for a model gpuledger has no entry for.
+	Known bool
+	// MIG says whether the model supports MIG.
+	MIG bool
+	// Profiles lists its MIG profiles (without +me); nil when MIG is
+	// supported but the list is not known here.
+	Profiles []string
+}
+
+// gpuModels maps an NVML name's tokens to the model's facts; the first
+// entry whose tokens all appear in the name wins. Profiles from NVIDIA's
+// MIG user guide (supported profiles per GPU).
+var gpuModels = []struct {
+	tokens   []string
+	mig      bool
+	profiles []string
+}{
+	{[]string{"H100", "NVL"}, true, []string{"1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"}},
+	{[]string{"H100", "94GB"}, true, []string{"1g.12gb", "1g.24gb", "2g.24gb", "3g.47gb", "4g.47gb", "7g.94gb"}},
+	{[]string{"GH200"}, true, nil},
+	{[]string{"H200"}, true, []string{"1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"}},
+	{[]string{"H100"}, true, []string{"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}},
+	{[]string{"H800"}, true, []string{"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}},
+	{[]string{"H20"}, true, nil},
+	{[]string{"B200"}, true, nil},
+	{[]string{"GB200"}, true, nil},
+	{[]string{"A100", "40GB"}, true, []string{"1g.5gb", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}},
+	{[]string{"A100"}, true, []string{"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}},
+	{[]string{"A800"}, true, []string{"1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"}},
+	{[]string{"A30"}, true, []string{"1g.6gb", "2g.12gb", "4g.24gb"}},
+	{[]string{"T4"}, false, nil},
+	{[]string{"L4"}, false, nil},
+	{[]string{"L40"}, false, nil},
+	{[]string{"L40S"}, false, nil},
+	{[]string{"L20"}, false, nil},
+	{[]string{"A10"}, false, nil},
+	{[]string{"A10G"}, false, nil},
+	{[]string{"A16"}, false, nil},
+	{[]string{"A2"}, false, nil},
+	{[]string{"A40"}, false, nil},
+	{[]string{"V100"}, false, nil},
+	{[]string{"V100S"}, false, nil},
+	{[]string{"P100"}, false, nil},
+	{[]string{"P4"}, false, nil},
+	{[]string{"RTX"}, false, nil},
+}
+
+// GPUModel returns what gpuledger knows of the NVML model name, such as
+// "NVIDIA H100 80GB HBM3" or "NVIDIA A100-SXM4-40GB".
+func GPUModel(name string) GPUModelInfo {
+	var tokens []string
+	for _, t := range strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool { return r == ' ' || r == '-' || r == '_' }) {
+		tokens = append(tokens, t)
+	}
+	for _, m := range gpuModels {
+		all := true
+		for _, want := range m.tokens {
+			if !slices.Contains(tokens, want) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return GPUModelInfo{Known: true, MIG: m.mig, Profiles: m.profiles}
+		}
+	}
+	return GPUModelInfo{}
 }

@@ -2,6 +2,7 @@ package attribution
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -66,6 +67,7 @@ type request struct {
 
 // podState is what kube-state-metrics said of a pod over time.
 type podState struct {
+	key      podKey // the pod's name, owned by the Attributor
 	queue    history[string]
 	owner    history[owner]
 	node     history[string]
@@ -133,17 +135,18 @@ func (a *Attributor) addPod(p PodInfo, prime bool) {
 	if !prime {
 		a.advance(p.TimeMs)
 	}
-	k := podKey{p.Namespace, p.Pod}
-	st := a.pods[k]
+	st := a.pods[podKey{p.Namespace, p.Pod}]
 	if st == nil {
 		if len(a.pods) >= a.opts.MaxPods {
 			a.rejectUnlessPrime(ReasonTooManyPods, prime)
 			return
 		}
-		st = &podState{}
-		k = podKey{strings.Clone(p.Namespace), strings.Clone(p.Pod)}
-		a.pods[k] = st
+		// The key is the pod's own copy: p's strings may alias a parse
+		// buffer that is about to be reused.
+		st = &podState{key: podKey{strings.Clone(p.Namespace), strings.Clone(p.Pod)}}
+		a.pods[st.key] = st
 	}
+	k := st.key
 	t := p.TimeMs
 	st.lastMs = max(st.lastMs, t)
 	if p.Queue != "" {
@@ -258,14 +261,20 @@ func (a *Attributor) bookAlloc(k podKey, st *podState, from, to int64) {
 	if !ok || a.nodes[nodeName] == nil {
 		return
 	}
-	var kinds map[string]int64
+	kinds := a.kindBuf[:0]
 	for _, h := range st.requests {
 		if r, ok, _ := h.at(o.t); ok && r.milli > 0 {
-			if kinds == nil {
-				kinds = make(map[string]int64, 1)
+			i := slices.IndexFunc(kinds, func(x request) bool { return x.kind == r.kind })
+			if i < 0 {
+				kinds = append(kinds, request{r.kind, 0})
+				i = len(kinds) - 1
 			}
-			kinds[r.kind] += r.milli
+			kinds[i].milli += r.milli
 		}
+	}
+	a.kindBuf = kinds
+	if len(kinds) == 0 {
+		return
 	}
 	for start := from; start < to; {
 		h := floorHour(start)
@@ -275,8 +284,8 @@ func (a *Attributor) bookAlloc(k podKey, st *podState, from, to int64) {
 			if hs.alloc == nil {
 				hs.alloc = make(map[allocKey]int64)
 			}
-			for kind, milli := range kinds {
-				hs.alloc[allocKey{nodeName, k.namespace, k.pod, kind}] += (pieceEnd - start) * milli
+			for _, r := range kinds {
+				hs.alloc[allocKey{nodeName, k.namespace, k.pod, r.kind}] += (pieceEnd - start) * r.milli
 			}
 		}
 		start = pieceEnd

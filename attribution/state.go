@@ -143,7 +143,7 @@ func Restore(model *Model, opts Options, snapshot []byte) (*Attributor, RestoreR
 		in.bookedUntil, in.bookedMJ, in.prev = s.BookedUntil, s.BookedMJ, fromHolderStates(s.Prev)
 	}
 	for _, ps := range st.Pods {
-		p := &podState{ksmMs: ps.KSMMs, lastMs: ps.LastMs,
+		p := &podState{key: podKey{ps.Namespace, ps.Pod}, ksmMs: ps.KSMMs, lastMs: ps.LastMs,
 			obs: podObs{pending: ps.Obs.Pending, t: ps.Obs.T, running: ps.Obs.Running, lastMs: ps.Obs.LastMs, bookedUntil: ps.Obs.BookedUntil}}
 		for _, e := range ps.Queue {
 			p.queue = append(p.queue, timed[string]{e.Ms, e.V})
@@ -164,7 +164,7 @@ func Restore(model *Model, opts Options, snapshot []byte) (*Attributor, RestoreR
 			}
 			p.requests[c.Container] = h
 		}
-		a.pods[podKey{ps.Namespace, ps.Pod}] = p
+		a.pods[p.key] = p
 	}
 	for _, e := range st.Exporters {
 		a.exporters[podKey{e.Namespace, e.Pod}] = &exporterSeen{e.FirstMs, e.LastMs}

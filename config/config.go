@@ -26,10 +26,34 @@ type Config struct {
 	Energy *Energy `yaml:"energy"`
 	// CostPolicy says who pays for what nobody used; optional.
 	CostPolicy *CostPolicy `yaml:"costPolicy"`
+	// Auth lists the API's bearer tokens, by hash; optional (tokens may
+	// come from a mounted secret instead, see LoadTokens).
+	Auth *Auth `yaml:"auth"`
+
+	// Warnings are what validation found doubtful but not wrong, such as a
+	// GPU model it does not know; sorted by position.
+	Warnings []Problem `yaml:"-"`
 
 	// rates holds each flavor's resolved price per GPU-hour in micros,
 	// filled in by validation.
 	rates map[string]int64
+}
+
+// Auth holds the API's tokens.
+type Auth struct {
+	Tokens []Token `yaml:"tokens"`
+}
+
+// Token is a bearer token of the API, kept as the SHA-256 of its secret
+// (hex), never the secret: the file can be reviewed and committed.
+type Token struct {
+	// Name identifies the token in logs and per-sender metrics.
+	Name string `yaml:"name"`
+	// SHA256 is the hex SHA-256 of the secret (gpuledger token prints it).
+	SHA256 string `yaml:"sha256"`
+	// Scopes: write (remote write only), viewer (read every team),
+	// admin (everything), team:<name> (read that team only).
+	Scopes []string `yaml:"scopes"`
 }
 
 // Energy is the site's electricity price and efficiency.
@@ -152,6 +176,10 @@ type Price struct {
 	Catalog string `yaml:"catalog"`
 	// Spot takes the catalog's spot price instead of on-demand.
 	Spot bool `yaml:"spot"`
+	// ExchangeRate converts a catalog price, which the price book holds in
+	// USD, into the config's currency: what one USD costs in it, such as
+	// 0.92 for EUR. Required with catalog when the currency is not USD.
+	ExchangeRate Money `yaml:"exchangeRate"`
 	// OnPrem amortises owned hardware into a price per GPU-hour.
 	OnPrem *OnPrem `yaml:"onPrem"`
 	// Source says where the figure comes from, for reviewers.

@@ -201,3 +201,64 @@ func TestExampleQuotasInGPUs(t *testing.T) {
 		t.Errorf("nlp-serving h100-mig quota %d units, want %d", got, want)
 	}
 }
+
+// TestWarnings: a GPU model gpuledger does not know is a warning with its
+// position, not an error; a catalog price converts at the exchange rate.
+func TestWarnings(t *testing.T) {
+	c, err := Load("testdata/currency.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 1 || c.Warnings[0].Path != "clusters[0].nodes[1].gpuModel" || c.Warnings[0].Line != 8 ||
+		!strings.Contains(c.Warnings[0].Msg, `"Acme Tensor 9000" is not a GPU model gpuledger knows`) {
+		t.Errorf("warnings %+v", c.Warnings)
+	}
+	// 0.526 USD × 0.92 = 0.48392 EUR.
+	if got := c.PriceMicros("t4"); got != 483_920 {
+		t.Errorf("t4 rate %d micro-EUR, want 483,920", got)
+	}
+}
+
+func TestGPUModels(t *testing.T) {
+	f := func(name string, known, mig bool, profile string) {
+		t.Helper()
+		info := attribution.GPUModel(name)
+		if info.Known != known || info.MIG != mig || (profile != "" && !slicesContains(info.Profiles, profile)) {
+			t.Errorf("GPUModel(%q) = %+v; want known %v, MIG %v, with %s", name, info, known, mig, profile)
+		}
+	}
+	f("NVIDIA H100 80GB HBM3", true, true, "3g.40gb")
+	f("NVIDIA H100 NVL", true, true, "3g.47gb")
+	f("NVIDIA H200", true, true, "1g.18gb")
+	f("NVIDIA A100-SXM4-40GB", true, true, "1g.5gb")
+	f("NVIDIA A100 80GB PCIe", true, true, "1g.10gb")
+	f("NVIDIA A30", true, true, "2g.12gb")
+	f("NVIDIA A10G", true, false, "")
+	f("NVIDIA A10", true, false, "")
+	f("Tesla T4", true, false, "")
+	f("NVIDIA L40S", true, false, "")
+	f("NVIDIA GH200 480GB", true, true, "")
+	f("Acme Tensor 9000", false, false, "")
+}
+
+// TestLoadTokens: a token file (a mounted secret) is checked like the
+// configuration's tokens, and may not reuse their names.
+func TestLoadTokens(t *testing.T) {
+	c, err := Load("testdata/minimal.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "tokens.yaml")
+	os.WriteFile(good, []byte("tokens:\n  - {name: admin, sha256: fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9, scopes: [admin]}\n"), 0o600)
+	toks, err := LoadTokens(good, c)
+	if err != nil || len(toks) != 1 || toks[0].Scopes[0] != "admin" {
+		t.Fatalf("LoadTokens: %+v, %v", toks, err)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("tokens:\n  - {name: vmagent, sha256: fcde2b2edba56bf408601fb721fe9b5c338d10ee429ea04fae5511b68fbf8fb9, scopes: [\"team:nobody\"]}\n"), 0o600)
+	_, err = LoadTokens(bad, c)
+	if err == nil || !strings.Contains(err.Error(), `token "vmagent" is defined twice`) || !strings.Contains(err.Error(), `team "nobody" is not defined`) {
+		t.Errorf("bad token file: %v", err)
+	}
+}

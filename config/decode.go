@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,10 +33,19 @@ func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d problem(s):", e.File, len(e.Problems))
 	for _, p := range e.Problems {
-		fmt.Fprintf(&b, "\n  %s:%d:%d: %s: %s", e.File, p.Line, p.Column, p.Path, p.Msg)
+		fmt.Fprintf(&b, "\n  %s", p.Format(e.File))
 	}
 	return b.String()
 }
+
+// Format writes the problem as file:line:column: path: message.
+func (p Problem) Format(file string) string {
+	return fmt.Sprintf("%s:%d:%d: %s: %s", file, p.Line, p.Column, p.Path, p.Msg)
+}
+
+// yamlLine finds the line yaml.v3 names in a syntax error ("yaml: line 3:
+// did not find expected key"); it gives no column.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // Load reads and checks the config file at path. On any problem it returns
 // an *Error listing all of them.
@@ -52,7 +62,17 @@ func Load(path string) (*Config, error) {
 func Parse(data []byte, file string) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, &Error{File: file, Problems: []Problem{{Line: 1, Column: 1, Path: "(file)", Msg: "not valid YAML: " + err.Error()}}}
+		p := Problem{Line: 1, Column: 1, Path: "(file)", Msg: "not valid YAML: " + err.Error()}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			p.Line, _ = strconv.Atoi(m[1])
+			if strings.HasPrefix(m[2], "did not find expected") {
+				// yaml.v3 numbers its parser's errors from 0, its
+				// scanner's from 1.
+				p.Line++
+			}
+			p.Msg = "not valid YAML: " + m[2] + "; check the indentation, quotes and brackets on or just before this line"
+		}
+		return nil, &Error{File: file, Problems: []Problem{p}}
 	}
 	d := &decoder{pos: make(map[string]*yaml.Node), failed: make(map[string]bool)}
 	var c Config
@@ -62,21 +82,27 @@ func Parse(data []byte, file string) (*Config, error) {
 		d.decode(root.Content[0], reflect.ValueOf(&c).Elem(), "")
 	}
 	c.validate(d)
-	if len(d.problems) > 0 {
-		sort.SliceStable(d.problems, func(i, j int) bool {
-			a, b := d.problems[i], d.problems[j]
+	byPosition := func(ps []Problem) {
+		sort.SliceStable(ps, func(i, j int) bool {
+			a, b := ps[i], ps[j]
 			if a.Line != b.Line {
 				return a.Line < b.Line
 			}
 			return a.Column < b.Column
 		})
+	}
+	if len(d.problems) > 0 {
+		byPosition(d.problems)
 		return nil, &Error{File: file, Problems: d.problems}
 	}
+	byPosition(d.warnings)
+	c.Warnings = d.warnings
 	return &c, nil
 }
 
 type decoder struct {
 	problems []Problem
+	warnings []Problem
 	pos      map[string]*yaml.Node
 	// failed marks the paths with a problem already, so that a value that
 	// could not be decoded is not reported again as missing or zero.
@@ -98,6 +124,15 @@ func (d *decoder) add(n *yaml.Node, path, format string, args ...any) {
 		p.Line, p.Column = n.Line, n.Column
 	}
 	d.problems = append(d.problems, p)
+}
+
+// warn records a doubtful value at path: not an error, reported beside.
+func (d *decoder) warn(path, format string, args ...any) {
+	p := Problem{Path: path, Msg: fmt.Sprintf(format, args...), Line: 1, Column: 1}
+	if n := d.nodeFor(path); n != nil && n.Line > 0 {
+		p.Line, p.Column = n.Line, n.Column
+	}
+	d.warnings = append(d.warnings, p)
 }
 
 func (d *decoder) nodeFor(path string) *yaml.Node {
@@ -238,7 +273,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 func fieldByTag(v reflect.Value, name string) (reflect.Value, bool) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
-		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag == name {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag == name && tag != "-" {
 			return v.Field(i), true
 		}
 	}
@@ -248,9 +283,50 @@ func fieldByTag(v reflect.Value, name string) (reflect.Value, bool) {
 func fieldNames(t reflect.Type) []string {
 	var names []string
 	for i := 0; i < t.NumField(); i++ {
-		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag != "" {
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag != "" && tag != "-" {
 			names = append(names, tag)
 		}
 	}
 	return names
+}
+
+// TokenFile is a file of API tokens, such as a Kubernetes Secret mounted
+// into the pod: the same shape as the configuration's auth section.
+type TokenFile struct {
+	Tokens []Token `yaml:"tokens"`
+}
+
+// LoadTokens reads and checks a token file against cfg's teams; token
+// names must not repeat the configuration's.
+func LoadTokens(path string, cfg *Config) ([]Token, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read tokens: %w; pass an existing file with -auth.tokensFile", err)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, &Error{File: path, Problems: []Problem{{Line: 1, Column: 1, Path: "(file)", Msg: "not valid YAML: " + err.Error()}}}
+	}
+	d := &decoder{pos: make(map[string]*yaml.Node), failed: make(map[string]bool)}
+	var tf TokenFile
+	if len(root.Content) == 0 {
+		d.add(&root, "(file)", "the file is empty; want tokens: [{name, sha256, scopes}]")
+	} else {
+		d.decode(root.Content[0], reflect.ValueOf(&tf).Elem(), "")
+	}
+	teams := make(map[string]bool, len(cfg.Teams))
+	for _, t := range cfg.Teams {
+		teams[t.Name] = true
+	}
+	names := make(map[string]bool)
+	if cfg.Auth != nil {
+		for _, t := range cfg.Auth.Tokens {
+			names[t.Name] = true
+		}
+	}
+	validateTokens(d, "tokens", tf.Tokens, teams, names)
+	if len(d.problems) > 0 {
+		return nil, &Error{File: path, Problems: d.problems}
+	}
+	return tf.Tokens, nil
 }

@@ -15,6 +15,9 @@ import (
 //go:embed pricebook.csv
 var pricebookCSV string
 
+// CatalogCurrency is the currency of the built-in price book.
+const CatalogCurrency = "USD"
+
 // CatalogEntry is one cloud instance type of the built-in price book.
 type CatalogEntry struct {
 	Provider, InstanceType, GPUModel string

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math/big"
 	"regexp"
 	"strings"
 
@@ -49,7 +50,8 @@ func (c *Config) validate(d *decoder) {
 		d.add(nil, "clusters", "missing; want at least one cluster with its nodes")
 	}
 	clusters := make(map[string]bool)
-	usedFlavors := make(map[string]string) // flavor → a path using it
+	usedFlavors := make(map[string]string)             // flavor → a path using it
+	flavorProfiles := make(map[string]map[string]bool) // flavor → MIG profiles its nodes have
 	for i, cl := range c.Clusters {
 		p := fmt.Sprintf("clusters[%d]", i)
 		checkName(d, p+".name", cl.Name, dnsName, "a DNS subdomain name such as gpu-prod-1")
@@ -65,8 +67,12 @@ func (c *Config) validate(d *decoder) {
 				d.add(nil, np+".name", "node %q is listed twice in cluster %q", n.Name, cl.Name)
 			}
 			nodes[n.Name] = true
-			if n.GPUModel == "" {
+			info := attribution.GPUModel(n.GPUModel)
+			switch {
+			case n.GPUModel == "":
 				d.add(nil, np+".gpuModel", "missing; want the NVML model name, such as NVIDIA H100 80GB HBM3")
+			case !info.Known:
+				d.warn(np+".gpuModel", "%q is not a GPU model gpuledger knows; MIG slices and power are guessed. Check it against dcgm-exporter's modelName label (such as NVIDIA H100 80GB HBM3)", n.GPUModel)
 			}
 			if n.GPUs <= 0 {
 				d.add(nil, np+".gpus", "%d GPUs; want a count of at least 1", n.GPUs)
@@ -77,7 +83,9 @@ func (c *Config) validate(d *decoder) {
 					usedFlavors[n.Flavor] = np + ".flavor"
 				}
 			}
-			if len(n.MIG) > 0 {
+			if len(n.MIG) > 0 && info.Known && !info.MIG {
+				d.add(nil, np+".mig", "a %s has no MIG; remove mig, or fix gpuModel (MIG GPUs: A30, A100, H100, H200, B200)", n.GPUModel)
+			} else if len(n.MIG) > 0 {
 				slices := attribution.MIGComputeSlices(n.GPUModel)
 				used := 0
 				for k, prof := range n.MIG {
@@ -85,6 +93,16 @@ func (c *Config) validate(d *decoder) {
 					if err != nil {
 						d.add(nil, fmt.Sprintf("%s.mig[%d]", np, k), "%v", err)
 						continue
+					}
+					base, _, _ := strings.Cut(prof, "+")
+					if info.Profiles != nil && !slicesContains(info.Profiles, base) {
+						d.add(nil, fmt.Sprintf("%s.mig[%d]", np, k), "%q is not a MIG profile of the %s; want one of %s", prof, n.GPUModel, strings.Join(info.Profiles, ", "))
+					}
+					if n.Flavor != "" {
+						if flavorProfiles[n.Flavor] == nil {
+							flavorProfiles[n.Flavor] = make(map[string]bool)
+						}
+						flavorProfiles[n.Flavor][base] = true
 					}
 					used += mp.ComputeSlices
 				}
@@ -138,6 +156,9 @@ func (c *Config) validate(d *decoder) {
 			for k, r := range fq.Resources {
 				rp := fmt.Sprintf("%s.resources[%d]", fp, k)
 				checkResource(d, rp+".name", r.Name)
+				if prof, ok := strings.CutPrefix(r.Name, MIGResourcePrefix); ok && flavors[fq.Name] && !flavorProfiles[fq.Name][prof] {
+					d.add(nil, rp+".name", "no node of flavor %q has MIG profile %s, so %q can never be used; fix the profile or the nodes' mig layouts", fq.Name, prof, r.Name)
+				}
 				if r.NominalQuota < 0 {
 					d.add(nil, rp+".nominalQuota", "%d is negative; want a count of at least 0", r.NominalQuota)
 				}
@@ -230,6 +251,9 @@ func (c *Config) validate(d *decoder) {
 		if pr.Spot && pr.Catalog == "" {
 			d.add(nil, p+".spot", "spot applies to a catalog price only")
 		}
+		if pr.ExchangeRate.Set && pr.Catalog == "" {
+			d.add(nil, p+".exchangeRate", "exchangeRate converts a catalog price only; give perGPUHour in %s", c.Currency)
+		}
 		switch {
 		case pr.PerGPUHour.Set:
 			if pr.PerGPUHour.Micros < 0 {
@@ -238,15 +262,28 @@ func (c *Config) validate(d *decoder) {
 			c.rates[pr.Flavor] = pr.PerGPUHour.Micros
 		case pr.Catalog != "":
 			e, ok := Catalog()[pr.Catalog]
+			rate := int64(1_000_000)
 			switch {
-			case !ok:
+			case pr.ExchangeRate.Set && pr.ExchangeRate.Micros <= 0:
+				d.add(nil, p+".exchangeRate", "%s; want what one USD costs in %s, more than 0", pr.ExchangeRate, c.Currency)
+				ok = false
+			case pr.ExchangeRate.Set:
+				rate = pr.ExchangeRate.Micros
+			case c.Currency != "" && c.Currency != CatalogCurrency:
+				d.add(nil, p+".catalog", "the price book is in %s but currency is %s; set exchangeRate (what one %s costs in %s), or give perGPUHour in %s",
+					CatalogCurrency, c.Currency, CatalogCurrency, c.Currency, c.Currency)
+				ok = false
+			}
+			switch {
+			case !ok && !d.failed[p+".exchangeRate"] && !d.failed[p+".catalog"]:
 				d.add(nil, p+".catalog", "%q is not in the price book; want one of %s", pr.Catalog, catalogKeys())
+			case !ok:
 			case pr.Spot && e.SpotMicros == 0:
 				d.add(nil, p+".spot", "the price book has no spot price for %s", pr.Catalog)
 			case pr.Spot:
-				c.rates[pr.Flavor] = e.SpotMicros
+				c.rates[pr.Flavor] = convert(e.SpotMicros, rate)
 			default:
-				c.rates[pr.Flavor] = e.OnDemandMicros
+				c.rates[pr.Flavor] = convert(e.OnDemandMicros, rate)
 			}
 		default:
 			o := pr.OnPrem
@@ -283,6 +320,9 @@ func (c *Config) validate(d *decoder) {
 		if _, ok := attribution.ParseUnallocatedPolicy(c.CostPolicy.Unallocated); !ok {
 			d.add(nil, "costPolicy.unallocated", "%q is not a policy; want platform, quota or usage", c.CostPolicy.Unallocated)
 		}
+	}
+	if c.Auth != nil {
+		validateTokens(d, "auth.tokens", c.Auth.Tokens, teams, make(map[string]bool))
 	}
 	for f, where := range usedFlavors {
 		if flavors[f] && !priced[f] {
@@ -328,4 +368,53 @@ func keys(m map[string]bool) string {
 	}
 	sortStrings(ks)
 	return strings.Join(ks, ", ")
+}
+
+func slicesContains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// convert turns USD micro-units into the config's currency at rate (micro-
+// units of the currency per USD), rounded half up to the micro.
+func convert(usdMicros, rate int64) int64 {
+	if rate == 1_000_000 {
+		return usdMicros
+	}
+	n := new(big.Int).Mul(big.NewInt(usdMicros), big.NewInt(rate))
+	n.Add(n, big.NewInt(500_000))
+	return n.Quo(n, big.NewInt(1_000_000)).Int64()
+}
+
+var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// validateTokens checks tokens: unique names, a hex SHA-256, known scopes
+// (team:<name> of a configured team).
+func validateTokens(d *decoder, path string, tokens []Token, teams, names map[string]bool) {
+	for i, t := range tokens {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		checkName(d, p+".name", t.Name, dnsLabel, "a DNS label such as vmagent or ml-dashboard")
+		unique(d, names, p+".name", "token %q is defined twice", t.Name)
+		if !hexSHA256.MatchString(t.SHA256) {
+			d.add(nil, p+".sha256", "%q is not a SHA-256 in lowercase hex (64 characters); gpuledger token prints it", t.SHA256)
+		}
+		if len(t.Scopes) == 0 {
+			d.add(nil, p+".scopes", "missing; want one or more of write, viewer, admin, team:<name>")
+		}
+		for j, sc := range t.Scopes {
+			sp := fmt.Sprintf("%s.scopes[%d]", p, j)
+			switch team, isTeam := strings.CutPrefix(sc, "team:"); {
+			case sc == "write" || sc == "viewer" || sc == "admin":
+			case isTeam && teams[team]:
+			case isTeam:
+				d.add(nil, sp, "team %q is not defined; want team:<one of the teams (%s)>", team, keys(teams))
+			default:
+				d.add(nil, sp, "%q is not a scope; want write, viewer, admin or team:<name>", sc)
+			}
+		}
+	}
 }

@@ -72,3 +72,48 @@ func TestBackfillChunksAndLiveAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestRelabelledPodLabelsMoney: kube_pod_labels scraped with honorLabels
+// false names the pod in exported_namespace/exported_pod; its queue still
+// reaches the ledger. research/a holds both H100s of n1 (3.60 an hour
+// each) all hour at full activity; its queue training is ClusterQueue
+// research (team ml), whose nominal quota is 1 GPU: half of its 7,200,000
+// is borrowed, 3,600,000 and 3,600 GPU-seconds on each row. (Read from
+// namespace/pod, the labels named kube-state-metrics' own pod: no queue,
+// no ClusterQueue, nothing borrowed.)
+func TestRelabelledPodLabelsMoney(t *testing.T) {
+	m := gapModel()
+	m.GPUs = append(m.GPUs, attribution.GPU{Node: "n1", Index: "1", Model: "NVIDIA H100 80GB HBM3", Flavor: "h100", RateMicrosPerHour: 3_600_000})
+	m.LocalQueues = map[attribution.QueueRef]string{{Namespace: "research", Name: "training"}: "research"}
+	m.ClusterQueueTeams = map[string]string{"research": "ml"}
+	m.Quotas = map[attribution.QuotaRef]int64{{ClusterQueue: "research", Flavor: "h100"}: attribution.QuotaUnitsPerGPU}
+	var b []byte
+	start := simStart
+	for at := start; at.Before(start.Add(time.Hour)); at = at.Add(15 * time.Second) {
+		ms := at.UnixMilli()
+		for _, gpu := range []string{"0", "1"} {
+			b = fmt.Appendf(b, "DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu=%q,Hostname=\"n1\",exported_namespace=\"research\",exported_pod=\"a\",namespace=\"gpu-operator\",pod=\"dcgm-exporter-x\"} 1 %d\n", gpu, ms)
+		}
+		b = fmt.Appendf(b, "kube_pod_labels{namespace=\"monitoring\",pod=\"kube-state-metrics-0\",exported_namespace=\"research\",exported_pod=\"a\",label_kueue_x_k8s_io_queue_name=\"training\"} 1 %d\n", ms)
+	}
+	path := filepath.Join(t.TempDir(), "relabelled.prom")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store := openStore(t)
+	if _, err := Backfill(context.Background(), BackfillOptions{Source: &FileSource{Path: path}, Store: store, Model: m,
+		Start: start, End: start.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := ledgertest.Dump(t, store, start, start.Add(time.Hour))
+	key := ledger.Key{Hour: start, Cluster: "lab", Team: "ml", Namespace: "research", LocalQueue: "training", ClusterQueue: "research", Flavor: "h100"}
+	borrowed := key
+	borrowed.Borrowed = true
+	want := []ledger.Row{
+		{Key: key, GPUSeconds: 3600, ActiveGPUSeconds: 3600, CostMicros: 3_600_000},
+		{Key: borrowed, GPUSeconds: 3600, ActiveGPUSeconds: 3600, CostMicros: 3_600_000},
+	}
+	if diff := cmp.Diff(want, rows, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}

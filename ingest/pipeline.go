@@ -3,6 +3,7 @@ package ingest
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -15,210 +16,679 @@ import (
 
 // PipelineOptions configures a Pipeline.
 type PipelineOptions struct {
-	// Lag is how long after an hour ends its rows are written: samples
-	// arriving later than that for the hour are rejected as late. Default
-	// 5 minutes.
-	Lag    time.Duration
-	Limits Limits
-	Logger *slog.Logger
+	// Dir holds the write-ahead log and snapshots. Empty keeps everything
+	// in memory: nothing survives a restart (tests, the demo).
+	Dir string
+	// SettleAfter is how long after an hour ends it is settled: written to
+	// the ledger whatever has arrived, never rewritten by the live path
+	// again; samples for it are late from then on. Data that runs on past
+	// an hour settles it sooner, ReorderWindow before SettleAfter. Default
+	// 10 minutes; at least the attribution's staleness bound (5 minutes)
+	// plus ReorderWindow.
+	SettleAfter time.Duration
 	// MaxAhead rejects samples stamped more than this ahead of Now: one
-	// bad clock must not move the watermark and make every real sample
-	// late. Default 10 minutes.
+	// bad clock must not settle hours early. Default 2 minutes; less than
+	// SettleAfter.
 	MaxAhead time.Duration
+	// ReorderWindow holds samples this long before attribution sees them,
+	// in time order: requests from several vmagent queues may arrive out
+	// of order by a few seconds, and attribution wants each device's
+	// samples in order. Default 30 s; negative turns it off.
+	ReorderWindow time.Duration
+	// Limits bound one remote-write request.
+	Limits Limits
+	// MaxBuffered bounds the samples and pod facts waiting in the reorder
+	// window; a request past it is refused with ErrBusy. Default 5,000,000.
+	MaxBuffered int
+	// SnapshotEvery is how often the state is saved so that the log can be
+	// cut; default 1 minute. It is also saved after each hour written.
+	SnapshotEvery time.Duration
+	// SegmentBytes is the size at which a log segment is closed. Default
+	// 64 MiB.
+	SegmentBytes int64
+	Logger       *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
-	// ReorderWindow holds samples this long before attribution sees them,
-	// in time order: requests from several vmagent queues may arrive out of
-	// order by a few seconds, and attribution wants each device's samples
-	// in order. Default 30 s; negative turns it off.
-	ReorderWindow time.Duration
 }
 
+func (o PipelineOptions) withDefaults() PipelineOptions {
+	if o.SettleAfter <= 0 {
+		o.SettleAfter = 10 * time.Minute
+	}
+	if o.MaxAhead <= 0 {
+		o.MaxAhead = 2 * time.Minute
+	}
+	if o.ReorderWindow == 0 {
+		o.ReorderWindow = 30 * time.Second
+	}
+	if o.ReorderWindow < 0 {
+		o.ReorderWindow = 0
+	}
+	if o.MaxBuffered <= 0 {
+		o.MaxBuffered = 5_000_000
+	}
+	if o.SnapshotEvery <= 0 {
+		o.SnapshotEvery = time.Minute
+	}
+	if o.SegmentBytes <= 0 {
+		o.SegmentBytes = 64 << 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Result is what became of one request's samples.
+type Result struct {
+	// Accepted counts samples and pod facts taken.
+	Accepted int
+	// Late counts samples for hours already settled.
+	Late int
+	// TooNew counts samples stamped more than MaxAhead ahead of the clock.
+	TooNew int
+	// SettledUntil is where the settled hours end.
+	SettledUntil time.Time
+}
+
+// Rejected says whether some samples will never be accepted: remote write
+// then answers 4xx, and the sender drops them.
+func (r Result) Rejected() int { return r.Late + r.TooNew }
+
+// ErrBusy refuses a request while the reorder window holds MaxBuffered
+// samples: the sender should retry (429).
+var ErrBusy = errors.New("the reorder buffer is full; retry in a few seconds")
+
 // Pipeline is live ingestion: remote-write requests and scrapes go in,
-// hours come out into the ledger once they are Lag old. It is safe for
-// concurrent use; requests are attributed one at a time.
+// hours come out into the ledger once they are settled. Every request is
+// written to a write-ahead log and fsynced (several requests share one
+// fsync) before it is applied and answered, so an acknowledged sample
+// survives a crash; the state is saved in snapshots, and a restart replays
+// the log after the last one, which rebuilds exactly the state an
+// uninterrupted run would have. Hours are settled by the data (once samples
+// SettleAfter minus ReorderWindow past an hour's end arrive) or by the
+// clock (SettleAfter past its end, and not before SettleAfter after a
+// start); the settled boundary is in the snapshots and in the store's live
+// checkpoint, and the live path never writes before it. Safe for
+// concurrent use.
 type Pipeline struct {
-	mu    sync.Mutex
-	p     Parser
-	att   *attribution.Attributor
+	model *attribution.Model
+	aopts attribution.Options
 	store ledger.Store
 	opts  PipelineOptions
 	log   *slog.Logger
-	maxMs int64
-	// The reorder buffer: samples waiting for the window to pass, oldest
-	// from head on. Their strings alias the request bodies, which the
-	// parser keeps (Retain) until the samples are released.
-	buf    []attribution.Sample
-	head   int
-	sorted int // buf[head:sorted] is known to be in time order
-	// Rows emitted but not yet written: a failed write keeps them for the
-	// next flush, so an outage of the store loses nothing.
-	unwritten    []ledger.Row
-	unwrittenWls []ledger.WorkloadRow
+	c     *committer
+
+	mu sync.Mutex // guards st
+	st state
+
+	writeMu   sync.Mutex // one ledger write at a time
+	writeErr  error      // the last ledger write's error
+	writeFail uint64
+	lastSnap  time.Time
+	wantSnap  bool
+	snapErr   error
+	stopWrite chan struct{}
+	wrote     chan struct{}
+	closeOnce sync.Once
 }
 
-// NewPipeline returns a pipeline for one cluster's model.
+// state is everything the log's records change: what a snapshot saves.
+type state struct {
+	att *attribution.Attributor
+	p   Parser
+	// The reorder buffer: samples and pod facts waiting for the window to
+	// pass, oldest first from head on. Their strings alias the request
+	// bodies, which they keep alive.
+	bufS    []attribution.Sample
+	bufP    []attribution.PodInfo
+	headS   int
+	headP   int
+	sortedS int
+	sortedP int
+	// maxMs is the newest sample time accepted.
+	maxMs int64
+	// settleNotBefore: no hour is settled by the clock before it (a start
+	// plus SettleAfter), so that senders can deliver their backlog.
+	settleNotBefore int64
+	// Rows closed but not yet written, oldest first.
+	unwritten    []ledger.Row
+	unwrittenWls []ledger.WorkloadRow
+	applied      uint64 // the last record applied
+	// rejected counts late and too-new samples per sender and reason.
+	rejected map[senderReason]uint64
+}
+
+type senderReason struct{ sender, reason string }
+
+// NewPipeline returns a pipeline for one cluster's model. With opts.Dir it
+// restores the last snapshot and replays the log after it; without, it
+// starts empty. A new state starts at the hour of now, or at the store's
+// live checkpoint when that is later. Call Run to settle hours and write
+// them, and Close to stop.
 func NewPipeline(model *attribution.Model, aopts attribution.Options, store ledger.Store, opts PipelineOptions) (*Pipeline, error) {
-	att, err := attribution.New(model, aopts)
+	opts = opts.withDefaults()
+	staleness := time.Duration(aopts.SettleDelayMs()) * time.Millisecond
+	if opts.SettleAfter < staleness+opts.ReorderWindow {
+		return nil, fmt.Errorf("settle after %s is less than the staleness bound %s plus the reorder window %s; want at least %s",
+			opts.SettleAfter, staleness, opts.ReorderWindow, staleness+opts.ReorderWindow)
+	}
+	if opts.MaxAhead >= opts.SettleAfter {
+		return nil, fmt.Errorf("max ahead %s must be less than settle after %s, or one sample from a clock ahead could settle hours early", opts.MaxAhead, opts.SettleAfter)
+	}
+	// Data closes an hour once it runs SettleAfter − ReorderWindow past
+	// it: the reorder window has released it by then, and the clock would
+	// settle it at SettleAfter anyway.
+	aopts.CloseAfterMs = (opts.SettleAfter - opts.ReorderWindow).Milliseconds()
+	pl := &Pipeline{model: model, aopts: aopts, store: store, opts: opts, log: opts.Logger,
+		stopWrite: make(chan struct{}), wrote: make(chan struct{})}
+	pl.st.rejected = make(map[senderReason]uint64)
+	next, err := pl.restore()
 	if err != nil {
-		return nil, fmt.Errorf("cost model: %w", err)
+		return nil, err
 	}
-	if opts.Lag <= 0 {
-		opts.Lag = 5 * time.Minute
+	if pl.c, err = newCommitter(opts.Dir, next, opts.SegmentBytes, pl.log); err != nil {
+		return nil, err
 	}
-	if opts.MaxAhead <= 0 {
-		opts.MaxAhead = 10 * time.Minute
+	pl.c.apply = pl.applyBatch
+	pl.c.afterBatch = pl.maybeSnapshot
+	go pl.c.run()
+	// A start: no hour is settled by the clock for SettleAfter, so that
+	// senders that buffered during the downtime can deliver.
+	if res := <-pl.c.enqueue(record{kind: recStart, nowMs: opts.Now().UnixMilli()}).done; res.err != nil {
+		pl.c.close()
+		return nil, fmt.Errorf("record the start in the write-ahead log: %w", res.err)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.ReorderWindow == 0 {
-		opts.ReorderWindow = 30 * time.Second
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	pl := &Pipeline{att: att, store: store, opts: opts, log: log}
-	pl.p.Retain = opts.ReorderWindow > 0
 	return pl, nil
 }
 
-// release passes buffered samples older than untilMs to attribution, in
-// time order.
-func (pl *Pipeline) release(untilMs int64) {
-	for pl.head < len(pl.buf) && pl.buf[pl.head].TimeMs < untilMs {
-		pl.att.Add(&pl.buf[pl.head])
-		pl.head++
+// restore rebuilds the state from the last good snapshot and the log after
+// it, or starts a new one; it returns the next sequence number.
+func (pl *Pipeline) restore() (uint64, error) {
+	ctx := context.Background()
+	live, err := pl.store.Checkpoint(ctx, ledger.LiveCheckpoint(pl.model.Cluster))
+	if err != nil {
+		return 0, fmt.Errorf("read the live checkpoint: %w", err)
 	}
-	if pl.head > len(pl.buf)/2 {
-		n := copy(pl.buf, pl.buf[pl.head:])
-		clear(pl.buf[n:]) // drop the references to released requests
-		pl.buf, pl.head = pl.buf[:n], 0
+	var snap *pipelineSnapshot
+	if pl.opts.Dir != "" {
+		if snap, err = loadSnapshot(pl.opts.Dir, pl.log); err != nil {
+			return 0, err
+		}
 	}
-	// Between requests everything buffered has been put in order.
-	pl.sorted = len(pl.buf)
+	if snap != nil {
+		if err := pl.st.restore(snap, pl.model, pl.aopts, pl.log); err != nil {
+			return 0, err
+		}
+	} else {
+		start := time.UnixMilli(pl.opts.Now().UnixMilli()).UTC().Truncate(time.Hour)
+		if live.After(start) {
+			start = live
+		}
+		aopts := pl.aopts
+		aopts.StartMs = start.UnixMilli()
+		if pl.st.att, err = attribution.New(pl.model, aopts); err != nil {
+			return 0, fmt.Errorf("cost model: %w", err)
+		}
+	}
+	if pl.opts.Dir == "" {
+		return 1, nil
+	}
+	last, torn, err := replayLog(pl.opts.Dir, pl.st.applied, pl.log, func(rec record) {
+		pl.st.apply(rec, pl.opts)
+		pl.st.applied = rec.seq
+	})
+	if err != nil {
+		return 0, fmt.Errorf("replay the write-ahead log in %s: %w", pl.opts.Dir, err)
+	}
+	if last > 0 || torn > 0 {
+		pl.log.Info("write-ahead log replayed", "dir", pl.opts.Dir, "snapshotSeq", snapshotSeq(snap), "lastSeq", last, "tornSegments", torn,
+			"settledUntil", time.UnixMilli(pl.st.att.EmittedUntil()).UTC())
+	}
+	return last + 1, nil
 }
 
-// watermarkSink tracks the newest sample time, drops samples stamped
-// beyond limitMs (counted in tooNew), and puts the rest in the reorder
-// buffer (or straight to attribution without one).
-type watermarkSink struct {
-	*attribution.Attributor
-	max     *int64
-	limitMs int64
-	tooNew  *uint64
-	pl      *Pipeline
+func snapshotSeq(s *pipelineSnapshot) uint64 {
+	if s == nil {
+		return 0
+	}
+	return s.Seq
 }
 
-func (w watermarkSink) Add(s *attribution.Sample) {
-	if s.TimeMs > w.limitMs {
-		*w.tooNew++
-		return
-	}
-	if s.TimeMs > *w.max {
-		*w.max = s.TimeMs
-	}
-	if w.pl == nil {
-		w.Attributor.Add(s)
-		return
-	}
-	w.pl.buf = append(w.pl.buf, *s)
-}
-
-func (pl *Pipeline) sink() watermarkSink {
-	ws := watermarkSink{Attributor: pl.att, max: &pl.maxMs, limitMs: pl.opts.Now().Add(pl.opts.MaxAhead).UnixMilli(), tooNew: &pl.p.stats.TooNew}
-	if pl.opts.ReorderWindow > 0 {
-		ws.pl = pl
-	}
-	return ws
-}
-
-// afterRequest puts the buffer in time order (only when a request came out
-// of order: each request is in order by itself) and releases what the
-// reorder window has passed.
-func (pl *Pipeline) afterRequest() {
-	if pl.opts.ReorderWindow <= 0 {
-		return
-	}
-	byTime := func(a, b attribution.Sample) int { return cmp.Compare(a.TimeMs, b.TimeMs) }
-	if pl.sorted > pl.head && pl.sorted < len(pl.buf) && pl.buf[pl.sorted].TimeMs < pl.buf[pl.sorted-1].TimeMs ||
-		!slices.IsSortedFunc(pl.buf[pl.sorted:], byTime) {
-		slices.SortStableFunc(pl.buf[pl.head:], byTime)
-	}
-	pl.sorted = len(pl.buf)
-	pl.release(pl.maxMs - pl.opts.ReorderWindow.Milliseconds())
-}
-
-// RemoteWrite ingests one remote-write body. An *InputError means the body
-// will never be accepted.
-func (pl *Pipeline) RemoteWrite(body []byte) error {
+// applyBatch applies durable records in order and answers them. It runs on
+// the committer goroutine.
+func (pl *Pipeline) applyBatch(batch []*walEntry) {
 	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	defer pl.afterRequest()
-	return pl.p.ParseRemoteWrite(body, pl.opts.Limits, pl.sink())
-}
-
-// Exposition ingests one scrape, taken at scrapeMs, of text exposition. The
-// pipeline keeps body until its samples leave the reorder buffer: the
-// caller must not reuse it.
-func (pl *Pipeline) Exposition(body []byte, scrapeMs int64) error {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	defer pl.afterRequest()
-	return pl.p.ParseExposition(body, scrapeMs, pl.sink())
-}
-
-// Flush writes every hour that ended at least Lag before the newest sample.
-func (pl *Pipeline) Flush(ctx context.Context) error {
-	pl.mu.Lock()
-	until := pl.maxMs - pl.opts.Lag.Milliseconds()
+	results := make([]walResult, len(batch))
+	for i, e := range batch {
+		results[i].res, results[i].err = pl.st.apply(e.rec, pl.opts)
+		pl.st.applied = e.rec.seq
+	}
 	pl.mu.Unlock()
-	return pl.FlushUntil(ctx, time.UnixMilli(until))
+	for i, e := range batch {
+		e.done <- results[i]
+	}
 }
 
-// FlushUntil writes every hour that ends at or before until, whatever the
-// lag: for tests, and for the end of a finite stream.
-func (pl *Pipeline) FlushUntil(ctx context.Context, until time.Time) error {
+// apply applies one record to the state: the one code path of live
+// requests and of replay, so that replay rebuilds what was.
+func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
+	window := opts.ReorderWindow.Milliseconds()
+	switch rec.kind {
+	case recRemoteWrite, recExposition:
+		sink := &bufferSink{st: st, limitMs: rec.nowMs + opts.MaxAhead.Milliseconds(), lateMs: st.att.EmittedUntil()}
+		var err error
+		if rec.kind == recRemoteWrite {
+			st.p.Retain = true
+			err = st.p.ParseRemoteWrite(rec.body, opts.Limits, sink)
+		} else {
+			err = st.p.ParseExposition(rec.body, rec.auxMs, sink)
+		}
+		st.count(rec.sender, "late", sink.res.Late)
+		st.count(rec.sender, "too_new", sink.res.TooNew)
+		st.p.stats.TooNew += uint64(sink.res.TooNew)
+		st.order()
+		st.release(min(st.maxMs, rec.nowMs) - window + 1)
+		sink.res.SettledUntil = time.UnixMilli(st.att.EmittedUntil()).UTC()
+		return sink.res, err
+	case recTick:
+		st.release(rec.nowMs - window + 1)
+		if rec.nowMs >= st.settleNotBefore {
+			st.settle(floorHourMs(rec.nowMs - opts.SettleAfter.Milliseconds()))
+		}
+	case recSettle:
+		st.settle(rec.auxMs)
+	case recStart:
+		st.settleNotBefore = rec.nowMs + opts.SettleAfter.Milliseconds()
+	}
+	st.collect()
+	return Result{SettledUntil: time.UnixMilli(st.att.EmittedUntil()).UTC()}, nil
+}
+
+func (st *state) count(sender, reason string, n int) {
+	if n > 0 {
+		st.rejected[senderReason{sender, reason}] += uint64(n)
+	}
+}
+
+// settle releases what is buffered before untilMs and closes the hours up
+// to it, whatever the data.
+func (st *state) settle(untilMs int64) {
+	if untilMs <= st.att.EmittedUntil() {
+		return
+	}
+	st.release(untilMs)
+	rows, wls := st.att.Emit(untilMs)
+	st.unwritten = append(st.unwritten, rows...)
+	st.unwrittenWls = append(st.unwrittenWls, wls...)
+}
+
+// collect takes the rows of hours the data closed.
+func (st *state) collect() {
+	rows, wls := st.att.Ready()
+	st.unwritten = append(st.unwritten, rows...)
+	st.unwrittenWls = append(st.unwrittenWls, wls...)
+}
+
+func floorHourMs(ms int64) int64 { return time.UnixMilli(ms).UTC().Truncate(time.Hour).UnixMilli() }
+
+// bufferSink puts a request's samples in the reorder buffer, less those
+// too new (past limitMs) or late (before lateMs, in settled hours).
+type bufferSink struct {
+	st              *state
+	limitMs, lateMs int64
+	res             Result
+}
+
+func (b *bufferSink) Add(s *attribution.Sample) {
+	switch {
+	case s.TimeMs > b.limitMs:
+		b.res.TooNew++
+		return
+	case s.TimeMs < b.lateMs:
+		b.res.Late++
+		return
+	}
+	b.res.Accepted++
+	b.st.maxMs = max(b.st.maxMs, s.TimeMs)
+	b.st.bufS = append(b.st.bufS, *s)
+}
+
+func (b *bufferSink) AddPod(p attribution.PodInfo) {
+	// A pod fact past the limit or before the settled hours says nothing
+	// the ledger can use; it is dropped without a word.
+	if p.TimeMs > b.limitMs || p.TimeMs < b.lateMs {
+		return
+	}
+	b.res.Accepted++
+	b.st.maxMs = max(b.st.maxMs, p.TimeMs)
+	b.st.bufP = append(b.st.bufP, p)
+}
+
+// order puts the buffers in time order after a request (each request is in
+// order by itself; only requests that came out of order need sorting).
+func (st *state) order() {
+	byTimeS := func(a, b attribution.Sample) int { return cmp.Compare(a.TimeMs, b.TimeMs) }
+	byTimeP := func(a, b attribution.PodInfo) int { return cmp.Compare(a.TimeMs, b.TimeMs) }
+	if st.sortedS > st.headS && st.sortedS < len(st.bufS) && st.bufS[st.sortedS].TimeMs < st.bufS[st.sortedS-1].TimeMs ||
+		!slices.IsSortedFunc(st.bufS[st.sortedS:], byTimeS) {
+		slices.SortStableFunc(st.bufS[st.headS:], byTimeS)
+	}
+	if st.sortedP > st.headP && st.sortedP < len(st.bufP) && st.bufP[st.sortedP].TimeMs < st.bufP[st.sortedP-1].TimeMs ||
+		!slices.IsSortedFunc(st.bufP[st.sortedP:], byTimeP) {
+		slices.SortStableFunc(st.bufP[st.headP:], byTimeP)
+	}
+	st.sortedS, st.sortedP = len(st.bufS), len(st.bufP)
+}
+
+// release passes buffered samples and pod facts older than untilMs to
+// attribution, in time order, and takes the hours they close. (Requests
+// and ticks release what is at least the reorder window old: without a
+// window, everything, and no sample keeps a reference to its body.)
+func (st *state) release(untilMs int64) {
+	for {
+		s := st.headS < len(st.bufS) && st.bufS[st.headS].TimeMs < untilMs
+		p := st.headP < len(st.bufP) && st.bufP[st.headP].TimeMs < untilMs
+		switch {
+		case s && (!p || st.bufS[st.headS].TimeMs <= st.bufP[st.headP].TimeMs):
+			st.att.Add(&st.bufS[st.headS])
+			st.headS++
+		case p:
+			st.att.AddPod(st.bufP[st.headP])
+			st.headP++
+		default:
+			st.compact()
+			st.collect()
+			return
+		}
+	}
+}
+
+// compact drops released entries once they are half the buffer, and with
+// them the references to the request bodies they kept.
+func (st *state) compact() {
+	if st.headS > len(st.bufS)/2 {
+		n := copy(st.bufS, st.bufS[st.headS:])
+		clear(st.bufS[n:])
+		st.bufS, st.headS = st.bufS[:n], 0
+	}
+	if st.headP > len(st.bufP)/2 {
+		n := copy(st.bufP, st.bufP[st.headP:])
+		clear(st.bufP[n:])
+		st.bufP, st.headP = st.bufP[:n], 0
+	}
+	st.sortedS, st.sortedP = len(st.bufS), len(st.bufP)
+}
+
+func (st *state) buffered() int { return len(st.bufS) - st.headS + len(st.bufP) - st.headP }
+
+// RemoteWrite ingests one remote-write body from sender (a token's name,
+// for the per-sender counters). It returns once the body is durable and
+// applied. An *InputError means the body will never be accepted; ErrBusy
+// and a log error that a retry may pass.
+func (pl *Pipeline) RemoteWrite(ctx context.Context, sender string, body []byte) (Result, error) {
+	return pl.submit(ctx, record{kind: recRemoteWrite, sender: sender, body: body})
+}
+
+// Exposition ingests one scrape, taken at scrapeMs, of text exposition.
+func (pl *Pipeline) Exposition(ctx context.Context, sender string, body []byte, scrapeMs int64) (Result, error) {
+	return pl.submit(ctx, record{kind: recExposition, sender: sender, body: body, auxMs: scrapeMs})
+}
+
+// Scrape ingests one scrape taken at scrapeMs for a replay (the
+// simulator's closed loop), as the sender "replay"; samples it would
+// reject are an error.
+func (pl *Pipeline) Scrape(body []byte, scrapeMs int64) error {
+	res, err := pl.Exposition(context.Background(), "replay", body, scrapeMs)
+	if err == nil && res.Rejected() > 0 {
+		err = fmt.Errorf("%d samples of the scrape at %s rejected: %d late, %d too new", res.Rejected(),
+			time.UnixMilli(scrapeMs).UTC().Format(time.RFC3339), res.Late, res.TooNew)
+	}
+	return err
+}
+
+func (pl *Pipeline) submit(ctx context.Context, rec record) (Result, error) {
+	if err := precheck(rec, pl.opts.Limits); err != nil {
+		return Result{}, err
+	}
 	pl.mu.Lock()
-	pl.release(until.UnixMilli())
-	rows, wls := pl.att.Emit(until.UnixMilli())
-	rows = append(pl.unwritten, rows...)
-	wls = append(pl.unwrittenWls, wls...)
-	pl.unwritten, pl.unwrittenWls = nil, nil
+	busy := pl.st.buffered() >= pl.opts.MaxBuffered
 	pl.mu.Unlock()
-	if len(rows) == 0 && len(wls) == 0 {
+	if busy {
+		return Result{}, ErrBusy
+	}
+	if err := pl.c.failing(); err != nil {
+		// Keep trying: the next batch may get through (a disk that
+		// freed); until then each request finds out for itself.
+		pl.log.Debug("write-ahead log failing", "err", err)
+	}
+	rec.nowMs = pl.opts.Now().UnixMilli()
+	e := pl.c.enqueue(rec)
+	select {
+	case r := <-e.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+}
+
+// precheck refuses, before the log, what can never be accepted and is cheap
+// to tell: a remote-write body over the limits, or one that is not snappy.
+func precheck(rec record, limits Limits) error {
+	if rec.kind != recRemoteWrite {
 		return nil
 	}
-	if err := pl.store.WriteHours(ctx, rows, wls); err != nil {
-		pl.mu.Lock()
-		pl.unwritten = append(rows, pl.unwritten...)
-		pl.unwrittenWls = append(wls, pl.unwrittenWls...)
-		pl.mu.Unlock()
-		return fmt.Errorf("write %d ledger rows (kept for the next flush): %w", len(rows), err)
+	limits = limits.withDefaults()
+	n, err := snappyDecodedLen(rec.body)
+	if err != nil {
+		return inputErrorf("remote-write body of %d bytes is not snappy-compressed: %v", len(rec.body), err)
+	}
+	if n > limits.MaxDecodedBytes {
+		return inputErrorf("remote-write body decodes to %d bytes; the limit is %d: send smaller batches", n, limits.MaxDecodedBytes)
 	}
 	return nil
 }
 
-// Run flushes every interval until ctx is done.
+// FlushUntil settles every hour that ends at or before until, whatever the
+// clock, and writes the ledger: for tests, replays and the end of a finite
+// stream.
+func (pl *Pipeline) FlushUntil(ctx context.Context, until time.Time) error {
+	r := <-pl.c.enqueue(record{kind: recSettle, nowMs: pl.opts.Now().UnixMilli(), auxMs: until.UnixMilli()}).done
+	if r.err != nil {
+		return r.err
+	}
+	return pl.write(ctx)
+}
+
+// Flush settles what the clock says is due and writes the ledger.
+func (pl *Pipeline) Flush(ctx context.Context) error {
+	pl.tick()
+	return pl.write(ctx)
+}
+
+// tick records a tick when it would change the state: buffered samples the
+// window has passed, or an hour due to settle.
+func (pl *Pipeline) tick() {
+	now := pl.opts.Now().UnixMilli()
+	pl.mu.Lock()
+	st := &pl.st
+	due := st.headS < len(st.bufS) && st.bufS[st.headS].TimeMs < now-pl.opts.ReorderWindow.Milliseconds() ||
+		st.headP < len(st.bufP) && st.bufP[st.headP].TimeMs < now-pl.opts.ReorderWindow.Milliseconds() ||
+		now >= st.settleNotBefore && floorHourMs(now-pl.opts.SettleAfter.Milliseconds()) > st.att.EmittedUntil()
+	pl.mu.Unlock()
+	if due {
+		<-pl.c.enqueue(record{kind: recTick, nowMs: now}).done
+	}
+}
+
+// write writes the rows of settled hours to the store, and moves the live
+// checkpoint past them. Hours before the store's live checkpoint (a
+// backfill settled them) are left alone. A failed write keeps the rows for
+// the next one: an outage of the store loses nothing.
+func (pl *Pipeline) write(ctx context.Context) error {
+	pl.writeMu.Lock()
+	defer pl.writeMu.Unlock()
+	pl.mu.Lock()
+	rows := slices.Clone(pl.st.unwritten)
+	wls := slices.Clone(pl.st.unwrittenWls)
+	pl.mu.Unlock()
+	if len(rows) == 0 && len(wls) == 0 {
+		return nil
+	}
+	err := pl.writeRows(ctx, rows, wls)
+	pl.mu.Lock()
+	if err == nil {
+		pl.st.unwritten = pl.st.unwritten[len(rows):]
+		pl.st.unwrittenWls = pl.st.unwrittenWls[len(wls):]
+		pl.wantSnap = true
+	} else {
+		pl.writeFail++
+	}
+	pl.writeErr = err
+	pl.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("write %d ledger rows (kept for the next write): %w", len(rows), err)
+	}
+	return nil
+}
+
+func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledger.WorkloadRow) error {
+	name := ledger.LiveCheckpoint(pl.model.Cluster)
+	live, err := pl.store.Checkpoint(ctx, name)
+	if err != nil {
+		return err
+	}
+	var end time.Time
+	keep := rows[:0:0]
+	for _, r := range rows {
+		if r.Hour.Add(time.Hour).After(end) {
+			end = r.Hour.Add(time.Hour)
+		}
+		if !r.Hour.Before(live) {
+			keep = append(keep, r)
+		}
+	}
+	keepW := wls[:0:0]
+	for _, w := range wls {
+		if w.Hour.Add(time.Hour).After(end) {
+			end = w.Hour.Add(time.Hour)
+		}
+		if !w.Hour.Before(live) {
+			keepW = append(keepW, w)
+		}
+	}
+	if n := len(rows) - len(keep); n > 0 {
+		pl.log.Warn("hours settled by a backfill are not written again by the live path", "rows", n, "liveCheckpoint", live)
+	}
+	if err := pl.store.WriteHours(ctx, keep, keepW); err != nil {
+		return err
+	}
+	if end.After(live) {
+		return pl.store.SetCheckpoint(ctx, name, end)
+	}
+	return nil
+}
+
+// Run ticks (release, settle) and writes the ledger every interval until
+// ctx is done.
 func (pl *Pipeline) Run(ctx context.Context, every time.Duration) {
+	defer close(pl.wrote)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-pl.stopWrite:
+			return
 		case <-t.C:
-			if err := pl.Flush(ctx); err != nil {
-				pl.log.Error("ledger flush failed", "err", err)
+			pl.tick()
+			if err := pl.write(ctx); err != nil {
+				pl.log.Error("ledger write failed", "err", err)
 			}
+			pl.requestSnapshot()
 		}
 	}
 }
 
-// Stats returns the ingest and attribution counters.
-func (pl *Pipeline) Stats() (Stats, attribution.Stats) {
+// requestSnapshot wakes the committer for a snapshot when one is due.
+func (pl *Pipeline) requestSnapshot() {
+	pl.mu.Lock()
+	due := pl.wantSnap || time.Since(pl.lastSnap) >= pl.opts.SnapshotEvery
+	pl.mu.Unlock()
+	if due && pl.opts.Dir != "" {
+		<-pl.c.enqueue(record{kind: recTick, nowMs: pl.opts.Now().UnixMilli()}).done
+	}
+}
+
+// Close writes what is settled, saves a snapshot (so that a restart goes on
+// with the open hour exactly), and stops. It settles nothing: the open
+// hour stays open.
+func (pl *Pipeline) Close(ctx context.Context) error {
+	var err error
+	pl.closeOnce.Do(func() {
+		close(pl.stopWrite)
+		werr := pl.write(ctx)
+		pl.c.close()
+		var serr error
+		if pl.opts.Dir != "" {
+			serr = pl.snapshot(false)
+		}
+		err = errors.Join(werr, serr)
+	})
+	return err
+}
+
+// Health says whether the pipeline can keep its promises: nil when the log
+// accepts writes and the last ledger write succeeded.
+func (pl *Pipeline) Health() error {
+	if err := pl.c.failing(); err != nil {
+		return err
+	}
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	return pl.p.Stats(), pl.att.Stats()
+	if pl.writeErr != nil {
+		return fmt.Errorf("ledger write failing: %w", pl.writeErr)
+	}
+	if pl.snapErr != nil {
+		return fmt.Errorf("snapshot failing: %w", pl.snapErr)
+	}
+	return nil
+}
+
+// PipelineStats is what a Pipeline counts, for /metrics.
+type PipelineStats struct {
+	Ingest      Stats
+	Attribution attribution.Stats
+	// Rejected counts late and too-new samples per sender and reason.
+	Rejected map[[2]string]uint64
+	// Buffered is what waits in the reorder window.
+	Buffered int
+	// Unwritten is how many ledger rows wait to be written.
+	Unwritten int
+	// Pods is how many pods attribution remembers.
+	Pods int
+	// SettledUntil is where the settled hours end.
+	SettledUntil time.Time
+	// WriteFailures counts failed ledger writes.
+	WriteFailures uint64
+	// LogFailing is set while the write-ahead log cannot be written.
+	LogFailing bool
+}
+
+// Stats returns the counters.
+func (pl *Pipeline) Stats() PipelineStats {
+	logFailing := pl.c.failing() != nil
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	s := PipelineStats{Ingest: pl.st.p.Stats(), Attribution: pl.st.att.Stats(), Rejected: make(map[[2]string]uint64, len(pl.st.rejected)),
+		Buffered: pl.st.buffered(), Unwritten: len(pl.st.unwritten), Pods: pl.st.att.Pods(),
+		SettledUntil: time.UnixMilli(pl.st.att.EmittedUntil()).UTC(), WriteFailures: pl.writeFail, LogFailing: logFailing}
+	for k, v := range pl.st.rejected {
+		s.Rejected[[2]string{k.sender, k.reason}] = v
+	}
+	return s
 }

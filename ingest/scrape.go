@@ -102,7 +102,8 @@ func (s *Scraper) scrape(ctx context.Context, target string, at int64) error {
 	if int64(len(body)) > s.opts.MaxBodyBytes {
 		return fmt.Errorf("body over %d bytes", s.opts.MaxBodyBytes)
 	}
-	return s.pl.Exposition(body, at)
+	_, err = s.pl.Exposition(ctx, target, body, at)
+	return err
 }
 
 // Failures returns the failed scrapes per target.

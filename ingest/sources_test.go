@@ -5,11 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -281,37 +278,6 @@ func TestBackfillResumes(t *testing.T) {
 	}
 }
 
-// TestPipelineKeepsRowsWhenTheStoreFails: a failed ledger write loses
-// nothing; the next flush writes it.
-func TestPipelineKeepsRowsWhenTheStoreFails(t *testing.T) {
-	m, scrapes := simScrapes(t, 2)
-	store := &flakyStore{Store: openStore(t), fail: true}
-	pl, err := NewPipeline(m, attribution.Options{}, store, PipelineOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sc := range scrapes {
-		if err := pl.Exposition(sc.body, sc.at.UnixMilli()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pl.FlushUntil(context.Background(), simStart.Add(time.Hour)); err == nil {
-		t.Fatal("flush into a failing store reported no error")
-	}
-	store.fail = false
-	if err := pl.FlushUntil(context.Background(), simStart.Add(2*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	rows, _ := ledgertest.Dump(t, store, simStart, simStart.Add(2*time.Hour))
-	hours := map[time.Time]bool{}
-	for _, r := range rows {
-		hours[r.Hour] = true
-	}
-	if len(hours) != 2 {
-		t.Errorf("ledger holds %d hours, want 2", len(hours))
-	}
-}
-
 type flakyStore struct {
 	ledger.Store
 	fail bool
@@ -359,109 +325,4 @@ func FuzzParseExportLines(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestScraper scrapes a fake exporter into a pipeline with a fixed clock,
-// and counts a failing target.
-func TestScraper(t *testing.T) {
-	m, scrapes := simScrapes(t, 1)
-	exporter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write(scrapes[0].body)
-	}))
-	defer exporter.Close()
-	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "no", http.StatusServiceUnavailable)
-	}))
-	defer broken.Close()
-	pl, err := NewPipeline(m, attribution.Options{}, openStore(t), PipelineOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := simStart
-	s := NewScraper(pl, ScrapeOptions{Targets: []string{exporter.URL, broken.URL}, Now: func() time.Time { return now }})
-	s.ScrapeOnce(context.Background())
-	now = now.Add(15 * time.Second)
-	s.ScrapeOnce(context.Background())
-	is, as := pl.Stats()
-	if want := 2 * uint64(56*5+32*4); is.Samples != want || len(as.Rejected) != 0 {
-		t.Errorf("%d samples (want %d), rejected %v", is.Samples, want, as.Rejected)
-	}
-	if f := s.Failures(); f[broken.URL] != 2 || f[exporter.URL] != 0 {
-		t.Errorf("failures %v", f)
-	}
-}
-
-// TestPipelineDropsFutureSamples: a sample stamped a day ahead of the clock
-// is dropped and counted, and does not make the real ones late.
-func TestPipelineDropsFutureSamples(t *testing.T) {
-	m, scrapes := simScrapes(t, 1)
-	now := scrapes[0].at
-	pl, err := NewPipeline(m, attribution.Options{}, openStore(t), PipelineOptions{Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := []byte(`DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="h100-a-01"} 50 ` + strconv.FormatInt(now.Add(24*time.Hour).UnixMilli(), 10) + "\n")
-	if err := pl.Exposition(bad, now.UnixMilli()); err != nil {
-		t.Fatal(err)
-	}
-	for _, sc := range scrapes[:10] {
-		now = sc.at
-		if err := pl.Exposition(sc.body, sc.at.UnixMilli()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	is, as := pl.Stats()
-	if is.TooNew != 1 || as.Rejected[attribution.ReasonLate] != 0 || as.Accepted == 0 {
-		t.Errorf("too new %d, late %d, accepted %d; want 1, 0, >0", is.TooNew, as.Rejected[attribution.ReasonLate], as.Accepted)
-	}
-	if err := pl.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if rows, _ := ledgertest.Dump(t, pl.store, simStart, simStart.Add(48*time.Hour)); len(rows) != 0 {
-		t.Errorf("the future sample flushed %d rows of hours not over yet", len(rows))
-	}
-}
-
-// TestPipelineReorders: remote-write requests arriving out of order (each
-// pair of scrapes swapped, as two vmagent queues can deliver them) give the
-// in-order ledger with the reorder window, and rejections without it.
-func TestPipelineReorders(t *testing.T) {
-	m, scrapes := simScrapes(t, 1)
-	end := simStart.Add(time.Hour)
-	ledgerOf := func(window time.Duration, swap bool) ([]ledger.Row, attribution.Stats) {
-		store := openStore(t)
-		pl, err := NewPipeline(m, attribution.Options{}, store, PipelineOptions{ReorderWindow: window, Now: func() time.Time { return end }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var bodies [][]byte
-		for _, sc := range scrapes {
-			bodies = append(bodies, toRemoteWrite(t, []simScrape{sc}))
-		}
-		for i := 0; swap && i+1 < len(bodies); i += 2 {
-			bodies[i], bodies[i+1] = bodies[i+1], bodies[i]
-		}
-		for _, b := range bodies {
-			if err := pl.RemoteWrite(b); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := pl.FlushUntil(context.Background(), end); err != nil {
-			t.Fatal(err)
-		}
-		rows, _ := ledgertest.Dump(t, store, simStart, end)
-		_, as := pl.Stats()
-		return rows, as
-	}
-	inOrder, _ := ledgerOf(-1, false)
-	reordered, st := ledgerOf(30*time.Second, true)
-	if diff := cmp.Diff(inOrder, reordered, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
-		t.Errorf("swapped requests through the reorder window (-in order +swapped):\n%s", diff)
-	}
-	if len(st.Rejected) != 0 {
-		t.Errorf("rejected with the window: %v", st.Rejected)
-	}
-	if _, st := ledgerOf(-1, true); st.Rejected[attribution.ReasonOutOfOrder] == 0 {
-		t.Error("without the window, swapped requests were not rejected: the test does not test the window")
-	}
 }

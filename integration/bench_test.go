@@ -168,7 +168,10 @@ func BenchmarkRemoteWriteFleet(b *testing.B) {
 		// gpuledger
 		before := heapInuse()
 		store := openStore(b)
-		pl, err := ingest.NewPipeline(f.model, attribution.Options{StartMs: simStart.UnixMilli()}, store, ingest.PipelineOptions{})
+		// With its write-ahead log on local disk, fsynced before each
+		// answer, as gpuledger serve runs.
+		pl, err := ingest.NewPipeline(f.model, attribution.Options{}, store, ingest.PipelineOptions{Dir: b.TempDir(),
+			Now: func() time.Time { return simStart.Add(2 * time.Minute) }})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -180,12 +183,13 @@ func BenchmarkRemoteWriteFleet(b *testing.B) {
 			b.Fatal(err)
 		}
 		glTime += time.Since(began)
-		_, as := pl.Stats()
+		as := pl.Stats().Attribution
 		if len(as.Rejected) != 0 || as.Accepted == 0 {
 			b.Fatalf("attribution: %d accepted, rejected %v", as.Accepted, as.Rejected)
 		}
 		perSeries = float64(heapInuse()-before) / float64(gpus*len(defaultCounters))
 		gl.Close()
+		pl.Close(context.Background())
 
 		// VictoriaMetrics
 		vm := startVictoriaMetrics(b)

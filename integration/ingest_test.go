@@ -191,10 +191,17 @@ func TestVmagentRemoteWrite(t *testing.T) {
 	defer exporter.Close()
 
 	store := openStore(t)
-	pl, err := ingest.NewPipeline(model, attribution.Options{}, store, ingest.PipelineOptions{})
+	// The server's clock follows the scrapes served: each is 15 s of
+	// simulated time, served once a second.
+	clock := func() time.Time {
+		i := min(int(served.Load()), len(scrapes)-1)
+		return scrapes[i].at.Add(15 * time.Second)
+	}
+	pl, err := ingest.NewPipeline(model, attribution.Options{}, store, ingest.PipelineOptions{Dir: t.TempDir(), Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer pl.Close(context.Background())
 	gl := httptest.NewServer(api.New(api.Options{Store: store, Ingest: pl}).Handler())
 	defer gl.Close()
 
@@ -231,7 +238,7 @@ scrape_configs:
 	}
 	deadline := time.Now().Add(time.Duration(len(scrapes))*time.Second + 60*time.Second)
 	for {
-		is, _ := pl.Stats()
+		is := pl.Stats().Ingest
 		if is.Samples >= p.Stats().Samples {
 			break
 		}
@@ -250,9 +257,10 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	sameLedger(t, "vmagent remote write", files, store, simStart, end)
-	is, as := pl.Stats()
-	if len(as.Rejected) != 0 {
-		t.Errorf("rejected samples: %v", as.Rejected)
+	ps := pl.Stats()
+	is, as := ps.Ingest, ps.Attribution
+	if len(as.Rejected) != 0 || len(ps.Rejected) != 0 {
+		t.Errorf("rejected samples: %v, %v", as.Rejected, ps.Rejected)
 	}
 	t.Logf("vmagent: %d scrapes served, %d samples, %d stale markers, %d other series skipped", served.Load(), is.Samples, is.StaleMarkers, is.Skipped)
 }

@@ -8,6 +8,7 @@ package reports
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -28,6 +29,9 @@ type Options struct {
 	Budgets map[string]int64
 	// Cluster restricts the report to one cluster; empty for all.
 	Cluster string
+	// Team restricts the report to one team: its line only, and its
+	// workloads (what a team's own token may read).
+	Team string
 }
 
 // Line is one team's month.
@@ -36,8 +40,14 @@ type Line struct {
 	GPUHoursByFlavor map[string]float64
 	GPUHours         float64
 	ActiveGPUHours   float64
-	CostMicros       int64
-	IdleCostMicros   int64
+	// UnmeasuredGPUHours is the part of GPUHours no telemetry measured the
+	// activity of (see ledger.Row.UnmeasuredGPUSeconds).
+	UnmeasuredGPUHours float64
+	CostMicros         int64
+	IdleCostMicros     int64
+	// UnmeasuredCostMicros is the cost of UnmeasuredGPUHours: neither active
+	// nor idle.
+	UnmeasuredCostMicros int64
 	// UnallocatedCostMicros is capacity nobody held, charged to this line
 	// by the unallocated policy (all of the _unallocated line's cost).
 	UnallocatedCostMicros int64
@@ -48,19 +58,26 @@ type Line struct {
 	EnergyCostMicros   int64
 	BudgetMicros       int64
 	HasBudget          bool
+	// BudgetedCostMicros is the cost of the lines with a budget: a team's
+	// own cost, the TOTAL's sum over teams with budgets. Variance is taken
+	// against it, so that platform overhead (_unowned, _unallocated), which
+	// no budget covers, is not in any variance.
+	BudgetedCostMicros int64
 }
 
 // ActiveCostMicros is the part of CostMicros paid for busy GPUs.
 func (l *Line) ActiveCostMicros() int64 {
-	return l.CostMicros - l.IdleCostMicros - l.UnallocatedCostMicros
+	return l.CostMicros - l.IdleCostMicros - l.UnmeasuredCostMicros - l.UnallocatedCostMicros
 }
 
 func (l *Line) add(r *ledger.Row) {
 	l.GPUHoursByFlavor[r.Flavor] += r.GPUSeconds / 3600
 	l.GPUHours += r.GPUSeconds / 3600
 	l.ActiveGPUHours += r.ActiveGPUSeconds / 3600
+	l.UnmeasuredGPUHours += r.UnmeasuredGPUSeconds / 3600
 	l.CostMicros += r.CostMicros
 	l.IdleCostMicros += r.IdleCostMicros
+	l.UnmeasuredCostMicros += r.UnmeasuredCostMicros
 	l.UnallocatedCostMicros += r.UnallocatedCostMicros
 	if r.Borrowed {
 		l.BorrowedCostMicros += r.CostMicros
@@ -75,28 +92,35 @@ func (l *Line) addLine(o *Line) {
 	}
 	l.GPUHours += o.GPUHours
 	l.ActiveGPUHours += o.ActiveGPUHours
+	l.UnmeasuredGPUHours += o.UnmeasuredGPUHours
 	l.CostMicros += o.CostMicros
 	l.IdleCostMicros += o.IdleCostMicros
+	l.UnmeasuredCostMicros += o.UnmeasuredCostMicros
 	l.UnallocatedCostMicros += o.UnallocatedCostMicros
 	l.BorrowedCostMicros += o.BorrowedCostMicros
 	l.EnergyKWh += o.EnergyKWh
 	l.EnergyCostMicros += o.EnergyCostMicros
 	if o.HasBudget {
 		l.BudgetMicros += o.BudgetMicros
+		l.BudgetedCostMicros += o.CostMicros
 		l.HasBudget = true
 	}
 }
 
-// EfficiencyPct is active GPU-hours over held GPU-hours, in percent.
+// EfficiencyPct is active GPU-hours over measured GPU-hours (held, less
+// unmeasured), in percent: time whose activity nobody measured is left out
+// rather than counted idle or busy.
 func (l *Line) EfficiencyPct() float64 {
-	if l.GPUHours == 0 {
+	measured := l.GPUHours - l.UnmeasuredGPUHours
+	if measured <= 0 {
 		return 0
 	}
-	return 100 * l.ActiveGPUHours / l.GPUHours
+	return 100 * l.ActiveGPUHours / measured
 }
 
-// VarianceMicros is budget minus cost: positive when under budget.
-func (l *Line) VarianceMicros() int64 { return l.BudgetMicros - l.CostMicros }
+// VarianceMicros is budget minus the budgeted cost: positive when under
+// budget.
+func (l *Line) VarianceMicros() int64 { return l.BudgetMicros - l.BudgetedCostMicros }
 
 // Chargeback is one month's report.
 type Chargeback struct {
@@ -124,18 +148,49 @@ type Day struct {
 	CostMicros map[string]int64
 }
 
-// Build sums the ledger's rows of the month that contains month.
+// ErrNoData is returned for a month the ledger holds no rows of: a
+// chargeback of zeros would read as an invoice.
+var ErrNoData = errors.New("no ledger rows")
+
+// NoDataError says which month and ledger had no rows.
+type NoDataError struct {
+	Month         time.Time
+	Cluster, Team string
+}
+
+func (e *NoDataError) Error() string {
+	where := "the ledger"
+	if e.Cluster != "" {
+		where += " for cluster " + e.Cluster
+	}
+	if e.Team != "" {
+		where += " for team " + e.Team
+	}
+	return fmt.Sprintf("%s holds no rows for %s: nothing to charge back; check the month, -ledger.path or -cluster, or ingest it first (gpuledger ingest)",
+		where, e.Month.Format("2006-01"))
+}
+
+func (e *NoDataError) Is(target error) bool { return target == ErrNoData }
+
+// Build sums the ledger's rows of the month that contains month. A month
+// with no rows is a *NoDataError (errors.Is ErrNoData).
 func Build(ctx context.Context, store ledger.Store, month time.Time, opts Options) (*Chargeback, error) {
 	from := ledger.StepMonth.Truncate(month)
 	to := from.AddDate(0, 1, 0)
 	rows, err := store.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepMonth,
-		GroupBy: []ledger.Dimension{ledger.DimTeam, ledger.DimFlavor, ledger.DimBorrowed}, Cluster: opts.Cluster})
+		GroupBy: []ledger.Dimension{ledger.DimTeam, ledger.DimFlavor, ledger.DimBorrowed}, Cluster: opts.Cluster, Team: opts.Team})
 	if err != nil {
 		return nil, fmt.Errorf("chargeback for %s: %w", from.Format("2006-01"), err)
+	}
+	if len(rows) == 0 {
+		return nil, &NoDataError{Month: from, Cluster: opts.Cluster, Team: opts.Team}
 	}
 	cb := &Chargeback{Month: from, Currency: opts.Currency, Cluster: opts.Cluster}
 	lines := make(map[string]*Line)
 	order := slices.Clone(opts.Teams)
+	if opts.Team != "" {
+		order = []string{opts.Team}
+	}
 	line := func(team string) *Line {
 		l := lines[team]
 		if l == nil {
@@ -145,7 +200,7 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 		}
 		return l
 	}
-	for _, t := range opts.Teams {
+	for _, t := range order {
 		line(t)
 	}
 	flavors := make(map[string]bool)
@@ -157,7 +212,14 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 		line(r.Team).add(r)
 		flavors[r.Flavor] = true
 	}
-	order = append(order, ledger.TeamUnowned, ledger.TeamUnallocated)
+	for _, l := range lines {
+		if l.HasBudget {
+			l.BudgetedCostMicros = l.CostMicros
+		}
+	}
+	if opts.Team == "" {
+		order = append(order, ledger.TeamUnowned, ledger.TeamUnallocated)
+	}
 	cb.Total = Line{Team: "TOTAL", GPUHoursByFlavor: make(map[string]float64)}
 	for _, t := range order {
 		l := line(t)
@@ -170,7 +232,7 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 	slices.Sort(cb.Flavors)
 
 	days, err := store.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepDay,
-		GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: opts.Cluster})
+		GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: opts.Cluster, Team: opts.Team})
 	if err != nil {
 		return nil, fmt.Errorf("daily costs for %s: %w", from.Format("2006-01"), err)
 	}
@@ -181,7 +243,7 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 		}
 		cb.Days[len(cb.Days)-1].CostMicros[r.Team] += r.CostMicros
 	}
-	cb.Workloads, err = store.TopWorkloads(ctx, ledger.Query{From: from, To: to, Cluster: opts.Cluster}, TopWorkloads)
+	cb.Workloads, err = store.TopWorkloads(ctx, ledger.Query{From: from, To: to, Cluster: opts.Cluster, Team: opts.Team}, TopWorkloads)
 	if err != nil {
 		return nil, fmt.Errorf("workloads for %s: %w", from.Format("2006-01"), err)
 	}
@@ -197,8 +259,8 @@ func (cb *Chargeback) header() []string {
 	for _, f := range cb.Flavors {
 		h = append(h, "gpu_hours_"+f)
 	}
-	return append(h, "gpu_hours", "active_gpu_hours", "efficiency_pct", "cost", "active_cost", "idle_cost",
-		"unallocated_cost", "borrowed_cost", "energy_kwh", "energy_cost", "budget", "variance", "currency")
+	return append(h, "gpu_hours", "active_gpu_hours", "unmeasured_gpu_hours", "efficiency_pct", "cost", "active_cost", "idle_cost",
+		"unmeasured_cost", "unallocated_cost", "borrowed_cost", "energy_kwh", "energy_cost", "budget", "variance", "currency")
 }
 
 func (cb *Chargeback) record(l *Line) []string {
@@ -209,10 +271,12 @@ func (cb *Chargeback) record(l *Line) []string {
 	rec = append(rec,
 		strconv.FormatFloat(l.GPUHours, 'f', 3, 64),
 		strconv.FormatFloat(l.ActiveGPUHours, 'f', 3, 64),
+		strconv.FormatFloat(l.UnmeasuredGPUHours, 'f', 3, 64),
 		strconv.FormatFloat(l.EfficiencyPct(), 'f', 1, 64),
 		ledger.FormatMicros(l.CostMicros),
 		ledger.FormatMicros(l.ActiveCostMicros()),
 		ledger.FormatMicros(l.IdleCostMicros),
+		ledger.FormatMicros(l.UnmeasuredCostMicros),
 		ledger.FormatMicros(l.UnallocatedCostMicros),
 		ledger.FormatMicros(l.BorrowedCostMicros),
 		strconv.FormatFloat(l.EnergyKWh, 'f', 3, 64),

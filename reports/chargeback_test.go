@@ -3,8 +3,10 @@ package reports
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +70,10 @@ func testChargeback(t *testing.T) *Chargeback {
 	rows = append(rows, ledger.Row{Key: ledger.Key{Hour: time.Date(2026, 10, 2, 13, 0, 0, 0, time.UTC), Cluster: "c1", Team: "ds", Flavor: "h100"},
 		CostMicros: 1_000_001, UnallocatedCostMicros: 1_000_001})
 	rows = append(rows, ledger.Row{Key: ledger.Key{Hour: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Cluster: "c1", Team: "ml", Flavor: "h100"}, CostMicros: 1})
+	// Vision's pod ran an hour on day 3 while the exporter was down: held by
+	// Kubernetes' allocation, activity unmeasured, 2,000,000.
+	rows = append(rows, ledger.Row{Key: ledger.Key{Hour: time.Date(2026, 10, 3, 5, 0, 0, 0, time.UTC), Cluster: "c1", Team: "vision", Namespace: "vision", Flavor: "a100"},
+		GPUSeconds: 3600, UnmeasuredGPUSeconds: 3600, CostMicros: 2_000_000, UnmeasuredCostMicros: 2_000_000})
 	h := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 	workloads := []ledger.WorkloadRow{
 		{Hour: h, Cluster: "c1", Team: "ds", Namespace: "ds", Kind: "StatefulSet", Name: "nb-7", GPUSeconds: 3600, ActiveGPUSeconds: 360, CostMicros: 6_880_000, IdleCostMicros: 6_192_000},
@@ -97,10 +103,16 @@ func TestChargebackCSV(t *testing.T) {
 	for _, l := range cb.Lines {
 		sum += l.CostMicros
 	}
-	// 58,470,900 on the first days plus ml's borrowed 3,430,900 and ds's
-	// unallocated share 1,000,001.
-	if want := int64(62_901_801); sum != want || cb.Total.CostMicros != want {
+	// 58,470,900 on the first days plus ml's borrowed 3,430,900, ds's
+	// unallocated share 1,000,001 and vision's unmeasured hour 2,000,000.
+	if want := int64(64_901_801); sum != want || cb.Total.CostMicros != want {
 		t.Errorf("lines sum to %d, total %d; want %d", sum, cb.Total.CostMicros, want)
+	}
+	// The TOTAL's variance is the teams': budgets 26,000,000 less ml's
+	// 27,501,800, ds's 7,880,001 and vision's 2,000,000; the 27,520,000 of
+	// _unowned and _unallocated is in no budget.
+	if got, want := cb.Total.VarianceMicros(), int64(26_000_000-27_501_800-7_880_001-2_000_000); got != want {
+		t.Errorf("TOTAL variance %d, want %d", got, want)
 	}
 	var b bytes.Buffer
 	if err := cb.WriteCSV(&b); err != nil {
@@ -120,4 +132,18 @@ func TestChargebackXLSX(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "chargeback.xlsx.txt", dump)
+}
+
+// TestNoData: a month the ledger has no rows of is an error that says so,
+// not an invoice of zeros.
+func TestNoData(t *testing.T) {
+	s, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, err = Build(context.Background(), s, time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC), Options{Currency: "USD", Teams: []string{"ml"}, Cluster: "c1"})
+	if !errors.Is(err, ErrNoData) || !strings.Contains(err.Error(), "holds no rows for 2026-09") || !strings.Contains(err.Error(), "cluster c1") {
+		t.Errorf("error %v: want ErrNoData naming the month and cluster", err)
+	}
 }

@@ -23,20 +23,21 @@ const (
 var methodText = []string{
 	"How this chargeback is computed",
 	"",
-	"Source: NVIDIA dcgm-exporter series per GPU and MIG instance, joined to pods through their namespace/pod labels, to Kueue LocalQueues through the pod label kueue.x-k8s.io/queue-name (from the exporter or kube-state-metrics kube_pod_labels), to ClusterQueues and to teams through the configuration file.",
-	"Intervals: a sample counts from its timestamp until the device's next sample (gaps over 5 minutes are not bridged: the last sample counts for one scrape interval and the rest is unobserved).",
+	"Who held a GPU: what Kubernetes allocated, then what DCGM saw. NVIDIA dcgm-exporter series per GPU and MIG instance name the pod holding the device (namespace/pod, or exported_namespace/exported_pod after a scrape with honorLabels false; the exporter's own pod is never a holder). kube-state-metrics says which pods were Running on which node with which GPU requests (nvidia.com/gpu, nvidia.com/mig-<profile>, shared and milli-GPU resources). Pods join Kueue LocalQueues through their label kueue.x-k8s.io/queue-name (on the DCGM series or kube_pod_labels), then ClusterQueues and teams through the configuration file.",
+	"Intervals: a sample counts from its timestamp until the device's next sample (gaps over 5 minutes are not bridged: the last sample counts for one scrape interval and the rest is unobserved). An hour is closed once data 5 minutes past its end arrived, so it does not depend on how the data was read.",
+	"Unmeasured: time a Running pod held GPUs by its requests while DCGM did not show it on any device of its node (an exporter restart, a device dropped from the exporter, a device plugin that lost track of its pods) is charged to that pod, on the node's devices no telemetry covered (then those DCGM showed free), as unmeasured GPU-hours: the pod held the GPU, but nobody measured how busy it was. DCGM series without an activity field are unmeasured too. Unmeasured is neither active nor idle: a broken exporter does not make a team look idle or busy, and this column shows how much of each bill no telemetry measured.",
 	"GPU-hours: time a pod held a GPU, in whole-GPU equivalents. A MIG slice counts its compute slices over the GPU's (3g.40gb on an H100 = 3/7 GPU). A GPU shared by time-slicing or MPS is split among the pods holding it, evenly or by the replicas each requested; a fractional (milli-GPU) request counts its fraction.",
-	"Active GPU-hours: GPU-hours x activity, where activity is DCGM_FI_PROF_GR_ENGINE_ACTIVE (0-1) where reported, else DCGM_FI_DEV_GPU_UTIL / 100, else 0. On a shared GPU the activity is the GPU's, counted once and split like the time.",
-	"Efficiency: active GPU-hours / GPU-hours.",
+	"Active GPU-hours: GPU-hours x activity, where activity is DCGM_FI_PROF_GR_ENGINE_ACTIVE (0-1) where reported, else DCGM_FI_DEV_GPU_UTIL / 100. On a shared GPU the activity is the GPU's, counted once and split like the time.",
+	"Efficiency: active GPU-hours / measured GPU-hours (GPU-hours less unmeasured).",
 	"Cost: every hour, each GPU costs its flavor's price per GPU-hour (a cloud rate, or purchase / (depreciation months x 730) + power x PUE x electricity price + overhead / 730 for owned GPUs). That amount is split among the pods that held the GPU in proportion to time held x share; the rest of the hour is unallocated.",
-	"Active cost = held cost x activity; idle cost = held cost x (1 - activity): paid while the GPU was held but did nothing. Unallocated cost: capacity nobody held. The three always sum to cost.",
+	"Active cost = measured held cost x activity; idle cost = measured held cost x (1 - activity): paid while the GPU was held but did nothing. Unmeasured cost: held, activity unknown. Unallocated cost: capacity nobody held. The four always sum to cost.",
 	"Unallocated policy: platform keeps it on the _unallocated line; quota shares each flavor's among the ClusterQueues by nominal quota (teams pay for what they reserve); usage shares it in proportion to each team's cost in that flavor and hour.",
-	"Borrowed cost: the part of a team's cost run beyond its ClusterQueue's nominal quota in a flavor, on capacity borrowed from the cohort, measured per hour: (used GPU-hours - nominal) / used of each of its rows.",
+	"Borrowed cost: the part of a team's cost run beyond its ClusterQueue's nominal quota in a flavor, on capacity borrowed from the cohort, measured per hour: (used GPU-hours - nominal) / used of each of its rows, exactly (MIG quotas count their compute slices: a team using exactly its quota of slices borrows nothing).",
 	"Rounding: amounts are integer micro-units; every split uses largest-remainder rounding, so every hour's lines sum exactly to the cluster's cost (GPUs x prices x 1 hour).",
-	"_unallocated: GPU time held by no pod, or with no telemetry. _unowned: GPU time held by pods whose queue and namespace belong to no configured team.",
+	"_unallocated: GPU time held by no pod, or with no telemetry and no Kubernetes allocation. _unowned: GPU time held by pods whose queue and namespace belong to no configured team.",
 	"Energy: the increase of DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (a counter in mJ; a drop is a reset and the new value counts from zero), else DCGM_FI_DEV_POWER_USAGE x time; a MIG slice takes its compute share of the GPU's, a shared GPU's is split like its time. Energy cost = kWh x electricity price x PUE, priced once per hour for the cluster and split exactly; it is shown beside cost, not added to it.",
 	"Workloads: the pods' owner (kube_pod_owner, or the JobSet, PyTorchJob, RayCluster or Job named in the pod's labels), with the idle cost each one caused.",
-	"Variance: budget - cost; positive means under budget.",
+	"Variance: budget - cost, per team; positive means under budget. The TOTAL's budget and variance cover the teams with budgets only: platform overhead (_unowned, _unallocated) is in no budget.",
 }
 
 // WriteXLSX writes the workbook: Summary (one row per team, a TOTAL row and
@@ -96,9 +97,10 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 	}
 	lines := append(slices.Clone(cb.Lines), cb.Total)
 	// Columns: team, one per flavor, gpu_hours, active_gpu_hours,
-	// efficiency_pct, then the money: cost, active, idle, unallocated,
-	// borrowed; energy_kwh, energy_cost, budget, variance.
-	costCol := 1 + len(cb.Flavors) + 4
+	// unmeasured_gpu_hours, efficiency_pct, then the money: cost, active,
+	// idle, unmeasured, unallocated, borrowed; energy_kwh, energy_cost,
+	// budget, variance.
+	costCol := 1 + len(cb.Flavors) + 5
 	for i := range lines {
 		l := &lines[i]
 		row := 4 + i
@@ -106,9 +108,9 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 		for _, fl := range cb.Flavors {
 			vals = append(vals, round3(l.GPUHoursByFlavor[fl]))
 		}
-		vals = append(vals, round3(l.GPUHours), round3(l.ActiveGPUHours), round1(l.EfficiencyPct()),
+		vals = append(vals, round3(l.GPUHours), round3(l.ActiveGPUHours), round3(l.UnmeasuredGPUHours), round1(l.EfficiencyPct()),
 			ledger.MicrosToFloat(l.CostMicros), ledger.MicrosToFloat(l.ActiveCostMicros()), ledger.MicrosToFloat(l.IdleCostMicros),
-			ledger.MicrosToFloat(l.UnallocatedCostMicros), ledger.MicrosToFloat(l.BorrowedCostMicros),
+			ledger.MicrosToFloat(l.UnmeasuredCostMicros), ledger.MicrosToFloat(l.UnallocatedCostMicros), ledger.MicrosToFloat(l.BorrowedCostMicros),
 			round3(l.EnergyKWh), ledger.MicrosToFloat(l.EnergyCostMicros))
 		if l.HasBudget {
 			vals = append(vals, ledger.MicrosToFloat(l.BudgetMicros), ledger.MicrosToFloat(l.VarianceMicros()))
@@ -126,10 +128,10 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 				return err
 			}
 		}
-		if err := f.SetCellStyle(s, cell(costCol, row), cell(costCol+4, row), ms); err != nil {
+		if err := f.SetCellStyle(s, cell(costCol, row), cell(costCol+5, row), ms); err != nil {
 			return err
 		}
-		if err := f.SetCellStyle(s, cell(costCol+6, row), cell(costCol+8, row), ms); err != nil {
+		if err := f.SetCellStyle(s, cell(costCol+7, row), cell(costCol+9, row), ms); err != nil {
 			return err
 		}
 	}
@@ -140,10 +142,10 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 	if err := f.SetColWidth(s, "A", "A", 16); err != nil {
 		return err
 	}
-	// A stacked column per team (the TOTAL row left out): active, idle and
-	// unallocated cost.
+	// A stacked column per team (the TOTAL row left out): active, idle,
+	// unmeasured and unallocated cost.
 	var series []excelize.ChartSeries
-	for c := costCol + 1; c <= costCol+3; c++ {
+	for c := costCol + 1; c <= costCol+4; c++ {
 		col, _ := excelize.ColumnNumberToName(c)
 		series = append(series, excelize.ChartSeries{
 			Name:       fmt.Sprintf("%s!$%s$3", s, col),
@@ -154,7 +156,7 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 	return f.AddChart(s, cell(2, last+3), &excelize.Chart{
 		Type:      excelize.ColStacked,
 		Series:    series,
-		Title:     excelize.ChartTitle{Paragraph: []excelize.RichTextRun{{Text: "Cost by team (" + cb.Currency + "): active, idle, unallocated"}}},
+		Title:     excelize.ChartTitle{Paragraph: []excelize.RichTextRun{{Text: "Cost by team (" + cb.Currency + "): active, idle, unmeasured, unallocated"}}},
 		Legend:    excelize.ChartLegend{Position: "bottom"},
 		Dimension: excelize.ChartDimension{Width: 720, Height: 360},
 	})
@@ -190,17 +192,19 @@ func (cb *Chargeback) writeWorkloads(f *excelize.File) error {
 	if _, err := f.NewSheet(s); err != nil {
 		return err
 	}
-	header := []string{"team", "namespace", "kind", "name", "gpu_hours", "active_gpu_hours", "efficiency_pct", "cost", "idle_cost"}
+	header := []string{"team", "namespace", "kind", "name", "gpu_hours", "active_gpu_hours", "unmeasured_gpu_hours", "efficiency_pct",
+		"cost", "idle_cost", "unmeasured_cost"}
 	if err := f.SetSheetRow(s, "A1", &header); err != nil {
 		return err
 	}
 	for i, w := range cb.Workloads {
 		eff := 0.0
-		if w.GPUSeconds > 0 {
-			eff = 100 * w.ActiveGPUSeconds / w.GPUSeconds
+		if measured := w.GPUSeconds - w.UnmeasuredGPUSeconds; measured > 0 {
+			eff = 100 * w.ActiveGPUSeconds / measured
 		}
 		vals := []any{w.Team, w.Namespace, w.Kind, w.Name, round3(w.GPUSeconds / 3600), round3(w.ActiveGPUSeconds / 3600),
-			round1(eff), ledger.MicrosToFloat(w.CostMicros), ledger.MicrosToFloat(w.IdleCostMicros)}
+			round3(w.UnmeasuredGPUSeconds / 3600), round1(eff), ledger.MicrosToFloat(w.CostMicros), ledger.MicrosToFloat(w.IdleCostMicros),
+			ledger.MicrosToFloat(w.UnmeasuredCostMicros)}
 		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
 			return err
 		}

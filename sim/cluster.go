@@ -33,7 +33,7 @@ type Hold struct {
 	// (placed without gang gating): the device idles.
 	Waiting bool
 
-	ksm [3][]byte // the pod's kube-state-metrics series, rendered once
+	ksm [len(ksmFamilies)][]byte // the pod's kube-state-metrics series, rendered once
 }
 
 // NodeInfo is a node of the modelled cluster.

@@ -16,7 +16,7 @@ import (
 // the hours that are complete to the ledger: ingest.Pipeline does. (sim
 // does not import ingest, whose tests render telemetry with sim.)
 type Ingester interface {
-	Exposition(body []byte, scrapeMs int64) error
+	Scrape(body []byte, scrapeMs int64) error
 	FlushUntil(ctx context.Context, until time.Time) error
 }
 
@@ -136,7 +136,7 @@ func (l *loop) advance(ctx context.Context, now time.Duration) (bool, error) {
 	for l.tel.next.Before(until) {
 		at, body, _ := l.tel.Next(l.body[:0])
 		l.body = body
-		if err := l.pl.Exposition(body, at.UnixMilli()); err != nil {
+		if err := l.pl.Scrape(body, at.UnixMilli()); err != nil {
 			return false, fmt.Errorf("ingest the scrape at %s: %w", at.Format(time.RFC3339), err)
 		}
 		l.scrapes++

@@ -16,9 +16,16 @@ const DriverVersion = "570.133.20"
 // Telemetry renders the cluster's exporters scrape by scrape: for every
 // scrape instant, the dcgm-exporter series of every GPU and MIG instance
 // (with the label set and order dcgm-exporter renders, Kubernetes mapping on)
-// followed by kube-state-metrics' kube_pod_labels for every running pod, as
-// one Prometheus text exposition body. Run must have been called first.
+// followed by kube-state-metrics' series of every running pod (labels,
+// owner, GPU request with its node, info, Running phase), as one Prometheus
+// text exposition body. Run must have been called first.
 type Telemetry struct {
+	// ExporterUpgrades, when set, has each node's dcgm-exporter go away for
+	// ExporterUpgradeDown once every 30 days (a rolling upgrade, at a time
+	// of its own per node): its GPUs report nothing then, while
+	// kube-state-metrics still shows their pods running.
+	ExporterUpgrades bool
+
 	c        *Cluster
 	next     time.Time
 	end      time.Time
@@ -48,6 +55,7 @@ type devState struct {
 	act     float64
 	fbMiB   float64
 	fbTotal float64
+	down    bool // its exporter is gone this scrape
 }
 
 // NewTelemetry returns scrapes at every interval over [start, end).
@@ -203,6 +211,7 @@ func (t *Telemetry) Next(dst []byte) (at time.Time, body []byte, ok bool) {
 	}
 	for i := range t.devs {
 		ds := &t.devs[i]
+		ds.down = t.ExporterUpgrades && exporterDown(ds.d.Node.Name, at)
 		holds := ds.d.Holds
 		for ds.holdIdx < len(holds) && !holds[ds.holdIdx].End.After(at) {
 			ds.holdIdx++
@@ -239,7 +248,7 @@ func (t *Telemetry) Next(dst []byte) (at time.Time, body []byte, ok bool) {
 		dst = append(dst, '\n')
 		for i := range t.devs {
 			ds := &t.devs[i]
-			if ds.d.Profile != "" && !m.migToo {
+			if ds.d.Profile != "" && !m.migToo || ds.down {
 				continue
 			}
 			dst = append(dst, m.name...)
@@ -266,7 +275,7 @@ func (t *Telemetry) Next(dst []byte) (at time.Time, body []byte, ok bool) {
 			}
 			t.seenPods[key] = struct{}{}
 			if h.ksm[0] == nil {
-				h.ksm = kubeStateLines(h)
+				h.ksm = kubeStateLines(h, t.devs[i].d.Node.Name)
 			}
 			dst = append(dst, h.ksm[fam]...)
 		}
@@ -274,11 +283,29 @@ func (t *Telemetry) Next(dst []byte) (at time.Time, body []byte, ok bool) {
 	return at, dst, true
 }
 
+// ExporterUpgradeDown is how long a node's dcgm-exporter is gone in a
+// rolling upgrade: past the 5-minute staleness bound, so that its GPUs'
+// time is unobserved and their pods' cost comes from kube-state-metrics.
+const ExporterUpgradeDown = 12 * time.Minute
+
+// exporterDown says whether node's exporter is being upgraded at t: once
+// every 30 days from the Unix epoch, at an offset of the node's own.
+func exporterDown(node string, t time.Time) bool {
+	const period = 30 * 24 * time.Hour
+	offset := time.Duration(fnvHash(node, 0)%uint64(period/time.Minute)) * time.Minute
+	in := (time.Duration(t.UnixNano()) - offset) % period
+	if in < 0 {
+		in += period
+	}
+	return in < ExporterUpgradeDown
+}
+
 // kubeStateLines renders what kube-state-metrics publishes of a running
-// pod: its labels (with the Kueue queue), its owner, and its container's GPU
-// request (whole GPUs only: MIG slices are other resources).
-func kubeStateLines(h *Hold) [3][]byte {
-	var out [3][]byte
+// pod on node: its labels (with the Kueue queue), its owner, its
+// container's GPU request (nvidia.com/gpu, or the MIG profile's resource),
+// its info and its Running phase.
+func kubeStateLines(h *Hold, node string) [len(ksmFamilies)][]byte {
+	var out [len(ksmFamilies)][]byte
 	j := h.Job
 	uid := fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(j.ID), uint64(len(h.Pod))<<32|uint64(j.ID))
 	out[0] = fmt.Appendf(nil, "kube_pod_labels{namespace=%q,pod=%q,uid=%q,label_kueue_x_k8s_io_queue_name=%q} 1\n",
@@ -294,19 +321,37 @@ func kubeStateLines(h *Hold) [3][]byte {
 	}
 	out[1] = fmt.Appendf(nil, "kube_pod_owner{namespace=%q,pod=%q,uid=%q,owner_kind=%q,owner_name=%q,owner_is_controller=\"true\"} 1\n",
 		j.Namespace, h.Pod, uid, kind, name)
-	if j.Profile() == "" {
-		out[2] = fmt.Appendf(nil, "kube_pod_container_resource_requests{namespace=%q,pod=%q,uid=%q,container=%q,node=\"\",resource=\"nvidia_com_gpu\",unit=\"integer\"} %d\n",
-			j.Namespace, h.Pod, uid, h.Container, h.PodDevices)
-	}
+	out[2] = fmt.Appendf(nil, "kube_pod_container_resource_requests{namespace=%q,pod=%q,uid=%q,container=%q,node=%q,resource=%q,unit=\"integer\"} %d\n",
+		j.Namespace, h.Pod, uid, h.Container, node, sanitizeResource(j.Resource), h.PodDevices)
+	out[3] = fmt.Appendf(nil, "kube_pod_info{namespace=%q,pod=%q,uid=%q,host_ip=\"\",pod_ip=\"\",node=%q,created_by_kind=%q,created_by_name=%q,priority_class=\"\",host_network=\"false\"} 1\n",
+		j.Namespace, h.Pod, uid, node, kind, name)
+	out[4] = fmt.Appendf(nil, "kube_pod_status_phase{namespace=%q,pod=%q,uid=%q,phase=\"Running\"} 1\n", j.Namespace, h.Pod, uid)
 	return out
+}
+
+// sanitizeResource writes a resource name as kube-state-metrics does in its
+// resource label: nvidia.com/mig-3g.40gb is nvidia_com_mig_3g_40gb.
+func sanitizeResource(r string) string {
+	if r == "" {
+		r = "nvidia.com/gpu"
+	}
+	b := []byte(r)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }
 
 // ksmFamilies are the kube-state-metrics families rendered, in the order of
 // kubeStateLines' result.
-var ksmFamilies = [3]string{
+var ksmFamilies = [...]string{
 	"# HELP kube_pod_labels [STABLE] Kubernetes labels converted to Prometheus labels.\n# TYPE kube_pod_labels gauge\n",
 	"# HELP kube_pod_owner [STABLE] Information about the Pod's owner.\n# TYPE kube_pod_owner gauge\n",
 	"# HELP kube_pod_container_resource_requests [STABLE] The number of requested request resource by a container.\n# TYPE kube_pod_container_resource_requests gauge\n",
+	"# HELP kube_pod_info [STABLE] Information about pod.\n# TYPE kube_pod_info gauge\n",
+	"# HELP kube_pod_status_phase [STABLE] The pods current phase.\n# TYPE kube_pod_status_phase gauge\n",
 }
 
 // AppendTimestamped appends body with every sample line stamped with ms, as

@@ -7,12 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"text/tabwriter"
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
 	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/reports"
@@ -106,8 +108,10 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	if !*serve {
 		return nil
 	}
+	// The demo serves its simulated ledger without tokens, on loopback by
+	// default: gpuledger serve requires them.
 	srv := api.New(api.Options{Store: store, Report: ropts, Logger: log})
-	srv.PublishIngestStats(res.ingest, res.attribution)
+	srv.PublishStats(ingest.PipelineStats{Ingest: res.ingest, Attribution: res.attribution})
 	m := month.Format("2006-01")
 	fmt.Fprintf(stdout, "\nServing on http://%s (Ctrl-C to stop). Try:\n", *listen)
 	fmt.Fprintf(stdout, "  curl 'http://%s/api/v1/cost?from=%s&to=%s&step=month&groupBy=team'\n", *listen, m, end.Format("2006-01"))
@@ -165,20 +169,7 @@ func printSummary(w io.Writer, res *simResult, cb *reports.Chargeback, took time
 		fmt.Fprintf(w, "Rejected samples: %v\n", rs)
 	}
 	fmt.Fprintf(w, "\nChargeback %s (%s):\n", cb.Month.Format("2006-01"), cb.Currency)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "team\tGPU-hours\tefficiency\tcost\tidle\tunallocated\tborrowed\tenergy\tbudget\tvariance\t")
-	lines := append(cb.Lines, cb.Total)
-	for i := range lines {
-		l := &lines[i]
-		budget, variance := "", ""
-		if l.HasBudget {
-			budget, variance = money(l.BudgetMicros), money(l.VarianceMicros())
-		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.Team, l.GPUHours, l.EfficiencyPct(),
-			money(l.CostMicros), money(l.IdleCostMicros), money(l.UnallocatedCostMicros), money(l.BorrowedCostMicros),
-			money(l.EnergyCostMicros), budget, variance)
-	}
-	tw.Flush()
+	printChargeback(w, cb)
 	hours := cb.Total.GPUHours / float64(len(res.model.GPUs))
 	fmt.Fprintf(w, "Cluster cost %s = %d GPUs at their rates for %.0f hours; every hour reconciles to the micro.\n",
 		money(cb.Total.CostMicros), len(res.model.GPUs), hours)
@@ -192,8 +183,8 @@ func printSummary(w io.Writer, res *simResult, cb *reports.Chargeback, took time
 				break
 			}
 			eff := 0.0
-			if wl.GPUSeconds > 0 {
-				eff = 100 * wl.ActiveGPUSeconds / wl.GPUSeconds
+			if measured := wl.GPUSeconds - wl.UnmeasuredGPUSeconds; measured > 0 {
+				eff = 100 * wl.ActiveGPUSeconds / measured
 			}
 			fmt.Fprintf(tw, "  %s\t%s/%s (%s)\t%.1f\t%.1f%%\t%s\n", wl.Team, wl.Namespace, wl.Name, wl.Kind, wl.GPUSeconds/3600, eff, money(wl.IdleCostMicros))
 		}
@@ -202,8 +193,63 @@ func printSummary(w io.Writer, res *simResult, cb *reports.Chargeback, took time
 	fmt.Fprintln(w)
 }
 
-// money formats micro-units as a whole-cent amount for display.
-func money(v int64) string {
-	s := ledger.FormatMicros(v)
-	return s[:len(s)-4]
+// money formats micro-units as a whole-cent amount for display, rounded
+// half to even.
+func money(v int64) string { return cents(reports.RoundCents([]int64{v})[0]) }
+
+// cents formats a number of cents.
+func cents(c int64) string {
+	sign := ""
+	if c < 0 {
+		sign, c = "-", -c
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, c/100, c%100)
+}
+
+// printChargeback prints the chargeback's lines and TOTAL as a table whose
+// columns add up: each column's TOTAL is rounded half to even and its rows
+// are the largest-remainder split of it in cents (tenths of GPU-hours).
+func printChargeback(w io.Writer, cb *reports.Chargeback) {
+	lines := append(slices.Clone(cb.Lines), cb.Total)
+	col := func(f func(l *reports.Line) int64) []int64 {
+		v := make([]int64, len(lines))
+		for i := range lines {
+			v[i] = f(&lines[i])
+		}
+		return reports.RoundCents(v)
+	}
+	hours := make([]float64, len(lines))
+	unmeasured := make([]float64, len(lines))
+	for i := range lines {
+		hours[i], unmeasured[i] = lines[i].GPUHours, lines[i].UnmeasuredGPUHours
+	}
+	gpuH, unmH := reports.RoundTenths(hours), reports.RoundTenths(unmeasured)
+	cost := col(func(l *reports.Line) int64 { return l.CostMicros })
+	idle := col(func(l *reports.Line) int64 { return l.IdleCostMicros })
+	unm := col(func(l *reports.Line) int64 { return l.UnmeasuredCostMicros })
+	unalloc := col(func(l *reports.Line) int64 { return l.UnallocatedCostMicros })
+	borrowed := col(func(l *reports.Line) int64 { return l.BorrowedCostMicros })
+	energy := col(func(l *reports.Line) int64 { return l.EnergyCostMicros })
+	budget := col(func(l *reports.Line) int64 { return l.BudgetMicros })
+	variance := col(func(l *reports.Line) int64 {
+		if !l.HasBudget {
+			return 0
+		}
+		return l.VarianceMicros()
+	})
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "team\tGPU-hours\tunmeasured\tefficiency\tcost\tidle\tunmeasured\tunallocated\tborrowed\tenergy\tbudget\tvariance\t")
+	for i := range lines {
+		l := &lines[i]
+		b, v := "", ""
+		if l.HasBudget {
+			b, v = cents(budget[i]), cents(variance[i])
+		}
+		fmt.Fprintf(tw, "%s\t%d.%d\t%d.%d\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.Team, gpuH[i]/10, gpuH[i]%10, unmH[i]/10, unmH[i]%10,
+			l.EfficiencyPct(), cents(cost[i]), cents(idle[i]), cents(unm[i]), cents(unalloc[i]), cents(borrowed[i]), cents(energy[i]), b, v)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "Each column is rounded so that its rows add up to its TOTAL (largest remainder; the CSV has exact micro-units).")
+	fmt.Fprintln(w, "Unmeasured: held by the team's pods per Kubernetes while no telemetry measured the GPU; efficiency leaves it out.")
+	fmt.Fprintln(w, "TOTAL budget and variance cover the teams with budgets; _unowned and _unallocated are platform overhead, in no budget.")
 }

@@ -30,6 +30,7 @@ var commands = []command{
 	{"report", "write a month's chargeback (CSV and XLSX) from a ledger", runReport},
 	{"simulate", "replay the Philly-derived traces through the admission policies side by side", runSimulate},
 	{"validate", "check a configuration file and list every problem", runValidate},
+	{"token", "make an API token: its secret, and the hashed entry for the configuration", runToken},
 }
 
 func usage(w io.Writer) {

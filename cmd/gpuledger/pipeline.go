@@ -57,6 +57,7 @@ func simulate(ctx context.Context, o simOptions) (*simResult, error) {
 	res := &simResult{model: model}
 	res.sim = cl.Run(jobs, o.start, o.end)
 	tel := sim.NewTelemetry(cl, o.start, o.end, o.scrapeInterval)
+	tel.ExporterUpgrades = true
 
 	type scrape struct {
 		at   time.Time
@@ -89,8 +90,15 @@ func simulate(ctx context.Context, o simOptions) (*simResult, error) {
 
 	var parser ingest.Parser
 	nextFlush := o.start.Add(24 * time.Hour)
+	// Hours close as the data passes them; the last ones when it ends.
 	flush := func(until time.Time) error {
-		rows, workloads := att.Emit(until.UnixMilli())
+		var rows []ledger.Row
+		var workloads []ledger.WorkloadRow
+		if until.Before(o.end) {
+			rows, workloads = att.Ready()
+		} else {
+			rows, workloads = att.Emit(until.UnixMilli())
+		}
 		res.rows += len(rows)
 		if err := o.store.WriteHours(ctx, rows, workloads); err != nil {
 			return fmt.Errorf("write ledger up to %s: %w", until.Format(time.RFC3339), err)

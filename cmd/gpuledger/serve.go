@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
@@ -19,16 +21,36 @@ func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 (/api/v1/reports/chargeback/YYYY-MM?format=csv|xlsx), /healthz and /metrics from a ledger,
 and keeps the ledger current: it takes Prometheus remote write on POST /api/v1/write
 (point vmagent or Prometheus at it) and can scrape exporters itself (-scrape.targets).
-An hour is written once it is -ingest.lag old.`, stdout)
-	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file (cluster, teams, prices, budgets)")
+
+Every request is written to a write-ahead log in -ingest.dir and fsynced before it is
+answered, so acknowledged samples survive a crash; a restart replays the log. An hour is
+settled -ingest.settleAfter after it ends and never rewritten by serve again; later
+samples for it are answered 400 and counted per sender (gpuledger ingest can rewrite it,
+and records that it did).
+
+Every route but /healthz needs a bearer token (auth.tokens in the configuration, or
+-auth.tokensFile; 'gpuledger token' makes one) with scopes write, viewer, admin or
+team:<name>.`, stdout)
+	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file (cluster, teams, prices, budgets, tokens)")
 	cluster := fs.String("cluster", "", "cluster the received telemetry is from; empty for the only one")
-	openStore := storeFlags(fs, "gpuledger-data/ledger")
+	openStore := storeFlags(fs, defaultLedgerPath)
 	listen := fs.String("http.listenAddr", "127.0.0.1:8080", "address the API listens on")
+	tlsCert := fs.String("http.tlsCertFile", "", "TLS certificate (PEM) to serve HTTPS with; read again when it changes")
+	tlsKey := fs.String("http.tlsKeyFile", "", "TLS private key (PEM) of -http.tlsCertFile")
+	tokensFile := fs.String("auth.tokensFile", "", "YAML file of more API tokens (tokens: [{name, sha256, scopes}]), such as a mounted Secret")
+	noAuth := fs.Bool("auth.disabled", false, "serve without tokens: anyone who reaches the port reads every team's costs and writes samples; for a trial on 127.0.0.1 only")
 	remoteWrite := fs.Bool("remoteWrite", true, "accept Prometheus remote write on POST /api/v1/write")
+	maxBody := fs.Int64("remoteWrite.maxBytes", 16<<20, "largest compressed remote-write body; larger ones are answered 413")
+	maxInflight := fs.Int64("remoteWrite.maxInflightBytes", 128<<20, "remote-write bytes handled at once; past it requests are answered 429")
+	maxSeries := fs.Int("remoteWrite.maxSeries", 200_000, "most series in one remote-write request")
 	targets := fs.String("scrape.targets", "", "comma-separated exporter URLs to scrape (dcgm-exporter, kube-state-metrics), e.g. http://node-1:9400/metrics")
 	interval := fs.Duration("scrape.interval", 15*time.Second, "scrape interval, and how long a last sample counts")
-	lag := fs.Duration("ingest.lag", 5*time.Minute, "how long after an hour ends it is written; later samples for it are rejected as late")
+	dir := fs.String("ingest.dir", "gpuledger-data/pipeline", "directory of the write-ahead log and snapshots of the live pipeline; keep it on a persistent volume")
+	settle := fs.Duration("ingest.settleAfter", 10*time.Minute, "how long after an hour ends it is settled: written, and closed to late samples")
+	maxAhead := fs.Duration("ingest.maxAhead", 2*time.Minute, "samples stamped further ahead of this server's clock are rejected (must be less than -ingest.settleAfter)")
+	window := fs.Duration("ingest.reorderWindow", 30*time.Second, "how long samples wait to be put in time order (requests from several vmagent queues arrive out of order)")
 	newLogger := logFlags(fs)
+	clock := clockFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,28 +59,51 @@ An hour is written once it is -ingest.lag old.`, stdout)
 	if err != nil {
 		return err
 	}
+	for _, w := range cfg.Warnings {
+		log.Warn("configuration", "warning", w.Format(*cfgPath))
+	}
+	auth, err := loadAuth(cfg, *tokensFile, *noAuth, *listen, log)
+	if err != nil {
+		return err
+	}
+	now, err := clock()
+	if err != nil {
+		return err
+	}
 	store, err := openStore(ctx, log)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	pl, err := ingest.NewPipeline(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds()}, store,
-		ingest.PipelineOptions{Lag: *lag, Logger: log})
+	pl, err := ingest.NewPipeline(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds()}, store, ingest.PipelineOptions{
+		Dir: *dir, SettleAfter: *settle, MaxAhead: *maxAhead, ReorderWindow: *window, Limits: ingest.Limits{MaxSeries: *maxSeries},
+		Logger: log, Now: now})
 	if err != nil {
-		return err
+		return usageError{err.Error()}
 	}
-	opts := api.Options{Store: store, Logger: log, Report: reportOptions(cfg, ""), IngestStats: pl.Stats, Gauges: storeGauges(store)}
+	opts := api.Options{Store: store, Logger: log, Auth: auth, Report: reportOptions(cfg, ""), Stats: pl.Stats, Health: pl.Health,
+		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: *maxInflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey}
 	if *remoteWrite {
 		opts.Ingest = pl
 	}
-	go pl.Run(ctx, time.Minute)
+	runCtx, stopRun := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		pl.Run(runCtx, time.Second)
+		close(done)
+	}()
 	if ts := splitList(*targets); len(ts) > 0 {
-		go ingest.NewScraper(pl, ingest.ScrapeOptions{Targets: ts, Interval: *interval, Logger: log}).Run(ctx)
+		go ingest.NewScraper(pl, ingest.ScrapeOptions{Targets: ts, Interval: *interval, Logger: log, Now: now}).Run(ctx)
 	}
-	log.Info("serving", "addr", *listen, "remoteWrite", *remoteWrite, "scrapeTargets", len(splitList(*targets)))
+	log.Info("serving", "addr", *listen, "tls", *tlsCert != "", "auth", auth != nil, "remoteWrite", *remoteWrite,
+		"scrapeTargets", len(splitList(*targets)), "ingestDir", *dir)
 	err = api.New(opts).ListenAndServe(ctx, *listen)
-	if ferr := pl.Flush(context.Background()); ferr != nil {
-		log.Error("final ledger flush failed", "err", ferr)
+	// Stop: write what is settled, save the open hour's state for the
+	// restart.
+	stopRun()
+	<-done
+	if cerr := pl.Close(context.Background()); cerr != nil {
+		log.Error("pipeline shutdown", "err", cerr)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w; pass another -http.listenAddr", err)
@@ -66,10 +111,44 @@ An hour is written once it is -ingest.lag old.`, stdout)
 	return nil
 }
 
+// loadAuth collects the tokens of the configuration and the token file.
+// Without any, serve refuses to start unless told -auth.disabled.
+func loadAuth(cfg *config.Config, tokensFile string, disabled bool, listen string, log *slog.Logger) (*api.Auth, error) {
+	var toks []config.Token
+	if cfg.Auth != nil {
+		toks = append(toks, cfg.Auth.Tokens...)
+	}
+	if tokensFile != "" {
+		more, err := config.LoadTokens(tokensFile, cfg)
+		if err != nil {
+			return nil, err
+		}
+		toks = append(toks, more...)
+	}
+	if disabled {
+		log.Warn("authentication disabled: anyone who reaches the port reads every team's costs and writes samples", "addr", listen)
+		return nil, nil
+	}
+	if len(toks) == 0 {
+		return nil, usageError{"serve needs API tokens: add auth.tokens to the configuration or pass -auth.tokensFile (gpuledger token -name NAME -scope SCOPE makes one), or pass -auth.disabled for a trial on 127.0.0.1"}
+	}
+	out := make([]api.Token, len(toks))
+	for i, t := range toks {
+		out[i].Name = t.Name
+		if _, err := hex.Decode(out[i].SHA256[:], []byte(t.SHA256)); err != nil {
+			return nil, fmt.Errorf("token %s: sha256 %q: %w", t.Name, t.SHA256, err)
+		}
+		for _, sc := range t.Scopes {
+			out[i].Scopes = append(out[i].Scopes, api.Scope(sc))
+		}
+	}
+	return api.NewAuth(out), nil
+}
+
 func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("report", "Writes the chargeback of one month from a ledger as chargeback-YYYY-MM.csv and .xlsx.", stdout)
 	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file (teams, budgets, currency)")
-	openStore := storeFlags(fs, "gpuledger-demo/ledger")
+	openStore := storeFlags(fs, defaultLedgerPath)
 	monthFlag := fs.String("month", "", "month to report, YYYY-MM (required)")
 	cluster := fs.String("cluster", "", "restrict to one cluster; empty for all")
 	out := fs.String("out", ".", "folder to write the reports into")

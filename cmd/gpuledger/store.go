@@ -11,6 +11,12 @@ import (
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 )
 
+// defaultLedgerPath is where serve, ingest and report keep the embedded
+// ledger unless -ledger.path says otherwise: one place, so that a report
+// reads what ingest wrote. The demo keeps its simulated ledger apart, in
+// its -out folder.
+const defaultLedgerPath = "gpuledger-data/ledger"
+
 // storeFlags registers the ledger flags and returns what opens the store.
 func storeFlags(fs *flag.FlagSet, defaultPath string) func(ctx context.Context, log *slog.Logger) (ledger.Store, error) {
 	kind := fs.String("ledger.store", "embedded", "ledger backend: embedded (SQLite file, no server) or clickhouse")

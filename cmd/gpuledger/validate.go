@@ -28,7 +28,10 @@ func runValidate(_ context.Context, args []string, stdout io.Writer) error {
 			gpus += n.GPUs
 		}
 	}
-	fmt.Fprintf(stdout, "%s: ok: %d cluster(s), %d nodes, %d GPUs, %d ClusterQueues, %d LocalQueues, %d teams\n",
-		*path, len(cfg.Clusters), nodes, gpus, len(cfg.ClusterQueues), len(cfg.LocalQueues), len(cfg.Teams))
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(stdout, "warning: %s\n", w.Format(*path))
+	}
+	fmt.Fprintf(stdout, "%s: ok: %d cluster(s), %d nodes, %d GPUs, %d ClusterQueues, %d LocalQueues, %d teams, %d warning(s)\n",
+		*path, len(cfg.Clusters), nodes, gpus, len(cfg.ClusterQueues), len(cfg.LocalQueues), len(cfg.Teams), len(cfg.Warnings))
 	return nil
 }

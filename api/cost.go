@@ -1,0 +1,201 @@
+package api
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// parseTime accepts RFC 3339, a date (YYYY-MM-DD) or a month (YYYY-MM), in UTC.
+func parseTime(field, v string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339, "2006-01-02", "2006-01"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, badf("%s=%q is not a time; want RFC 3339 (2026-10-01T00:00:00Z), a date (2026-10-01) or a month (2026-10)", field, v)
+}
+
+// CostPoint is one bucket of the cost API's answer.
+type CostPoint struct {
+	Start                 time.Time `json:"start"`
+	Cluster               string    `json:"cluster,omitempty"`
+	Team                  string    `json:"team,omitempty"`
+	Namespace             string    `json:"namespace,omitempty"`
+	LocalQueue            string    `json:"localQueue,omitempty"`
+	ClusterQueue          string    `json:"clusterQueue,omitempty"`
+	Flavor                string    `json:"flavor,omitempty"`
+	Borrowed              bool      `json:"borrowed,omitempty"`
+	GPUHours              float64   `json:"gpuHours"`
+	ActiveGPUHours        float64   `json:"activeGpuHours"`
+	UnmeasuredGPUHours    float64   `json:"unmeasuredGpuHours"`
+	CostMicros            int64     `json:"costMicros"`
+	IdleCostMicros        int64     `json:"idleCostMicros"`
+	UnmeasuredCostMicros  int64     `json:"unmeasuredCostMicros"`
+	UnallocatedCostMicros int64     `json:"unallocatedCostMicros"`
+	Cost                  string    `json:"cost"`
+	ActiveCost            string    `json:"activeCost"`
+	IdleCost              string    `json:"idleCost"`
+	UnmeasuredCost        string    `json:"unmeasuredCost"`
+	UnallocatedCost       string    `json:"unallocatedCost"`
+	EnergyKWh             float64   `json:"energyKWh"`
+	EnergyCostMicros      int64     `json:"energyCostMicros"`
+	EnergyCost            string    `json:"energyCost"`
+}
+
+// CostResponse is the cost API's answer.
+type CostResponse struct {
+	Currency string      `json:"currency"`
+	Step     string      `json:"step"`
+	From     time.Time   `json:"from"`
+	To       time.Time   `json:"to"`
+	GroupBy  []string    `json:"groupBy"`
+	Points   []CostPoint `json:"points"`
+	// TotalCostMicros sums every point: with no filter it is the cluster's
+	// cost over the range.
+	TotalCostMicros int64  `json:"totalCostMicros"`
+	TotalCost       string `json:"totalCost"`
+}
+
+// timeRange reads the from and to parameters.
+func (s *Server) timeRange(v url.Values) (from, to time.Time, err error) {
+	if from, err = parseTime("from", v.Get("from")); err != nil {
+		return
+	}
+	if to, err = parseTime("to", v.Get("to")); err != nil {
+		return
+	}
+	if !to.After(from) {
+		return from, to, badf("to=%s is not after from=%s; want a non-empty range", to.Format(time.RFC3339), from.Format(time.RFC3339))
+	}
+	if to.Sub(from) > s.opts.MaxRange {
+		return from, to, badf("range %s is longer than the %s allowed; narrow from/to", to.Sub(from), s.opts.MaxRange)
+	}
+	return from, to, nil
+}
+
+// cost answers GET /api/v1/cost?from=&to=&step=hour|day|month&groupBy=team,flavor&team=&cluster=
+func (s *Server) cost(c echo.Context) error {
+	v, err := params(c, "from", "to", "step", "groupBy", "team", "cluster")
+	if err != nil {
+		return err
+	}
+	from, to, err := s.timeRange(v)
+	if err != nil {
+		return err
+	}
+	team, err := teamFilter(c, v.Get("team"))
+	if err != nil {
+		return err
+	}
+	stepName := v.Get("step")
+	if stepName == "" {
+		stepName = "day"
+	}
+	step, ok := ledger.ParseStep(stepName)
+	if !ok {
+		return badf("step=%q is not a step; want hour, day or month", stepName)
+	}
+	group := []ledger.Dimension{ledger.DimTeam}
+	if g := v.Get("groupBy"); g != "" {
+		group = group[:0]
+		for _, d := range strings.Split(g, ",") {
+			dim := ledger.Dimension(strings.TrimSpace(d))
+			valid := false
+			for _, known := range ledger.Dimensions {
+				valid = valid || known == dim
+			}
+			if !valid {
+				return badf("groupBy=%q names unknown dimension %q; want a comma-separated list of %v", g, d, ledger.Dimensions)
+			}
+			group = append(group, dim)
+		}
+	}
+	rows, err := s.opts.Store.Query(c.Request().Context(), ledger.Query{
+		From: from, To: to, Step: step, GroupBy: group, Team: team, Cluster: v.Get("cluster"),
+	})
+	if err != nil {
+		return err
+	}
+	resp := CostResponse{Currency: s.opts.Report.Currency, Step: step.String(), From: from, To: to, Points: []CostPoint{}}
+	for _, d := range group {
+		resp.GroupBy = append(resp.GroupBy, string(d))
+	}
+	for _, r := range rows {
+		resp.Points = append(resp.Points, CostPoint{
+			Start: r.Hour, Cluster: r.Cluster, Team: r.Team, Namespace: r.Namespace, LocalQueue: r.LocalQueue,
+			ClusterQueue: r.ClusterQueue, Flavor: r.Flavor, Borrowed: r.Borrowed,
+			GPUHours: r.GPUSeconds / 3600, ActiveGPUHours: r.ActiveGPUSeconds / 3600, UnmeasuredGPUHours: r.UnmeasuredGPUSeconds / 3600,
+			CostMicros: r.CostMicros, IdleCostMicros: r.IdleCostMicros, UnmeasuredCostMicros: r.UnmeasuredCostMicros,
+			UnallocatedCostMicros: r.UnallocatedCostMicros,
+			Cost:                  ledger.FormatMicros(r.CostMicros), ActiveCost: ledger.FormatMicros(r.ActiveCostMicros()),
+			IdleCost: ledger.FormatMicros(r.IdleCostMicros), UnmeasuredCost: ledger.FormatMicros(r.UnmeasuredCostMicros),
+			UnallocatedCost: ledger.FormatMicros(r.UnallocatedCostMicros),
+			EnergyKWh:       r.EnergyJoules / 3.6e6, EnergyCostMicros: r.EnergyCostMicros, EnergyCost: ledger.FormatMicros(r.EnergyCostMicros),
+		})
+		resp.TotalCostMicros += r.CostMicros
+	}
+	resp.TotalCost = ledger.FormatMicros(resp.TotalCostMicros)
+	return c.JSON(http.StatusOK, resp)
+}
+
+// WorkloadPoint is one workload of the workloads API's answer.
+type WorkloadPoint struct {
+	Cluster              string  `json:"cluster"`
+	Team                 string  `json:"team"`
+	Namespace            string  `json:"namespace"`
+	Kind                 string  `json:"kind"`
+	Name                 string  `json:"name"`
+	GPUHours             float64 `json:"gpuHours"`
+	ActiveGPUHours       float64 `json:"activeGpuHours"`
+	IdleGPUHours         float64 `json:"idleGpuHours"`
+	UnmeasuredGPUHours   float64 `json:"unmeasuredGpuHours"`
+	CostMicros           int64   `json:"costMicros"`
+	IdleCostMicros       int64   `json:"idleCostMicros"`
+	UnmeasuredCostMicros int64   `json:"unmeasuredCostMicros"`
+	Cost                 string  `json:"cost"`
+	IdleCost             string  `json:"idleCost"`
+	UnmeasuredCost       string  `json:"unmeasuredCost"`
+}
+
+// workloads answers GET /api/v1/workloads?from=&to=&team=&cluster=&limit=20:
+// the workloads that paid the most for GPUs held idle.
+func (s *Server) workloads(c echo.Context) error {
+	v, err := params(c, "from", "to", "team", "cluster", "limit")
+	if err != nil {
+		return err
+	}
+	from, to, err := s.timeRange(v)
+	if err != nil {
+		return err
+	}
+	team, err := teamFilter(c, v.Get("team"))
+	if err != nil {
+		return err
+	}
+	limit := 20
+	if l := v.Get("limit"); l != "" {
+		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > 1000 {
+			return badf("limit=%q is not a count; want 1 to 1000", l)
+		}
+	}
+	rows, err := s.opts.Store.TopWorkloads(c.Request().Context(), ledger.Query{From: from, To: to, Team: team, Cluster: v.Get("cluster")}, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]WorkloadPoint, 0, len(rows))
+	for _, w := range rows {
+		out = append(out, WorkloadPoint{Cluster: w.Cluster, Team: w.Team, Namespace: w.Namespace, Kind: w.Kind, Name: w.Name,
+			GPUHours: w.GPUSeconds / 3600, ActiveGPUHours: w.ActiveGPUSeconds / 3600,
+			IdleGPUHours: (w.GPUSeconds - w.ActiveGPUSeconds - w.UnmeasuredGPUSeconds) / 3600, UnmeasuredGPUHours: w.UnmeasuredGPUSeconds / 3600,
+			CostMicros: w.CostMicros, IdleCostMicros: w.IdleCostMicros, UnmeasuredCostMicros: w.UnmeasuredCostMicros,
+			Cost: ledger.FormatMicros(w.CostMicros), IdleCost: ledger.FormatMicros(w.IdleCostMicros), UnmeasuredCost: ledger.FormatMicros(w.UnmeasuredCostMicros)})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"currency": s.opts.Report.Currency, "from": from, "to": to, "workloads": out})
+}

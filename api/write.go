@@ -1,0 +1,100 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuledger/gpuledger/ingest"
+)
+
+// tooLarge is a body over the limit; it maps to 413.
+type tooLarge struct{ limit int64 }
+
+func (e *tooLarge) Error() string {
+	return fmt.Sprintf("body is over the %d bytes allowed; send smaller batches", e.limit)
+}
+
+// rejectedWrite is a request some of whose samples will never be accepted
+// (late, too new): the rest is durable, and the sender must drop the batch
+// (remote write answers 400).
+type rejectedWrite struct{ res ingest.Result }
+
+func (e *rejectedWrite) Error() string {
+	return fmt.Sprintf("%d sample(s) accepted; %d rejected: %d for settled hours (before %s), %d stamped more than the allowed time ahead of the server's clock; drop them (a backfill with gpuledger ingest can still write settled hours)",
+		e.res.Accepted, e.res.Rejected(), e.res.Late, e.res.SettledUntil.Format(time.RFC3339), e.res.TooNew)
+}
+
+// errInflight refuses a body while MaxInflightBytes are being ingested.
+var errInflight = errors.New("too many remote-write bytes in flight; retry in a few seconds")
+
+// byteLimiter bounds the bytes of the requests being handled at once.
+type byteLimiter struct {
+	mu         sync.Mutex
+	used, max_ int64
+}
+
+func newByteLimiter(max int64) *byteLimiter { return &byteLimiter{max_: max} }
+
+func (l *byteLimiter) acquire(n int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.used+n > l.max_ && l.used > 0 {
+		return false
+	}
+	l.used += n
+	return true
+}
+
+func (l *byteLimiter) release(n int64) {
+	l.mu.Lock()
+	l.used -= n
+	l.mu.Unlock()
+}
+
+// remoteWrite answers POST /api/v1/write (Prometheus remote write 1.0:
+// snappy-compressed protobuf). 204 when every sample was taken; 400 when
+// the body will never be accepted or some samples are late or too new (the
+// rest was taken; the sender drops the batch); 413 over the size limit;
+// 429 when too much is in flight; 503 only where a retry can succeed (the
+// write-ahead log failing, a shutdown). A 2xx is sent only once the samples
+// are durable.
+func (s *Server) remoteWrite(c echo.Context) error {
+	if s.opts.Ingest == nil {
+		return echo.NewHTTPError(http.StatusNotFound, "remote write is not enabled on this server; start it with -remoteWrite")
+	}
+	if enc := c.Request().Header.Get("Content-Encoding"); enc != "" && enc != "snappy" {
+		return badf("Content-Encoding %q is not supported; want snappy (Prometheus remote write 1.0; run vmagent with -remoteWrite.forcePromProto)", enc)
+	}
+	size := c.Request().ContentLength
+	if size > s.opts.MaxRemoteWriteBytes {
+		return &tooLarge{s.opts.MaxRemoteWriteBytes}
+	}
+	if size <= 0 {
+		size = s.opts.MaxRemoteWriteBytes // unknown: count the worst case
+	}
+	if !s.inflight.acquire(size) {
+		return errInflight
+	}
+	defer s.inflight.release(size)
+	body, err := io.ReadAll(io.LimitReader(c.Request().Body, s.opts.MaxRemoteWriteBytes+1))
+	if err != nil {
+		return badf("read remote-write body: %v", err)
+	}
+	if int64(len(body)) > s.opts.MaxRemoteWriteBytes {
+		return &tooLarge{s.opts.MaxRemoteWriteBytes}
+	}
+	res, err := s.opts.Ingest.RemoteWrite(c.Request().Context(), principalOf(c).name, body)
+	if err != nil {
+		return err
+	}
+	if res.Rejected() > 0 {
+		return &rejectedWrite{res}
+	}
+	return c.NoContent(http.StatusNoContent)
+}

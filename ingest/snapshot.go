@@ -1,0 +1,267 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// Snapshots of the live pipeline's state, each named by the sequence number
+// of the last log record it holds. The last two are kept and the log is cut
+// up to the older one, so that a snapshot found corrupt at start (a disk
+// error) is replaced by the one before it and more of the log.
+
+const snapshotVersion = 1
+
+// keepSnapshots is how many snapshots are kept.
+const keepSnapshots = 2
+
+// pipelineSnapshot is the encoding of a pipeline's state.
+type pipelineSnapshot struct {
+	Version    int
+	Seq        uint64
+	Attributor []byte
+	Samples    []attribution.Sample
+	Pods       []attribution.PodInfo
+	Ingest     Stats
+	MaxMs      int64
+	// SettleNotBeforeMs is kept as it was: a restart records a start of
+	// its own.
+	SettleNotBeforeMs int64
+	Unwritten         []ledger.Row
+	UnwrittenWls      []ledger.WorkloadRow
+	Rejected          map[string]uint64 // sender + "\x00" + reason
+}
+
+func snapshotName(seq uint64) string { return fmt.Sprintf("snapshot-%020d.gob", seq) }
+
+// encode saves the state; called with the state lock held.
+func (st *state) encode() (*pipelineSnapshot, error) {
+	att, err := st.att.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
+		Samples: slices.Clone(st.bufS[st.headS:]), Pods: slices.Clone(st.bufP[st.headP:]), Ingest: st.p.stats,
+		MaxMs: st.maxMs, SettleNotBeforeMs: st.settleNotBefore,
+		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), Rejected: make(map[string]uint64)}
+	for k, v := range st.rejected {
+		s.Rejected[k.sender+"\x00"+k.reason] = v
+	}
+	return s, nil
+}
+
+// restore loads a snapshot into the state.
+func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts attribution.Options, log *slog.Logger) error {
+	att, rep, err := attribution.Restore(model, aopts, s.Attributor)
+	if err != nil {
+		return fmt.Errorf("restore the snapshot: %w", err)
+	}
+	if len(rep.DroppedDevices) > 0 {
+		log.Warn("devices of the snapshot are no longer in the configuration; what they held in open hours is dropped", "devices", rep.DroppedDevices)
+	}
+	st.att = att
+	st.bufS, st.bufP = s.Samples, s.Pods
+	st.headS, st.headP, st.sortedS, st.sortedP = 0, 0, len(st.bufS), len(st.bufP)
+	st.p = Parser{stats: s.Ingest}
+	st.maxMs, st.settleNotBefore = s.MaxMs, s.SettleNotBeforeMs
+	st.unwritten, st.unwrittenWls = s.Unwritten, s.UnwrittenWls
+	st.applied = s.Seq
+	st.rejected = make(map[senderReason]uint64, len(s.Rejected))
+	for k, v := range s.Rejected {
+		sender, reason, _ := strings.Cut(k, "\x00")
+		st.rejected[senderReason{sender, reason}] = v
+	}
+	return nil
+}
+
+// writeSnapshot saves s in dir: written to a temporary file, fsynced,
+// renamed, and the directory fsynced. The file is the encoding's CRC-32C
+// then the gob encoding.
+func writeSnapshot(dir string, s *pipelineSnapshot) error {
+	var b bytes.Buffer
+	b.Write(make([]byte, 4))
+	if err := gob.NewEncoder(&b).Encode(s); err != nil {
+		return fmt.Errorf("encode snapshot: %w", err)
+	}
+	data := b.Bytes()
+	binary.LittleEndian.PutUint32(data, crc32.Checksum(data[4:], crcTable))
+	path := filepath.Join(dir, snapshotName(s.Seq))
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("create snapshot: %w", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write snapshot %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+type snapshotFile struct {
+	seq  uint64
+	path string
+}
+
+func listSnapshots(dir string) ([]snapshotFile, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []snapshotFile
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasSuffix(name, ".tmp") {
+			os.Remove(filepath.Join(dir, name)) // a write a crash interrupted
+			continue
+		}
+		rest, ok := strings.CutPrefix(name, "snapshot-")
+		if !ok {
+			continue
+		}
+		seq, err := strconv.ParseUint(strings.TrimSuffix(rest, ".gob"), 10, 64)
+		if err != nil {
+			continue
+		}
+		out = append(out, snapshotFile{seq, filepath.Join(dir, name)})
+	}
+	slices.SortFunc(out, func(a, b snapshotFile) int {
+		switch {
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// loadSnapshot returns the newest snapshot of dir that reads back whole,
+// nil when there is none; it creates dir.
+func loadSnapshot(dir string, log *slog.Logger) (*pipelineSnapshot, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create the pipeline directory: %w", err)
+	}
+	snaps, err := listSnapshots(dir)
+	if err != nil {
+		return nil, err
+	}
+	for i := len(snaps) - 1; i >= 0; i-- {
+		s, err := readSnapshot(snaps[i].path)
+		if err == nil {
+			return s, nil
+		}
+		log.Error("snapshot unreadable; trying the one before it", "path", snaps[i].path, "err", err)
+	}
+	if len(snaps) > 0 {
+		return nil, fmt.Errorf("no snapshot in %s reads back; move the directory aside to start anew (the hours the log holds would be lost)", dir)
+	}
+	return nil, nil
+}
+
+var errCorrupt = errors.New("checksum mismatch")
+
+func readSnapshot(path string) (*pipelineSnapshot, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) < 4 || crc32.Checksum(data[4:], crcTable) != binary.LittleEndian.Uint32(data) {
+		return nil, errCorrupt
+	}
+	var s pipelineSnapshot
+	if err := gob.NewDecoder(bytes.NewReader(data[4:])).Decode(&s); err != nil {
+		return nil, err
+	}
+	if s.Version != snapshotVersion {
+		return nil, fmt.Errorf("snapshot version %d; this binary reads %d", s.Version, snapshotVersion)
+	}
+	return &s, nil
+}
+
+// maybeSnapshot saves a snapshot when one is due: after rows were written,
+// or SnapshotEvery after the last. It runs on the committer goroutine,
+// between batches.
+func (pl *Pipeline) maybeSnapshot() {
+	if pl.opts.Dir == "" {
+		return
+	}
+	pl.mu.Lock()
+	due := pl.wantSnap || time.Since(pl.lastSnap) >= pl.opts.SnapshotEvery
+	pl.mu.Unlock()
+	if !due {
+		return
+	}
+	if err := pl.snapshot(true); err != nil {
+		pl.log.Error("snapshot failed; the write-ahead log keeps growing until one succeeds", "err", err)
+	}
+}
+
+// snapshot saves the state and, with cut, starts a new log segment and
+// cuts the log up to the older of the snapshots kept. It runs on the
+// committer goroutine, or after it stopped (then without cut).
+func (pl *Pipeline) snapshot(cut bool) error {
+	pl.mu.Lock()
+	s, err := pl.st.encode()
+	pl.wantSnap = false
+	pl.lastSnap = time.Now()
+	pl.mu.Unlock()
+	if err == nil {
+		err = writeSnapshot(pl.opts.Dir, s)
+	}
+	pl.mu.Lock()
+	pl.snapErr = err
+	pl.mu.Unlock()
+	if err != nil || !cut {
+		return err
+	}
+	if err := pl.c.rotate(); err != nil {
+		return err
+	}
+	snaps, err := listSnapshots(pl.opts.Dir)
+	if err != nil {
+		return err
+	}
+	if len(snaps) > keepSnapshots {
+		for _, old := range snaps[:len(snaps)-keepSnapshots] {
+			os.Remove(old.path)
+		}
+		snaps = snaps[len(snaps)-keepSnapshots:]
+	}
+	pl.c.truncate(snaps[0].seq)
+	return nil
+}
+
+// snappyDecodedLen reads the decoded length a snappy block starts with.
+func snappyDecodedLen(b []byte) (int, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > 1<<32-1 {
+		return 0, errors.New("bad length header")
+	}
+	return int(n), nil
+}

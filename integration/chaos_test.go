@@ -1,0 +1,475 @@
+package integration_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpuledger/gpuledger/api"
+	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/ingest"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
+	"github.com/gpuledger/gpuledger/ledger/ledgertest"
+	"github.com/gpuledger/gpuledger/sim"
+)
+
+// The chaos tests run gpuledger serve as users run it, a process fed by a
+// real vmagent scraping a simulated cluster, and break things: kill -9 at
+// random moments, a downtime that leaves vmagent a backlog to deliver,
+// nodes whose clocks are off, a disk that fills and frees. Time runs 60
+// times as fast (gpuledger's -clock flags, the exporter's scrapes): an hour
+// of the cluster in a minute. Each ends when the first hour is settled and
+// compares it, row by row and bit by bit, with the ledger attribution makes
+// of the scrapes vmagent was served.
+
+const chaosSpeed = 60
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// gpuledgerBinary builds cmd/gpuledger once per test run.
+func gpuledgerBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gpuledger-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "gpuledger")
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/gpuledger").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// chaos is one run: the simulated cluster, its exporter, vmagent, and
+// gpuledger serve, restarted at will.
+type chaos struct {
+	t        *testing.T
+	dir      string
+	epoch    time.Time // real time at which the clock reads simStart
+	scrapes  []scrape
+	model    *attribution.Model
+	cfgPath  string
+	tokens   string
+	addr     string
+	pipeDir  string
+	extra    []string
+	proc     *exec.Cmd
+	logs     bytes.Buffer
+	logMu    sync.Mutex
+	mu       sync.Mutex
+	served   map[int]bool
+	skew     map[string]time.Duration // node → how far its clock is off
+	servedTo int
+	// lastStart is the clock when gpuledger last started: nothing is
+	// settled by the clock until 10 minutes after it.
+	lastStart time.Time
+}
+
+// simNow is the replay clock: simStart at epoch, 60 times as fast.
+func (c *chaos) simNow() time.Time {
+	return chaosStart.Add(time.Duration(float64(time.Since(c.epoch)) * chaosSpeed))
+}
+
+// chaosStart is an hour of the clock the runs share.
+var chaosStart = time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+
+func newChaos(t *testing.T, minutes int) *chaos { return newChaosOn(t, minutes, "") }
+
+// newChaosOn is newChaos with the pipeline directory at pipeDir (empty: in
+// the test's directory).
+func newChaosOn(t *testing.T, minutes int, pipeDir string) *chaos {
+	if testing.Short() {
+		t.Skip("chaos tests take minutes; run without -short")
+	}
+	vmagent := vmBinary(t, "vmagent")
+	c := &chaos{t: t, dir: t.TempDir(), served: map[int]bool{}, skew: map[string]time.Duration{}}
+	cfg, err := config.Load("../examples/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.model, err = cfg.AttributionModel(""); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := sim.NewCluster(cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := chaosStart.Add(time.Duration(minutes) * time.Minute)
+	cl.Run(sim.GenerateMix(cfg, chaosStart.Add(-24*time.Hour), 26*time.Hour, 0.85, 3), chaosStart.Add(-24*time.Hour), end.Add(time.Hour))
+	tel := sim.NewTelemetry(cl, chaosStart, end, 15*time.Second)
+	for {
+		at, body, ok := tel.Next(nil)
+		if !ok {
+			break
+		}
+		c.scrapes = append(c.scrapes, scrape{at, body})
+	}
+	c.cfgPath = "../examples/cluster.yaml"
+	sum := api.HashToken("chaos-vmagent")
+	c.tokens = filepath.Join(c.dir, "tokens.yaml")
+	if err := os.WriteFile(c.tokens, []byte(fmt.Sprintf("tokens:\n  - {name: vmagent, sha256: %s, scopes: [write]}\n", hex.EncodeToString(sum[:]))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.addr = freeAddr(t)
+	c.pipeDir = pipeDir
+	if c.pipeDir == "" {
+		c.pipeDir = filepath.Join(c.dir, "pipeline")
+	}
+	// The clock reads chaosStart 3 real seconds from now: time to start.
+	c.epoch = time.Now().Add(3 * time.Second)
+
+	exporter := httptest.NewServer(http.HandlerFunc(c.serveScrape))
+	t.Cleanup(exporter.Close)
+	scrapeCfg := filepath.Join(c.dir, "scrape.yml")
+	os.WriteFile(scrapeCfg, []byte(fmt.Sprintf(`global:
+  scrape_interval: 250ms
+scrape_configs:
+  - job_name: dcgm
+    honor_timestamps: true
+    static_configs:
+      - targets: [%q]
+`, exporter.Listener.Addr().String())), 0o644)
+	secret := filepath.Join(c.dir, "bearer")
+	os.WriteFile(secret, []byte("chaos-vmagent"), 0o600)
+	c.start()
+	agentAddr := freeAddr(t)
+	// One queue: blocks reach gpuledger in order (the reorder window is
+	// tested with several queues in TestVmagentRemoteWrite); retries every
+	// 100 ms at most a second apart, so a restart costs seconds of the
+	// clock, not minutes.
+	start(t, "http://"+agentAddr+"/health", vmagent,
+		"-httpListenAddr="+agentAddr,
+		"-promscrape.config="+scrapeCfg,
+		"-remoteWrite.url=http://"+c.addr+"/api/v1/write",
+		"-remoteWrite.bearerTokenFile="+secret,
+		"-remoteWrite.forcePromProto",
+		"-remoteWrite.queues=1",
+		"-remoteWrite.flushInterval=100ms",
+		"-remoteWrite.retryMinInterval=100ms",
+		"-remoteWrite.retryMaxInterval=1s",
+		"-remoteWrite.tmpDataPath="+filepath.Join(c.dir, "vmagent-queue"),
+		"-loggerLevel=ERROR")
+	return c
+}
+
+// serveScrape serves the scrape of the clock's present, with timestamps
+// (a node with a skewed clock stamps its own lines off by its skew), and
+// notes which it served.
+func (c *chaos) serveScrape(w http.ResponseWriter, r *http.Request) {
+	i := int(c.simNow().Sub(chaosStart) / (15 * time.Second))
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	if i < 0 || i >= len(c.scrapes) {
+		return
+	}
+	c.mu.Lock()
+	c.served[i] = true
+	c.servedTo = max(c.servedTo, i)
+	skew := c.skew
+	c.mu.Unlock()
+	sc := c.scrapes[i]
+	if len(skew) == 0 {
+		w.Write(sim.AppendTimestamped(nil, sc.body, sc.at.UnixMilli()))
+		return
+	}
+	for _, line := range strings.SplitAfter(string(sc.body), "\n") {
+		at := sc.at
+		for node, d := range skew {
+			if strings.Contains(line, `Hostname="`+node+`"`) {
+				at = at.Add(d)
+			}
+		}
+		w.Write(sim.AppendTimestamped(nil, []byte(line), at.UnixMilli()))
+	}
+}
+
+// start starts gpuledger serve and waits until it is healthy.
+func (c *chaos) start() {
+	c.t.Helper()
+	args := []string{"serve", "-config", c.cfgPath, "-ledger.path", filepath.Join(c.dir, "ledger"), "-ingest.dir", c.pipeDir,
+		"-http.listenAddr", c.addr, "-auth.tokensFile", c.tokens, "-log.level", "warn",
+		"-clock.start", chaosStart.Format(time.RFC3339), "-clock.epoch", c.epoch.Format(time.RFC3339Nano),
+		"-clock.speed", strconv.Itoa(chaosSpeed)}
+	c.lastStart = c.simNow()
+	cmd := exec.Command(gpuledgerBinary(c.t), append(args, c.extra...)...)
+	cmd.Stdout, cmd.Stderr = c, c
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.proc = cmd
+	c.t.Cleanup(func() {
+		if c.proc == cmd {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + c.addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("gpuledger serve did not get healthy; its log:\n%s", tail(c.log(), 3000))
+}
+
+func (c *chaos) Write(p []byte) (int, error) {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	return c.logs.Write(p)
+}
+
+func (c *chaos) log() string {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	return c.logs.String()
+}
+
+// kill stops gpuledger with SIGKILL: nothing runs at exit.
+func (c *chaos) kill() {
+	c.proc.Process.Kill()
+	c.proc.Wait()
+	c.proc = nil
+}
+
+// stop stops gpuledger with SIGTERM, as Kubernetes does.
+func (c *chaos) stop() {
+	c.proc.Process.Signal(syscall.SIGTERM)
+	c.proc.Wait()
+	c.proc = nil
+}
+
+// until waits for the clock to reach at.
+func (c *chaos) until(at time.Time) {
+	if d := time.Duration(float64(at.Sub(c.simNow())) / chaosSpeed); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// check stops gpuledger once the first hour is settled and compares the
+// hour with the ledger the served scrapes give from a file, in which
+// drop's samples are left out (a node whose samples were refused).
+func (c *chaos) check(drop func(attribution.Sample) bool) {
+	c.t.Helper()
+	// The first hour settles 10 minutes after it ends (the data ran only 5
+	// minutes past it), and not before 10 minutes after the last start.
+	settled := chaosStart.Add(time.Hour + 11*time.Minute)
+	if s := c.lastStart.Add(11 * time.Minute); s.After(settled) {
+		settled = s
+	}
+	c.until(settled)
+	c.stop()
+	c.mu.Lock()
+	var served []int
+	for i := range c.served {
+		served = append(served, i)
+	}
+	skew := c.skew
+	c.mu.Unlock()
+	slices.Sort(served)
+	if len(served) < len(c.scrapes)*9/10 {
+		c.t.Fatalf("only %d of %d scrapes were served", len(served), len(c.scrapes))
+	}
+	// gpuledger started at 23:59:57 of the clock: its first hour is 23:00,
+	// and a node stamping behind has samples there. The reference starts
+	// there too.
+	want, _ := attribution.New(c.model, attribution.Options{StartMs: chaosStart.Add(-time.Hour).UnixMilli()})
+	var p ingest.Parser
+	var samples []attribution.Sample
+	var pods []attribution.PodInfo
+	sink := &collect{samples: &samples, pods: &pods}
+	for _, i := range served {
+		sc := c.scrapes[i]
+		body := sc.body
+		if len(skew) > 0 {
+			var b []byte
+			for _, line := range strings.SplitAfter(string(sc.body), "\n") {
+				at := sc.at
+				for node, d := range skew {
+					if strings.Contains(line, `Hostname="`+node+`"`) {
+						at = at.Add(d)
+					}
+				}
+				b = sim.AppendTimestamped(b, []byte(line), at.UnixMilli())
+			}
+			body = b
+		}
+		if err := p.ParseExposition(body, sc.at.UnixMilli(), sink); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	slices.SortStableFunc(samples, func(a, b attribution.Sample) int { return int(a.TimeMs - b.TimeMs) })
+	for i := range samples {
+		if drop == nil || !drop(samples[i]) {
+			for len(pods) > 0 && pods[0].TimeMs <= samples[i].TimeMs {
+				want.AddPod(pods[0])
+				pods = pods[1:]
+			}
+			want.Add(&samples[i])
+		}
+	}
+	for _, pi := range pods {
+		want.AddPod(pi)
+	}
+	rows, wls := want.Emit(chaosStart.Add(time.Hour).UnixMilli())
+	ref := openStore(c.t)
+	if err := ref.WriteHours(context.Background(), rows, wls); err != nil {
+		c.t.Fatal(err)
+	}
+	live, err := embedded.Open(filepath.Join(c.dir, "ledger"), embedded.Options{})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer live.Close()
+	end := chaosStart.Add(time.Hour)
+	wantRows, wantWls := ledgertest.Dump(c.t, ref, chaosStart, end)
+	gotRows, gotWls := ledgertest.Dump(c.t, live, chaosStart, end)
+	if len(wantRows) == 0 {
+		c.t.Fatal("the reference ledger is empty")
+	}
+	if diff := cmp.Diff(wantRows, gotRows); diff != "" {
+		c.t.Errorf("the first hour differs from the file's (-file +live):\n%s\ngpuledger's log:\n%s", diff, tail(c.log(), 4000))
+	}
+	if diff := cmp.Diff(wantWls, gotWls); diff != "" {
+		c.t.Errorf("the first hour's workloads differ (-file +live):\n%s", diff)
+	}
+}
+
+// collect gathers parsed samples and pod facts, with their own strings.
+type collect struct {
+	samples *[]attribution.Sample
+	pods    *[]attribution.PodInfo
+}
+
+func (c *collect) Add(s *attribution.Sample) {
+	x := *s
+	x.Node, x.GPU, x.Profile, x.Instance = strings.Clone(x.Node), strings.Clone(x.GPU), strings.Clone(x.Profile), strings.Clone(x.Instance)
+	x.Namespace, x.Pod, x.Queue = strings.Clone(x.Namespace), strings.Clone(x.Pod), strings.Clone(x.Queue)
+	x.ExporterNamespace, x.ExporterPod = strings.Clone(x.ExporterNamespace), strings.Clone(x.ExporterPod)
+	*c.samples = append(*c.samples, x)
+}
+
+func (c *collect) AddPod(p attribution.PodInfo) {
+	p.Namespace, p.Pod, p.Queue, p.Node = strings.Clone(p.Namespace), strings.Clone(p.Pod), strings.Clone(p.Queue), strings.Clone(p.Node)
+	p.OwnerKind, p.OwnerName, p.Container, p.Kind = strings.Clone(p.OwnerKind), strings.Clone(p.OwnerName), strings.Clone(p.Container), strings.Clone(p.Kind)
+	*c.pods = append(*c.pods, p)
+}
+
+// TestChaosKill9: gpuledger serve killed with SIGKILL at ten random
+// moments of an hour and five minutes of remote write, restarted each
+// time; vmagent resends what was not acknowledged. The hour's ledger is
+// the file's, bit for bit.
+func TestChaosKill9(t *testing.T) {
+	c := newChaos(t, 65)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 10))
+	var at []time.Duration
+	for range 10 {
+		at = append(at, time.Duration(3+rng.IntN(62))*time.Minute+time.Duration(rng.IntN(60))*time.Second)
+	}
+	slices.Sort(at)
+	t.Logf("kill -9 at %v of the clock", at)
+	for _, a := range at {
+		c.until(chaosStart.Add(a))
+		c.kill()
+		c.start()
+	}
+	c.check(nil)
+}
+
+// TestChaosBacklog: gpuledger down for 6 minutes of the clock at 0:40:
+// vmagent keeps scraping into its queue, and delivers the backlog of old
+// samples once gpuledger is back. Nothing is late, nothing lost.
+func TestChaosBacklog(t *testing.T) {
+	c := newChaos(t, 65)
+	c.until(chaosStart.Add(40 * time.Minute))
+	c.kill()
+	c.until(chaosStart.Add(46 * time.Minute))
+	c.start()
+	c.check(nil)
+}
+
+// TestChaosSkewedClocks: one node's clock runs 5 minutes ahead, past the
+// 2 minutes allowed: its samples are refused as too new (counted; the rest
+// of each request is taken), and its pods' GPU time comes from
+// kube-state-metrics, unmeasured. Another node's clock runs 3 minutes
+// behind: its samples are taken, as stamped. The hour is the file's with
+// the first node's DCGM samples left out.
+func TestChaosSkewedClocks(t *testing.T) {
+	c := newChaos(t, 65)
+	c.mu.Lock()
+	c.skew = map[string]time.Duration{"h100-a-02": 5 * time.Minute, "a100-c-01": -3 * time.Minute}
+	c.mu.Unlock()
+	c.check(func(s attribution.Sample) bool { return s.Node == "h100-a-02" })
+}
+
+// TestChaosDiskFull: gpuledger's pipeline directory on a 64 MiB tmpfs,
+// filled to the last byte at 0:30 and freed at 0:36: writes are answered
+// 503 meanwhile (vmagent retries them), /healthz says why, and once the
+// disk frees everything arrives. Needs root to mount the tmpfs.
+func TestChaosDiskFull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos tests take minutes; run without -short")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs to fill (%v: %s); the disk-full path is covered by TestPipelineDiskFullAndFreed in ingest", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	c := newChaosOn(t, 65, filepath.Join(mnt, "pipeline"))
+	c.until(chaosStart.Add(30 * time.Minute))
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			break
+		}
+	}
+	f.Close()
+	c.until(chaosStart.Add(33 * time.Minute))
+	resp, err := http.Get("http://" + c.addr + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/healthz with the disk full: %s; want 503", resp.Status)
+	}
+	c.until(chaosStart.Add(36 * time.Minute))
+	os.Remove(filler)
+	c.check(nil)
+}
