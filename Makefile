@@ -18,8 +18,11 @@ run: build
 build:
 	$(GO) build -o bin/gpuledger ./cmd/gpuledger
 
+# The integration package (chaos tests with real processes included) runs
+# for several minutes: past go test's default 10-minute limit on a loaded
+# machine.
 test:
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -timeout 30m $(PKGS)
 
 # Benchmarks, including the side-by-side with VictoriaMetrics (built and
 # cached by tools/build-victoriametrics.sh).

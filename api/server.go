@@ -57,6 +57,12 @@ type Options struct {
 	// TLSCertFile and TLSKeyFile, when set, serve HTTPS; the files are
 	// read again when they change.
 	TLSCertFile, TLSKeyFile string
+	// CacheTTL keeps the answers of the read routes this long at most;
+	// zero turns the cache off.
+	CacheTTL time.Duration
+	// Generation, when set, changes whenever the ledger is written by this
+	// process: cached answers made before are dropped.
+	Generation func() uint64
 }
 
 // RemoteWriter takes remote-write bodies from a sender (the token's name).
@@ -73,6 +79,7 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *metrics.Set
 	inflight *byteLimiter
+	results  *resultCache // nil: no cache
 }
 
 // badRequest is an error caused by the request; it maps to 400.
@@ -94,6 +101,9 @@ func New(opts Options) *Server {
 		opts.MaxInflightBytes = 128 << 20
 	}
 	s := &Server{opts: opts, e: echo.New(), log: opts.Logger, metrics: metrics.NewSet(), inflight: newByteLimiter(opts.MaxInflightBytes)}
+	if opts.CacheTTL > 0 {
+		s.results = newResultCache(opts.CacheTTL, opts.Generation, 4096)
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -112,9 +122,9 @@ func New(opts Options) *Server {
 	read := s.require(string(ScopeViewer), "team")
 	s.e.GET("/healthz", s.healthz)
 	s.e.GET("/metrics", s.serveMetrics, s.require(string(ScopeViewer)))
-	s.e.GET("/api/v1/cost", s.cost, read)
-	s.e.GET("/api/v1/reports/chargeback/:month", s.chargeback, read)
-	s.e.GET("/api/v1/workloads", s.workloads, read)
+	s.e.GET("/api/v1/cost", s.cost, read, s.cache)
+	s.e.GET("/api/v1/reports/chargeback/:month", s.chargeback, read, s.cache)
+	s.e.GET("/api/v1/workloads", s.workloads, read, s.cache)
 	s.e.POST("/api/v1/write", s.remoteWrite, s.require(string(ScopeWrite)))
 	return s
 }

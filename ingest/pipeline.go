@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuledger/gpuledger/attribution"
@@ -128,6 +129,7 @@ type Pipeline struct {
 	writeMu   sync.Mutex // one ledger write at a time
 	writeErr  error      // the last ledger write's error
 	writeFail uint64
+	writes    atomic.Uint64 // successful ledger writes
 	lastSnap  time.Time
 	wantSnap  bool
 	snapErr   error
@@ -544,6 +546,7 @@ func (pl *Pipeline) write(ctx context.Context) error {
 		pl.st.unwritten = pl.st.unwritten[len(rows):]
 		pl.st.unwrittenWls = pl.st.unwrittenWls[len(wls):]
 		pl.wantSnap = true
+		pl.writes.Add(1)
 	} else {
 		pl.writeFail++
 	}
@@ -641,6 +644,10 @@ func (pl *Pipeline) Close(ctx context.Context) error {
 	})
 	return err
 }
+
+// Writes counts the pipeline's ledger writes: what an answer cache keys
+// on.
+func (pl *Pipeline) Writes() uint64 { return pl.writes.Load() }
 
 // Health says whether the pipeline can keep its promises: nil when the log
 // accepts writes and the last ledger write succeeded.

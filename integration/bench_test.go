@@ -157,39 +157,51 @@ func heapInuse() uint64 {
 // series), then the next ones are timed until each has accepted them and
 // flushed: gpuledger written its ledger rows, VictoriaMetrics made them
 // searchable (/internal/force_flush). Both are sent over loopback HTTP by
-// one client. The heap gpuledger keeps is reported per active GPU series.
+// one client. gpuledger runs with its write-ahead log (fsync before each
+// answer), and again without, for the log's cost (log-time-ratio). The
+// heap gpuledger keeps is reported per active GPU series.
 func BenchmarkRemoteWriteFleet(b *testing.B) {
 	const gpus, scrapes = 10_000, 5
 	f := makeFleet(gpus, scrapes)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
-	var glTime, vmTime time.Duration
+	var glTime, noLogTime, vmTime time.Duration
 	var perSeries float64
 	for i := 0; i < b.N; i++ {
-		// gpuledger
-		before := heapInuse()
-		store := openStore(b)
-		// With its write-ahead log on local disk, fsynced before each
-		// answer, as gpuledger serve runs.
-		pl, err := ingest.NewPipeline(f.model, attribution.Options{}, store, ingest.PipelineOptions{Dir: b.TempDir(),
-			Now: func() time.Time { return simStart.Add(2 * time.Minute) }})
-		if err != nil {
-			b.Fatal(err)
+		// gpuledger: with its write-ahead log on local disk, fsynced before
+		// each answer, as gpuledger serve runs; then without it, to show
+		// what durability costs.
+		for _, logged := range []bool{true, false} {
+			before := heapInuse()
+			store := openStore(b)
+			dir := ""
+			if logged {
+				dir = b.TempDir()
+			}
+			pl, err := ingest.NewPipeline(f.model, attribution.Options{}, store, ingest.PipelineOptions{Dir: dir,
+				Now: func() time.Time { return simStart.Add(2 * time.Minute) }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			gl := httptest.NewServer(api.New(api.Options{Store: store, Ingest: pl}).Handler())
+			send(b, client, gl.URL+"/api/v1/write", f, 0, 1)
+			began := time.Now()
+			send(b, client, gl.URL+"/api/v1/write", f, 1, scrapes)
+			if err := pl.FlushUntil(context.Background(), simStart.Add(time.Hour)); err != nil {
+				b.Fatal(err)
+			}
+			if logged {
+				glTime += time.Since(began)
+				perSeries = float64(heapInuse()-before) / float64(gpus*len(defaultCounters))
+			} else {
+				noLogTime += time.Since(began)
+			}
+			as := pl.Stats().Attribution
+			if len(as.Rejected) != 0 || as.Accepted == 0 {
+				b.Fatalf("attribution: %d accepted, rejected %v", as.Accepted, as.Rejected)
+			}
+			gl.Close()
+			pl.Close(context.Background())
 		}
-		gl := httptest.NewServer(api.New(api.Options{Store: store, Ingest: pl}).Handler())
-		send(b, client, gl.URL+"/api/v1/write", f, 0, 1)
-		began := time.Now()
-		send(b, client, gl.URL+"/api/v1/write", f, 1, scrapes)
-		if err := pl.FlushUntil(context.Background(), simStart.Add(time.Hour)); err != nil {
-			b.Fatal(err)
-		}
-		glTime += time.Since(began)
-		as := pl.Stats().Attribution
-		if len(as.Rejected) != 0 || as.Accepted == 0 {
-			b.Fatalf("attribution: %d accepted, rejected %v", as.Accepted, as.Rejected)
-		}
-		perSeries = float64(heapInuse()-before) / float64(gpus*len(defaultCounters))
-		gl.Close()
-		pl.Close(context.Background())
 
 		// VictoriaMetrics
 		vm := startVictoriaMetrics(b)
@@ -197,7 +209,7 @@ func BenchmarkRemoteWriteFleet(b *testing.B) {
 		if resp, err := http.Get(vm + "/internal/force_flush"); err == nil {
 			resp.Body.Close()
 		}
-		began = time.Now()
+		began := time.Now()
 		send(b, client, vm+"/api/v1/write", f, 1, scrapes)
 		resp, err := http.Get(vm + "/internal/force_flush")
 		if err != nil {
@@ -210,6 +222,8 @@ func BenchmarkRemoteWriteFleet(b *testing.B) {
 	glRate := timed / glTime.Seconds()
 	vmRate := timed / vmTime.Seconds()
 	b.ReportMetric(glRate, "gpuledger-samples/s")
+	b.ReportMetric(timed/noLogTime.Seconds(), "gpuledger-nolog-samples/s")
+	b.ReportMetric(glTime.Seconds()/noLogTime.Seconds(), "log-time-ratio")
 	b.ReportMetric(vmRate, "victoriametrics-samples/s")
 	b.ReportMetric(glRate/vmRate, "ratio")
 	b.ReportMetric(float64(glTime.Nanoseconds())/timed, "gpuledger-ns/sample")

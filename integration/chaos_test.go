@@ -48,7 +48,7 @@ var (
 )
 
 // gpuledgerBinary builds cmd/gpuledger once per test run.
-func gpuledgerBinary(t *testing.T) string {
+func gpuledgerBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "gpuledger-bin")
@@ -89,7 +89,7 @@ type chaos struct {
 	skew     map[string]time.Duration // node → how far its clock is off
 	servedTo int
 	// lastStart is the clock when gpuledger last started: nothing is
-	// settled by the clock until 10 minutes after it.
+	// settled by the clock until chaosSettle after it.
 	lastStart time.Time
 }
 
@@ -97,6 +97,9 @@ type chaos struct {
 func (c *chaos) simNow() time.Time {
 	return chaosStart.Add(time.Duration(float64(time.Since(c.epoch)) * chaosSpeed))
 }
+
+// chaosSettle is the runs' -ingest.settleAfter.
+const chaosSettle = 20 * time.Minute
 
 // chaosStart is an hour of the clock the runs share.
 var chaosStart = time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
@@ -143,6 +146,9 @@ func newChaosOn(t *testing.T, minutes int, pipeDir string) *chaos {
 	if c.pipeDir == "" {
 		c.pipeDir = filepath.Join(c.dir, "pipeline")
 	}
+	// Settle 20 minutes after the hour: 20 real seconds for the last
+	// samples to arrive on a loaded machine.
+	c.extra = []string{"-ingest.settleAfter", chaosSettle.String()}
 	// The clock reads chaosStart 3 real seconds from now: time to start.
 	c.epoch = time.Now().Add(3 * time.Second)
 
@@ -282,10 +288,10 @@ func (c *chaos) until(at time.Time) {
 // drop's samples are left out (a node whose samples were refused).
 func (c *chaos) check(drop func(attribution.Sample) bool) {
 	c.t.Helper()
-	// The first hour settles 10 minutes after it ends (the data ran only 5
-	// minutes past it), and not before 10 minutes after the last start.
-	settled := chaosStart.Add(time.Hour + 11*time.Minute)
-	if s := c.lastStart.Add(11 * time.Minute); s.After(settled) {
+	// The first hour settles chaosSettle after it ends (the data ran only
+	// 5 minutes past it), and not before chaosSettle after the last start.
+	settled := chaosStart.Add(time.Hour + chaosSettle + time.Minute)
+	if s := c.lastStart.Add(chaosSettle + time.Minute); s.After(settled) {
 		settled = s
 	}
 	c.until(settled)

@@ -49,6 +49,7 @@ team:<name>.`, stdout)
 	settle := fs.Duration("ingest.settleAfter", 10*time.Minute, "how long after an hour ends it is settled: written, and closed to late samples")
 	maxAhead := fs.Duration("ingest.maxAhead", 2*time.Minute, "samples stamped further ahead of this server's clock are rejected (must be less than -ingest.settleAfter)")
 	window := fs.Duration("ingest.reorderWindow", 30*time.Second, "how long samples wait to be put in time order (requests from several vmagent queues arrive out of order)")
+	cacheTTL := fs.Duration("http.cacheTTL", 30*time.Second, "how long answers of the read routes are kept (dropped at once when serve writes the ledger); 0 turns the cache off")
 	newLogger := logFlags(fs)
 	clock := clockFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -82,7 +83,8 @@ team:<name>.`, stdout)
 		return usageError{err.Error()}
 	}
 	opts := api.Options{Store: store, Logger: log, Auth: auth, Report: reportOptions(cfg, ""), Stats: pl.Stats, Health: pl.Health,
-		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: *maxInflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey}
+		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: *maxInflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
+		CacheTTL: *cacheTTL, Generation: pl.Writes}
 	if *remoteWrite {
 		opts.Ingest = pl
 	}

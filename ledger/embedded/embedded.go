@@ -85,7 +85,31 @@ var migrations = [][]string{
 		note      TEXT    NOT NULL
 	)`,
 	},
+	// 2 → 3: the daily rollup: ledger_rows summed per UTC day, kept in step
+	// by every write, read by day and month queries over whole days (a
+	// dashboard's month by day reads 24 times fewer rows).
+	2: {
+		`CREATE TABLE IF NOT EXISTS ledger_days (` + rollupColumns + `,
+		PRIMARY KEY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed)
+	) WITHOUT ROWID`,
+		`CREATE INDEX IF NOT EXISTS ledger_days_hour ON ledger_days (hour)`,
+		`INSERT INTO ledger_days SELECT ` + rollupSelect + ` FROM ledger_rows GROUP BY ` + rollupGroup,
+	},
 }
+
+// The daily rollup's columns (hour is the start of the UTC day) and the
+// SELECT that makes them from ledger_rows.
+const (
+	rollupColumns = `hour INTEGER NOT NULL, cluster TEXT NOT NULL, team TEXT NOT NULL, namespace TEXT NOT NULL,
+		local_queue TEXT NOT NULL, cluster_queue TEXT NOT NULL, flavor TEXT NOT NULL, borrowed INTEGER NOT NULL,
+		gpu_seconds REAL NOT NULL, active_gpu_seconds REAL NOT NULL, unmeasured_gpu_seconds REAL NOT NULL,
+		cost_micros INTEGER NOT NULL, idle_cost_micros INTEGER NOT NULL, unmeasured_cost_micros INTEGER NOT NULL,
+		unallocated_cost_micros INTEGER NOT NULL, energy_joules REAL NOT NULL, energy_cost_micros INTEGER NOT NULL`
+	rollupSelect = `hour - hour % 86400, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed,
+		SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros),
+		SUM(unmeasured_cost_micros), SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)`
+	rollupGroup = `hour - hour % 86400, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed`
+)
 
 // Options configures Open.
 type Options struct {
@@ -249,6 +273,20 @@ func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row, workloads []l
 			return fmt.Errorf("insert workload row %d of %d: %w", i, len(workloads), err)
 		}
 	}
+	// The daily rollup of every day touched, in the same transaction.
+	days := make(map[clusterHour]bool)
+	for k := range hours {
+		days[clusterHour{k.cluster, k.hour - k.hour%86400}] = true
+	}
+	for d := range days {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM ledger_days WHERE cluster = ? AND hour = ?`, d.cluster, d.hour); err != nil {
+			return fmt.Errorf("clear the daily rollup: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_days SELECT `+rollupSelect+` FROM ledger_rows
+			WHERE cluster = ? AND hour >= ? AND hour < ? GROUP BY `+rollupGroup, d.cluster, d.hour, d.hour+86400); err != nil {
+			return fmt.Errorf("update the daily rollup: %w", err)
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit %d ledger rows and %d workload rows: %w", len(rows), len(workloads), err)
 	}
@@ -289,10 +327,15 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	}[q.Step]
 	cols, groupCols := q.SQLColumns(bucket, "0")
 	where, args := filters(q)
+	// Day and month buckets over whole days come from the daily rollup.
+	table := "ledger_rows"
+	if q.Step != ledger.StepHour && q.From.Unix()%86400 == 0 && q.To.Unix()%86400 == 0 {
+		table = "ledger_days"
+	}
 	sqlText := fmt.Sprintf(`SELECT %s, SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros),
 		SUM(idle_cost_micros), SUM(unmeasured_cost_micros), SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)
-		FROM ledger_rows WHERE %s GROUP BY %s ORDER BY %s`,
-		strings.Join(cols, ", "), where, strings.Join(groupCols, ", "), strings.Join(groupCols, ", "))
+		FROM %s WHERE %s GROUP BY %s ORDER BY %s`,
+		strings.Join(cols, ", "), table, where, strings.Join(groupCols, ", "), strings.Join(groupCols, ", "))
 	rs, err := s.read.QueryContext(ctx, sqlText, args...)
 	if err != nil {
 		return nil, fmt.Errorf("query ledger: %w", err)

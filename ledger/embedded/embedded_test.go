@@ -44,3 +44,35 @@ func TestReopen(t *testing.T) {
 		t.Errorf("after reopen: %+v, %v", got, err)
 	}
 }
+
+// TestRollupMigration: a ledger from before the daily rollup gets it
+// filled when opened, and day queries read it.
+func TestRollupMigration(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := time.Date(2026, 10, 1, 5, 0, 0, 0, time.UTC)
+	rows := []ledger.Row{{Key: ledger.Key{Hour: h, Cluster: "c", Team: "t"}, CostMicros: 40}, {Key: ledger.Key{Hour: h.Add(time.Hour), Cluster: "c", Team: "t"}, CostMicros: 2}}
+	if err := s.WriteHours(context.Background(), rows, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Back to schema 2: no rollup.
+	if _, err := s.db.Exec(`DROP TABLE ledger_days`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(`PRAGMA user_version = 2`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = Open(dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	day := h.Truncate(24 * time.Hour)
+	got, err := s.Query(context.Background(), ledger.Query{From: day, To: day.Add(24 * time.Hour), Step: ledger.StepDay})
+	if err != nil || len(got) != 1 || got[0].CostMicros != 42 {
+		t.Errorf("day after migration: %+v, %v", got, err)
+	}
+}

@@ -230,6 +230,53 @@ func Run(t *testing.T, open Opener) {
 			t.Errorf("checkpoint vm = %v, %v; want %v", got, err, at)
 		}
 	})
+	t.Run("StepsAgreeAfterRewrite", func(t *testing.T) {
+		// Day and month answers (from a rollup, where a store keeps one)
+		// are the sums of the hours, also after an hour was rewritten.
+		s := open(t)
+		defer s.Close()
+		if err := s.WriteHours(ctx, fixture(), workloads()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteHours(ctx, []ledger.Row{row(h0.Add(time.Hour), "c1", "ml", "h100", 1, 0, 60)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		from, to := h0.Truncate(24*time.Hour), h0.Truncate(24*time.Hour).Add(48*time.Hour)
+		group := []ledger.Dimension{ledger.DimCluster, ledger.DimTeam, ledger.DimFlavor, ledger.DimBorrowed}
+		hours, err := s.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepHour, GroupBy: group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []ledger.Step{ledger.StepDay, ledger.StepMonth} {
+			sum := map[ledger.Key]ledger.Row{}
+			for _, r := range hours {
+				k := r.Key
+				k.Hour = step.Truncate(k.Hour)
+				acc := sum[k]
+				acc.Key = k
+				acc.GPUSeconds += r.GPUSeconds
+				acc.ActiveGPUSeconds += r.ActiveGPUSeconds
+				acc.CostMicros += r.CostMicros
+				acc.IdleCostMicros += r.IdleCostMicros
+				acc.UnallocatedCostMicros += r.UnallocatedCostMicros
+				acc.EnergyJoules += r.EnergyJoules
+				acc.EnergyCostMicros += r.EnergyCostMicros
+				sum[k] = acc
+			}
+			got, err := s.Query(ctx, ledger.Query{From: from, To: to, Step: step, GroupBy: group})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(sum) {
+				t.Errorf("%s: %d rows, the hours sum to %d", step, len(got), len(sum))
+			}
+			for _, r := range got {
+				if diff := cmp.Diff(sum[r.Key], r, approx); diff != "" {
+					t.Errorf("%s differs from the sum of its hours (-hours +%s):\n%s", step, step, diff)
+				}
+			}
+		}
+	})
 	t.Run("Unmeasured", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()
