@@ -33,13 +33,18 @@ import (
 // The chaos tests run gpuledger serve as users run it, a process fed by a
 // real vmagent scraping a simulated cluster, and break things: kill -9 at
 // random moments, a downtime that leaves vmagent a backlog to deliver,
-// nodes whose clocks are off, a disk that fills and frees. Time runs 60
-// times as fast (gpuledger's -clock flags, the exporter's scrapes): an hour
-// of the cluster in a minute. Each ends when the first hour is settled and
-// compares it, row by row and bit by bit, with the ledger attribution makes
-// of the scrapes vmagent was served.
+// nodes whose clocks are off, a disk that fills and frees. Time runs 30
+// times as fast (gpuledger's -clock flags, the exporter's scrapes, vmagent
+// scraping every 500 ms): the cluster's clock starts at 0:20 and the first
+// hour settles about two real minutes later. Each run compares that hour,
+// row by row and bit by bit, with the ledger attribution makes of the
+// scrapes vmagent was served (on a loaded machine vmagent skips some; the
+// reference skips the same).
 
-const chaosSpeed = 60
+const chaosSpeed = 30
+
+// chaosFrom is where the runs' clock starts, past the hour's start.
+const chaosFrom = 20 * time.Minute
 
 var (
 	buildOnce sync.Once
@@ -93,9 +98,10 @@ type chaos struct {
 	lastStart time.Time
 }
 
-// simNow is the replay clock: simStart at epoch, 60 times as fast.
+// simNow is the replay clock: chaosStart + chaosFrom at epoch, chaosSpeed
+// times as fast.
 func (c *chaos) simNow() time.Time {
-	return chaosStart.Add(time.Duration(float64(time.Since(c.epoch)) * chaosSpeed))
+	return chaosStart.Add(chaosFrom + time.Duration(float64(time.Since(c.epoch))*chaosSpeed))
 }
 
 // chaosSettle is the runs' -ingest.settleAfter.
@@ -127,7 +133,7 @@ func newChaosOn(t *testing.T, minutes int, pipeDir string) *chaos {
 	}
 	end := chaosStart.Add(time.Duration(minutes) * time.Minute)
 	cl.Run(sim.GenerateMix(cfg, chaosStart.Add(-24*time.Hour), 26*time.Hour, 0.85, 3), chaosStart.Add(-24*time.Hour), end.Add(time.Hour))
-	tel := sim.NewTelemetry(cl, chaosStart, end, 15*time.Second)
+	tel := sim.NewTelemetry(cl, chaosStart.Add(chaosFrom), end, 15*time.Second)
 	for {
 		at, body, ok := tel.Next(nil)
 		if !ok {
@@ -156,7 +162,7 @@ func newChaosOn(t *testing.T, minutes int, pipeDir string) *chaos {
 	t.Cleanup(exporter.Close)
 	scrapeCfg := filepath.Join(c.dir, "scrape.yml")
 	os.WriteFile(scrapeCfg, []byte(fmt.Sprintf(`global:
-  scrape_interval: 250ms
+  scrape_interval: 500ms
 scrape_configs:
   - job_name: dcgm
     honor_timestamps: true
@@ -190,7 +196,7 @@ scrape_configs:
 // (a node with a skewed clock stamps its own lines off by its skew), and
 // notes which it served.
 func (c *chaos) serveScrape(w http.ResponseWriter, r *http.Request) {
-	i := int(c.simNow().Sub(chaosStart) / (15 * time.Second))
+	i := int(c.simNow().Sub(chaosStart.Add(chaosFrom)) / (15 * time.Second))
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	if i < 0 || i >= len(c.scrapes) {
 		return
@@ -221,7 +227,7 @@ func (c *chaos) start() {
 	c.t.Helper()
 	args := []string{"serve", "-config", c.cfgPath, "-ledger.path", filepath.Join(c.dir, "ledger"), "-ingest.dir", c.pipeDir,
 		"-http.listenAddr", c.addr, "-auth.tokensFile", c.tokens, "-log.level", "warn",
-		"-clock.start", chaosStart.Format(time.RFC3339), "-clock.epoch", c.epoch.Format(time.RFC3339Nano),
+		"-clock.start", chaosStart.Add(chaosFrom).Format(time.RFC3339), "-clock.epoch", c.epoch.Format(time.RFC3339Nano),
 		"-clock.speed", strconv.Itoa(chaosSpeed)}
 	c.lastStart = c.simNow()
 	cmd := exec.Command(gpuledgerBinary(c.t), append(args, c.extra...)...)
@@ -304,12 +310,12 @@ func (c *chaos) check(drop func(attribution.Sample) bool) {
 	skew := c.skew
 	c.mu.Unlock()
 	slices.Sort(served)
-	if len(served) < len(c.scrapes)*9/10 {
+	if len(served) < len(c.scrapes)/2 {
 		c.t.Fatalf("only %d of %d scrapes were served", len(served), len(c.scrapes))
 	}
-	// gpuledger started at 23:59:57 of the clock: its first hour is 23:00,
-	// and a node stamping behind has samples there. The reference starts
-	// there too.
+	// gpuledger started before its clock read chaosStart + chaosFrom, and
+	// a node stamping behind has samples before that. The reference starts
+	// an hour early too.
 	want, _ := attribution.New(c.model, attribution.Options{StartMs: chaosStart.Add(-time.Hour).UnixMilli()})
 	var p ingest.Parser
 	var samples []attribution.Sample
@@ -393,15 +399,15 @@ func (c *collect) AddPod(p attribution.PodInfo) {
 }
 
 // TestChaosKill9: gpuledger serve killed with SIGKILL at ten random
-// moments of an hour and five minutes of remote write, restarted each
-// time; vmagent resends what was not acknowledged. The hour's ledger is
-// the file's, bit for bit.
+// moments of 45 minutes of remote write (0:20 to 1:05 of its clock),
+// restarted each time; vmagent resends what was not acknowledged. The
+// hour's ledger is the file's, bit for bit.
 func TestChaosKill9(t *testing.T) {
 	c := newChaos(t, 65)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 10))
 	var at []time.Duration
 	for range 10 {
-		at = append(at, time.Duration(3+rng.IntN(62))*time.Minute+time.Duration(rng.IntN(60))*time.Second)
+		at = append(at, chaosFrom+time.Duration(3+rng.IntN(42))*time.Minute+time.Duration(rng.IntN(60))*time.Second)
 	}
 	slices.Sort(at)
 	t.Logf("kill -9 at %v of the clock", at)
