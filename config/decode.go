@@ -60,26 +60,10 @@ func Load(path string) (*Config, error) {
 // Parse checks data, the contents of file. On any problem it returns an
 // *Error listing all of them, sorted by position.
 func Parse(data []byte, file string) (*Config, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		p := Problem{Line: 1, Column: 1, Path: "(file)", Msg: "not valid YAML: " + err.Error()}
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-			p.Line, _ = strconv.Atoi(m[1])
-			if strings.HasPrefix(m[2], "did not find expected") {
-				// yaml.v3 numbers its parser's errors from 0, its
-				// scanner's from 1.
-				p.Line++
-			}
-			p.Msg = "not valid YAML: " + m[2] + "; check the indentation, quotes and brackets on or just before this line"
-		}
-		return nil, &Error{File: file, Problems: []Problem{p}}
-	}
-	d := &decoder{pos: make(map[string]*yaml.Node), failed: make(map[string]bool)}
 	var c Config
-	if len(root.Content) == 0 {
-		d.add(&root, "(file)", "the file is empty; want a mapping with clusters, resourceFlavors, clusterQueues, localQueues, teams and prices")
-	} else {
-		d.decode(root.Content[0], reflect.ValueOf(&c).Elem(), "")
+	d, err := decodeFile(data, file, &c, "the file is empty; want a mapping with clusters, resourceFlavors, clusterQueues, localQueues, teams and prices")
+	if err != nil {
+		return nil, err
 	}
 	c.validate(d)
 	byPosition := func(ps []Problem) {
@@ -98,6 +82,33 @@ func Parse(data []byte, file string) (*Config, error) {
 	byPosition(d.warnings)
 	c.Warnings = d.warnings
 	return &c, nil
+}
+
+// decodeFile parses data, the contents of file, strictly into dst (a
+// pointer to a struct) and returns the decoder holding the problems found;
+// YAML that does not parse is an *Error at the line yaml.v3 names.
+func decodeFile(data []byte, file string, dst any, emptyMsg string) (*decoder, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		p := Problem{Line: 1, Column: 1, Path: "(file)", Msg: "not valid YAML: " + err.Error()}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			p.Line, _ = strconv.Atoi(m[1])
+			if strings.HasPrefix(m[2], "did not find expected") {
+				// yaml.v3 numbers its parser's errors from 0, its
+				// scanner's from 1.
+				p.Line++
+			}
+			p.Msg = "not valid YAML: " + m[2] + "; check the indentation, quotes and brackets on or just before this line"
+		}
+		return nil, &Error{File: file, Problems: []Problem{p}}
+	}
+	d := &decoder{pos: make(map[string]*yaml.Node), failed: make(map[string]bool)}
+	if len(root.Content) == 0 {
+		d.add(&root, "(file)", "%s", emptyMsg)
+	} else {
+		d.decode(root.Content[0], reflect.ValueOf(dst).Elem(), "")
+	}
+	return d, nil
 }
 
 type decoder struct {
@@ -303,16 +314,10 @@ func LoadTokens(path string, cfg *Config) ([]Token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read tokens: %w; pass an existing file with -auth.tokensFile", err)
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, &Error{File: path, Problems: []Problem{{Line: 1, Column: 1, Path: "(file)", Msg: "not valid YAML: " + err.Error()}}}
-	}
-	d := &decoder{pos: make(map[string]*yaml.Node), failed: make(map[string]bool)}
 	var tf TokenFile
-	if len(root.Content) == 0 {
-		d.add(&root, "(file)", "the file is empty; want tokens: [{name, sha256, scopes}]")
-	} else {
-		d.decode(root.Content[0], reflect.ValueOf(&tf).Elem(), "")
+	d, err := decodeFile(data, path, &tf, "the file is empty; want tokens: [{name, sha256, scopes}]")
+	if err != nil {
+		return nil, err
 	}
 	teams := make(map[string]bool, len(cfg.Teams))
 	for _, t := range cfg.Teams {
