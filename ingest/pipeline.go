@@ -143,14 +143,9 @@ type state struct {
 	att *attribution.Attributor
 	p   Parser
 	// The reorder buffer: samples and pod facts waiting for the window to
-	// pass, oldest first from head on. Their strings alias the request
-	// bodies, which they keep alive.
-	bufS    []attribution.Sample
-	bufP    []attribution.PodInfo
-	headS   int
-	headP   int
-	sortedS int
-	sortedP int
+	// pass. Their strings alias the request bodies, which they keep alive.
+	samples timeQueue[attribution.Sample]
+	pods    timeQueue[attribution.PodInfo]
 	// maxMs is the newest sample time accepted.
 	maxMs int64
 	// settleNotBefore: no hour is settled by the clock before it (a start
@@ -356,7 +351,7 @@ func (b *bufferSink) Add(s *attribution.Sample) {
 	}
 	b.res.Accepted++
 	b.st.maxMs = max(b.st.maxMs, s.TimeMs)
-	b.st.bufS = append(b.st.bufS, *s)
+	b.st.samples.items = append(b.st.samples.items, *s)
 }
 
 func (b *bufferSink) AddPod(p attribution.PodInfo) {
@@ -367,23 +362,14 @@ func (b *bufferSink) AddPod(p attribution.PodInfo) {
 	}
 	b.res.Accepted++
 	b.st.maxMs = max(b.st.maxMs, p.TimeMs)
-	b.st.bufP = append(b.st.bufP, p)
+	b.st.pods.items = append(b.st.pods.items, p)
 }
 
 // order puts the buffers in time order after a request (each request is in
 // order by itself; only requests that came out of order need sorting).
 func (st *state) order() {
-	byTimeS := func(a, b attribution.Sample) int { return cmp.Compare(a.TimeMs, b.TimeMs) }
-	byTimeP := func(a, b attribution.PodInfo) int { return cmp.Compare(a.TimeMs, b.TimeMs) }
-	if st.sortedS > st.headS && st.sortedS < len(st.bufS) && st.bufS[st.sortedS].TimeMs < st.bufS[st.sortedS-1].TimeMs ||
-		!slices.IsSortedFunc(st.bufS[st.sortedS:], byTimeS) {
-		slices.SortStableFunc(st.bufS[st.headS:], byTimeS)
-	}
-	if st.sortedP > st.headP && st.sortedP < len(st.bufP) && st.bufP[st.sortedP].TimeMs < st.bufP[st.sortedP-1].TimeMs ||
-		!slices.IsSortedFunc(st.bufP[st.sortedP:], byTimeP) {
-		slices.SortStableFunc(st.bufP[st.headP:], byTimeP)
-	}
-	st.sortedS, st.sortedP = len(st.bufS), len(st.bufP)
+	st.samples.order(func(s *attribution.Sample) int64 { return s.TimeMs })
+	st.pods.order(func(p *attribution.PodInfo) int64 { return p.TimeMs })
 }
 
 // release passes buffered samples and pod facts older than untilMs to
@@ -392,40 +378,61 @@ func (st *state) order() {
 // window, everything, and no sample keeps a reference to its body.)
 func (st *state) release(untilMs int64) {
 	for {
-		s := st.headS < len(st.bufS) && st.bufS[st.headS].TimeMs < untilMs
-		p := st.headP < len(st.bufP) && st.bufP[st.headP].TimeMs < untilMs
+		s, p := st.samples.peek(), st.pods.peek()
+		sDue := len(s) > 0 && s[0].TimeMs < untilMs
+		pDue := len(p) > 0 && p[0].TimeMs < untilMs
 		switch {
-		case s && (!p || st.bufS[st.headS].TimeMs <= st.bufP[st.headP].TimeMs):
-			st.att.Add(&st.bufS[st.headS])
-			st.headS++
-		case p:
-			st.att.AddPod(st.bufP[st.headP])
-			st.headP++
+		case sDue && (!pDue || s[0].TimeMs <= p[0].TimeMs):
+			st.att.Add(&s[0])
+			st.samples.head++
+		case pDue:
+			st.att.AddPod(p[0])
+			st.pods.head++
 		default:
-			st.compact()
+			st.samples.compact()
+			st.pods.compact()
 			st.collect()
 			return
 		}
 	}
 }
 
-// compact drops released entries once they are half the buffer, and with
-// them the references to the request bodies they kept.
-func (st *state) compact() {
-	if st.headS > len(st.bufS)/2 {
-		n := copy(st.bufS, st.bufS[st.headS:])
-		clear(st.bufS[n:])
-		st.bufS, st.headS = st.bufS[:n], 0
-	}
-	if st.headP > len(st.bufP)/2 {
-		n := copy(st.bufP, st.bufP[st.headP:])
-		clear(st.bufP[n:])
-		st.bufP, st.headP = st.bufP[:n], 0
-	}
-	st.sortedS, st.sortedP = len(st.bufS), len(st.bufP)
+func (st *state) buffered() int { return len(st.samples.peek()) + len(st.pods.peek()) }
+
+// timeQueue is one kind of the reorder buffer: items waiting, oldest first
+// from head on; items[head:sorted] are known to be in time order.
+type timeQueue[T any] struct {
+	items        []T
+	head, sorted int
 }
 
-func (st *state) buffered() int { return len(st.bufS) - st.headS + len(st.bufP) - st.headP }
+// peek returns the waiting items.
+func (q *timeQueue[T]) peek() []T { return q.items[q.head:] }
+
+// order sorts the waiting items by time, only when what came since the
+// last call is out of order or behind what was there.
+func (q *timeQueue[T]) order(at func(*T) int64) {
+	byTime := func(a, b T) int { return cmp.Compare(at(&a), at(&b)) }
+	if q.sorted > q.head && q.sorted < len(q.items) && at(&q.items[q.sorted]) < at(&q.items[q.sorted-1]) ||
+		!slices.IsSortedFunc(q.items[q.sorted:], byTime) {
+		slices.SortStableFunc(q.items[q.head:], byTime)
+	}
+	q.sorted = len(q.items)
+}
+
+// compact drops released items once they are half the buffer, and with
+// them the references to the request bodies they kept.
+func (q *timeQueue[T]) compact() {
+	if q.head > len(q.items)/2 {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	q.sorted = len(q.items)
+}
+
+// reset makes items the waiting ones, in order.
+func (q *timeQueue[T]) reset(items []T) { *q = timeQueue[T]{items: items, sorted: len(items)} }
 
 // RemoteWrite ingests one remote-write body from sender (a token's name,
 // for the per-sender counters). It returns once the body is durable and
@@ -461,11 +468,6 @@ func (pl *Pipeline) submit(ctx context.Context, rec record) (Result, error) {
 	pl.mu.Unlock()
 	if busy {
 		return Result{}, ErrBusy
-	}
-	if err := pl.c.failing(); err != nil {
-		// Keep trying: the next batch may get through (a disk that
-		// freed); until then each request finds out for itself.
-		pl.log.Debug("write-ahead log failing", "err", err)
 	}
 	rec.nowMs = pl.opts.Now().UnixMilli()
 	e := pl.c.enqueue(rec)
@@ -517,8 +519,9 @@ func (pl *Pipeline) tick() {
 	now := pl.opts.Now().UnixMilli()
 	pl.mu.Lock()
 	st := &pl.st
-	due := st.headS < len(st.bufS) && st.bufS[st.headS].TimeMs < now-pl.opts.ReorderWindow.Milliseconds() ||
-		st.headP < len(st.bufP) && st.bufP[st.headP].TimeMs < now-pl.opts.ReorderWindow.Milliseconds() ||
+	old := now - pl.opts.ReorderWindow.Milliseconds()
+	s, p := st.samples.peek(), st.pods.peek()
+	due := len(s) > 0 && s[0].TimeMs < old || len(p) > 0 && p[0].TimeMs < old ||
 		now >= st.settleNotBefore && floorHourMs(now-pl.opts.SettleAfter.Milliseconds()) > st.att.EmittedUntil()
 	pl.mu.Unlock()
 	if due {
@@ -564,24 +567,10 @@ func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledg
 	if err != nil {
 		return err
 	}
-	var end time.Time
-	keep := rows[:0:0]
-	for _, r := range rows {
-		if r.Hour.Add(time.Hour).After(end) {
-			end = r.Hour.Add(time.Hour)
-		}
-		if !r.Hour.Before(live) {
-			keep = append(keep, r)
-		}
-	}
-	keepW := wls[:0:0]
-	for _, w := range wls {
-		if w.Hour.Add(time.Hour).After(end) {
-			end = w.Hour.Add(time.Hour)
-		}
-		if !w.Hour.Before(live) {
-			keepW = append(keepW, w)
-		}
+	keep, end := fromLive(rows, func(r *ledger.Row) time.Time { return r.Hour }, live)
+	keepW, endW := fromLive(wls, func(w *ledger.WorkloadRow) time.Time { return w.Hour }, live)
+	if endW.After(end) {
+		end = endW
 	}
 	if n := len(rows) - len(keep); n > 0 {
 		pl.log.Warn("hours settled by a backfill are not written again by the live path", "rows", n, "liveCheckpoint", live)
@@ -593,6 +582,22 @@ func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledg
 		return pl.store.SetCheckpoint(ctx, name, end)
 	}
 	return nil
+}
+
+// fromLive returns the items whose hour is not before live (the others a
+// backfill settled), and the end of the last hour among all of them.
+func fromLive[T any](items []T, hour func(*T) time.Time, live time.Time) (keep []T, end time.Time) {
+	keep = items[:0:0]
+	for i := range items {
+		h := hour(&items[i])
+		if h.Add(time.Hour).After(end) {
+			end = h.Add(time.Hour)
+		}
+		if !h.Before(live) {
+			keep = append(keep, items[i])
+		}
+	}
+	return keep, end
 }
 
 // Run ticks (release, settle) and writes the ledger every interval until
@@ -619,10 +624,7 @@ func (pl *Pipeline) Run(ctx context.Context, every time.Duration) {
 
 // requestSnapshot wakes the committer for a snapshot when one is due.
 func (pl *Pipeline) requestSnapshot() {
-	pl.mu.Lock()
-	due := pl.wantSnap || time.Since(pl.lastSnap) >= pl.opts.SnapshotEvery
-	pl.mu.Unlock()
-	if due && pl.opts.Dir != "" {
+	if pl.snapshotDue() {
 		<-pl.c.enqueue(record{kind: recTick, nowMs: pl.opts.Now().UnixMilli()}).done
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -55,7 +54,7 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 		return nil, err
 	}
 	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
-		Samples: slices.Clone(st.bufS[st.headS:]), Pods: slices.Clone(st.bufP[st.headP:]), Ingest: st.p.stats,
+		Samples: slices.Clone(st.samples.peek()), Pods: slices.Clone(st.pods.peek()), Ingest: st.p.stats,
 		MaxMs: st.maxMs, SettleNotBeforeMs: st.settleNotBefore,
 		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), Rejected: make(map[string]uint64)}
 	for k, v := range st.rejected {
@@ -74,8 +73,8 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 		log.Warn("devices of the snapshot are no longer in the configuration; what they held in open hours is dropped", "devices", rep.DroppedDevices)
 	}
 	st.att = att
-	st.bufS, st.bufP = s.Samples, s.Pods
-	st.headS, st.headP, st.sortedS, st.sortedP = 0, 0, len(st.bufS), len(st.bufP)
+	st.samples.reset(s.Samples)
+	st.pods.reset(s.Pods)
 	st.p = Parser{stats: s.Ingest}
 	st.maxMs, st.settleNotBefore = s.MaxMs, s.SettleNotBeforeMs
 	st.unwritten, st.unwrittenWls = s.Unwritten, s.UnwrittenWls
@@ -122,50 +121,17 @@ func writeSnapshot(dir string, s *pipelineSnapshot) error {
 	return syncDir(dir)
 }
 
-type snapshotFile struct {
-	seq  uint64
-	path string
-}
-
-func listSnapshots(dir string) ([]snapshotFile, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []snapshotFile
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasSuffix(name, ".tmp") {
-			os.Remove(filepath.Join(dir, name)) // a write a crash interrupted
-			continue
-		}
-		rest, ok := strings.CutPrefix(name, "snapshot-")
-		if !ok {
-			continue
-		}
-		seq, err := strconv.ParseUint(strings.TrimSuffix(rest, ".gob"), 10, 64)
-		if err != nil {
-			continue
-		}
-		out = append(out, snapshotFile{seq, filepath.Join(dir, name)})
-	}
-	slices.SortFunc(out, func(a, b snapshotFile) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
-}
+func listSnapshots(dir string) ([]numbered, error) { return listNumbered(dir, "snapshot-", ".gob") }
 
 // loadSnapshot returns the newest snapshot of dir that reads back whole,
 // nil when there is none; it creates dir.
 func loadSnapshot(dir string, log *slog.Logger) (*pipelineSnapshot, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create the pipeline directory: %w", err)
+	}
+	tmps, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+	for _, t := range tmps {
+		os.Remove(t) // a snapshot write a crash interrupted
 	}
 	snaps, err := listSnapshots(dir)
 	if err != nil {
@@ -208,18 +174,23 @@ func readSnapshot(path string) (*pipelineSnapshot, error) {
 // or SnapshotEvery after the last. It runs on the committer goroutine,
 // between batches.
 func (pl *Pipeline) maybeSnapshot() {
-	if pl.opts.Dir == "" {
-		return
-	}
-	pl.mu.Lock()
-	due := pl.wantSnap || time.Since(pl.lastSnap) >= pl.opts.SnapshotEvery
-	pl.mu.Unlock()
-	if !due {
+	if !pl.snapshotDue() {
 		return
 	}
 	if err := pl.snapshot(true); err != nil {
 		pl.log.Error("snapshot failed; the write-ahead log keeps growing until one succeeds", "err", err)
 	}
+}
+
+// snapshotDue says whether a snapshot is due: the pipeline keeps a log,
+// and rows were written or SnapshotEvery passed since the last.
+func (pl *Pipeline) snapshotDue() bool {
+	if pl.opts.Dir == "" {
+		return false
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.wantSnap || time.Since(pl.lastSnap) >= pl.opts.SnapshotEvery
 }
 
 // snapshot saves the state and, with cut, starts a new log segment and
@@ -253,7 +224,7 @@ func (pl *Pipeline) snapshot(cut bool) error {
 		}
 		snaps = snaps[len(snaps)-keepSnapshots:]
 	}
-	pl.c.truncate(snaps[0].seq)
+	pl.c.truncate(snaps[0].n)
 	return nil
 }
 

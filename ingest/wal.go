@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -109,43 +110,44 @@ func readRecord(r *bufio.Reader, buf []byte) (record, []byte, error) {
 	return rec, buf, nil
 }
 
-// segment is one file of the log.
-type segment struct {
-	first uint64 // sequence number of its first record
-	path  string
+// numbered is a file of the pipeline's directory named by a sequence
+// number: a log segment (by its first record's) or a snapshot (by its
+// last).
+type numbered struct {
+	n    uint64
+	path string
 }
 
 func segmentName(first uint64) string { return fmt.Sprintf("%020d.wal", first) }
 
-// listSegments returns the log's segments, oldest first.
-func listSegments(dir string) ([]segment, error) {
+// listNumbered returns the files of dir named prefix, a number, suffix, in
+// the numbers' order.
+func listNumbered(dir, prefix, suffix string) ([]numbered, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	var out []segment
+	var out []numbered
 	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".wal")
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
 		if !ok || e.IsDir() {
 			continue
 		}
-		first, err := strconv.ParseUint(name, 10, 64)
+		if rest, ok = strings.CutSuffix(rest, suffix); !ok {
+			continue
+		}
+		n, err := strconv.ParseUint(rest, 10, 64)
 		if err != nil {
 			continue
 		}
-		out = append(out, segment{first, filepath.Join(dir, e.Name())})
+		out = append(out, numbered{n, filepath.Join(dir, e.Name())})
 	}
-	slices.SortFunc(out, func(a, b segment) int {
-		switch {
-		case a.first < b.first:
-			return -1
-		case a.first > b.first:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b numbered) int { return cmp.Compare(a.n, b.n) })
 	return out, nil
 }
+
+// listSegments returns the log's segments, oldest first.
+func listSegments(dir string) ([]numbered, error) { return listNumbered(dir, "", ".wal") }
 
 // replayLog calls apply for every record of the log in dir with a sequence
 // number after from, in order. A torn record ends its segment (logged and
@@ -159,7 +161,7 @@ func replayLog(dir string, from uint64, log *slog.Logger, apply func(record)) (l
 	last = from
 	var buf []byte
 	for i, s := range segs {
-		if i+1 < len(segs) && segs[i+1].first <= from+1 {
+		if i+1 < len(segs) && segs[i+1].n <= from+1 {
 			continue // every record of it is in the snapshot
 		}
 		f, err := os.Open(s.path)
@@ -223,7 +225,7 @@ type committer struct {
 	// Owned by run.
 	f           *os.File
 	size        int64
-	segments    []segment
+	segments    []numbered
 	segmentSize int64
 	buf         []byte
 	// syncErr is the last write's error, nil once a write succeeds again.
@@ -256,7 +258,7 @@ func newCommitter(dir string, nextSeq uint64, segmentSize int64, log *slog.Logge
 
 // openSegment starts a new segment at the next sequence number.
 func (c *committer) openSegment() error {
-	s := segment{c.nextSeq, filepath.Join(c.dir, segmentName(c.nextSeq))}
+	s := numbered{c.nextSeq, filepath.Join(c.dir, segmentName(c.nextSeq))}
 	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("create log segment: %w", err)
@@ -402,7 +404,7 @@ func (c *committer) truncate(upto uint64) {
 	keep := c.segments[:0]
 	for i, s := range c.segments {
 		last := len(c.segments) - 1
-		if i < last && c.segments[i+1].first <= upto+1 {
+		if i < last && c.segments[i+1].n <= upto+1 {
 			if err := os.Remove(s.path); err != nil && !os.IsNotExist(err) {
 				c.log.Warn("remove a log segment the snapshot holds", "segment", s.path, "err", err)
 				keep = append(keep, s)
