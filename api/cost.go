@@ -63,6 +63,20 @@ type CostResponse struct {
 	TotalCost       string `json:"totalCost"`
 }
 
+// readQuery parses a read route's query strictly (it takes from, to, team,
+// cluster and extra) and returns it with the range and the team the read is
+// filtered to (see teamFilter).
+func (s *Server) readQuery(c echo.Context, extra ...string) (v url.Values, from, to time.Time, team string, err error) {
+	if v, err = params(c, append([]string{"from", "to", "team", "cluster"}, extra...)...); err != nil {
+		return
+	}
+	if from, to, err = s.timeRange(v); err != nil {
+		return
+	}
+	team, err = teamFilter(c, v.Get("team"))
+	return
+}
+
 // timeRange reads the from and to parameters.
 func (s *Server) timeRange(v url.Values) (from, to time.Time, err error) {
 	if from, err = parseTime("from", v.Get("from")); err != nil {
@@ -82,15 +96,7 @@ func (s *Server) timeRange(v url.Values) (from, to time.Time, err error) {
 
 // cost answers GET /api/v1/cost?from=&to=&step=hour|day|month&groupBy=team,flavor&team=&cluster=
 func (s *Server) cost(c echo.Context) error {
-	v, err := params(c, "from", "to", "step", "groupBy", "team", "cluster")
-	if err != nil {
-		return err
-	}
-	from, to, err := s.timeRange(v)
-	if err != nil {
-		return err
-	}
-	team, err := teamFilter(c, v.Get("team"))
+	v, from, to, team, err := s.readQuery(c, "step", "groupBy")
 	if err != nil {
 		return err
 	}
@@ -167,15 +173,7 @@ type WorkloadPoint struct {
 // workloads answers GET /api/v1/workloads?from=&to=&team=&cluster=&limit=20:
 // the workloads that paid the most for GPUs held idle.
 func (s *Server) workloads(c echo.Context) error {
-	v, err := params(c, "from", "to", "team", "cluster", "limit")
-	if err != nil {
-		return err
-	}
-	from, to, err := s.timeRange(v)
-	if err != nil {
-		return err
-	}
-	team, err := teamFilter(c, v.Get("team"))
+	v, from, to, team, err := s.readQuery(c, "limit")
 	if err != nil {
 		return err
 	}
