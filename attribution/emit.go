@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"cmp"
 	"math/big"
 	"sort"
 	"time"
@@ -422,29 +423,10 @@ func (a *Attributor) keyFor(hour time.Time, flavor string, h holder, ms int64) l
 }
 
 func holderLess(p, q holder) bool {
-	if c := lessStrings3(p.namespace, p.pod, p.queue, q.namespace, q.pod, q.queue); c != 0 {
+	if c := cmp.Or(cmp.Compare(p.namespace, q.namespace), cmp.Compare(p.pod, q.pod), cmp.Compare(p.queue, q.queue)); c != 0 {
 		return c < 0
 	}
 	return !p.dra && q.dra
-}
-
-func lessStrings3(a1, a2, a3, b1, b2, b3 string) int {
-	switch {
-	case a1 != b1:
-		return cmpString(a1, b1)
-	case a2 != b2:
-		return cmpString(a2, b2)
-	case a3 != b3:
-		return cmpString(a3, b3)
-	}
-	return 0
-}
-
-func cmpString(a, b string) int {
-	if a < b {
-		return -1
-	}
-	return 1
 }
 
 func lessStrings(a, b []string) bool {

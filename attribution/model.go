@@ -74,14 +74,19 @@ func QuotaUnits(count int64, profile, gpuModel string) (units int64, ok bool) {
 // MIGKind returns the request kind of a MIG profile, as kube-state-metrics
 // names its resource (nvidia.com/mig-3g.40gb is resource
 // nvidia_com_mig_3g_40gb): "mig-3g_40gb".
-func MIGKind(profile string) string {
-	b := []byte(profile)
+func MIGKind(profile string) string { return KindMIGPrefix + SanitizeName(profile) }
+
+// SanitizeName writes a name as kube-state-metrics writes resource names
+// and label keys: every character but letters, digits and '_' becomes '_'
+// (nvidia.com/gpu is nvidia_com_gpu).
+func SanitizeName(s string) string {
+	b := []byte(s)
 	for i, c := range b {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
 			b[i] = '_'
 		}
 	}
-	return KindMIGPrefix + string(b)
+	return string(b)
 }
 
 // QuotaRef names a ClusterQueue's quota in one flavor.

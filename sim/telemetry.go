@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/config"
 )
 
 // DriverVersion is the NVIDIA driver the modelled nodes report.
@@ -329,19 +332,13 @@ func kubeStateLines(h *Hold, node string) [len(ksmFamilies)][]byte {
 	return out
 }
 
-// sanitizeResource writes a resource name as kube-state-metrics does in its
-// resource label: nvidia.com/mig-3g.40gb is nvidia_com_mig_3g_40gb.
+// sanitizeResource writes a job's resource as kube-state-metrics does in
+// its resource label: nvidia.com/mig-3g.40gb is nvidia_com_mig_3g_40gb.
 func sanitizeResource(r string) string {
 	if r == "" {
-		r = "nvidia.com/gpu"
+		r = config.ResourceGPU
 	}
-	b := []byte(r)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
+	return attribution.SanitizeName(r)
 }
 
 // ksmFamilies are the kube-state-metrics families rendered, in the order of
