@@ -76,23 +76,22 @@ func gpuledgerBinary(t testing.TB) string {
 // chaos is one run: the simulated cluster, its exporter, vmagent, and
 // gpuledger serve, restarted at will.
 type chaos struct {
-	t        *testing.T
-	dir      string
-	epoch    time.Time // real time at which the clock reads simStart
-	scrapes  []scrape
-	model    *attribution.Model
-	cfgPath  string
-	tokens   string
-	addr     string
-	pipeDir  string
-	extra    []string
-	proc     *exec.Cmd
-	logs     bytes.Buffer
-	logMu    sync.Mutex
-	mu       sync.Mutex
-	served   map[int]bool
-	skew     map[string]time.Duration // node → how far its clock is off
-	servedTo int
+	t       *testing.T
+	dir     string
+	epoch   time.Time // real time at which the clock reads simStart
+	scrapes []scrape
+	model   *attribution.Model
+	cfgPath string
+	tokens  string
+	addr    string
+	pipeDir string
+	extra   []string
+	proc    *exec.Cmd
+	logs    bytes.Buffer
+	logMu   sync.Mutex
+	mu      sync.Mutex
+	served  map[int]bool
+	skew    map[string]time.Duration // node → how far its clock is off
 	// lastStart is the clock when gpuledger last started: nothing is
 	// settled by the clock until chaosSettle after it.
 	lastStart time.Time
@@ -203,14 +202,18 @@ func (c *chaos) serveScrape(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	c.served[i] = true
-	c.servedTo = max(c.servedTo, i)
 	skew := c.skew
 	c.mu.Unlock()
-	sc := c.scrapes[i]
+	w.Write(stamp(c.scrapes[i], skew))
+}
+
+// stamp writes a scrape with its time on every line, a skewed node's lines
+// off by its skew.
+func stamp(sc scrape, skew map[string]time.Duration) []byte {
 	if len(skew) == 0 {
-		w.Write(sim.AppendTimestamped(nil, sc.body, sc.at.UnixMilli()))
-		return
+		return sim.AppendTimestamped(nil, sc.body, sc.at.UnixMilli())
 	}
+	var b []byte
 	for _, line := range strings.SplitAfter(string(sc.body), "\n") {
 		at := sc.at
 		for node, d := range skew {
@@ -218,8 +221,9 @@ func (c *chaos) serveScrape(w http.ResponseWriter, r *http.Request) {
 				at = at.Add(d)
 			}
 		}
-		w.Write(sim.AppendTimestamped(nil, []byte(line), at.UnixMilli()))
+		b = sim.AppendTimestamped(b, []byte(line), at.UnixMilli())
 	}
+	return b
 }
 
 // start starts gpuledger serve and waits until it is healthy.
@@ -323,21 +327,7 @@ func (c *chaos) check(drop func(attribution.Sample) bool) {
 	sink := &collect{samples: &samples, pods: &pods}
 	for _, i := range served {
 		sc := c.scrapes[i]
-		body := sc.body
-		if len(skew) > 0 {
-			var b []byte
-			for _, line := range strings.SplitAfter(string(sc.body), "\n") {
-				at := sc.at
-				for node, d := range skew {
-					if strings.Contains(line, `Hostname="`+node+`"`) {
-						at = at.Add(d)
-					}
-				}
-				b = sim.AppendTimestamped(b, []byte(line), at.UnixMilli())
-			}
-			body = b
-		}
-		if err := p.ParseExposition(body, sc.at.UnixMilli(), sink); err != nil {
+		if err := p.ParseExposition(stamp(sc, skew), sc.at.UnixMilli(), sink); err != nil {
 			c.t.Fatal(err)
 		}
 	}
