@@ -402,42 +402,59 @@ func (s *Snapshot) FitsQuota(queue string, fr FlavorResource, n int64) string {
 	return s.fitsQuota(q, fr, n)
 }
 
-// fitsQuota applies Kueue's quota rules: usage up to nominal is the queue's
-// own; beyond it the queue borrows, up to its borrowing limit, from what the
-// other queues of its cohort leave unused and may lend.
+// fitsQuota applies Kueue's quota rules (its resource tree with one cohort
+// level): the part of a queue's nominal quota it may not lend (nominal −
+// lending limit) is its own; the rest of every queue's nominal quota forms
+// the cohort's pool, which serves any queue of the cohort, its owner
+// included, up to the borrowing limit. A queue under its nominal quota may
+// therefore still not admit while others borrow what it lent: it has to
+// wait for them, or reclaim by preemption, as in Kueue.
 func (s *Snapshot) fitsQuota(q *ClusterQueue, fr FlavorResource, n int64) string {
 	quota := q.Quotas[fr]
-	want := s.Usage[q.Name][fr] + n
-	if want <= quota.Nominal {
-		return ""
-	}
+	used := s.Usage[q.Name][fr]
+	want := used + n
 	if q.Cohort == "" {
+		if want <= quota.Nominal {
+			return ""
+		}
 		return fmt.Sprintf("needs %d over nominal quota %d and the queue has no cohort", want-quota.Nominal, quota.Nominal)
 	}
 	if quota.BorrowingLimit >= 0 && want > quota.Nominal+quota.BorrowingLimit {
 		return fmt.Sprintf("would borrow %d, over the borrowing limit %d", want-quota.Nominal, quota.BorrowingLimit)
 	}
-	var lendable, borrowed int64
+	own := guaranteed(quota)
+	if want <= own {
+		return ""
+	}
+	var pool, pooled int64
 	for _, o := range s.Queues {
-		if o == q || o.Cohort != q.Cohort {
+		if o.Cohort != q.Cohort {
 			continue
 		}
 		oq, ok := o.Quotas[fr]
 		if !ok {
 			continue
 		}
-		used := s.Usage[o.Name][fr]
-		unused := max(oq.Nominal-used, 0)
-		if oq.LendingLimit >= 0 {
-			unused = min(unused, oq.LendingLimit)
-		}
-		lendable += unused
-		borrowed += max(used-oq.Nominal, 0)
+		g := guaranteed(oq)
+		pool += oq.Nominal - g
+		pooled += max(s.Usage[o.Name][fr]-g, 0)
 	}
-	if free := lendable - borrowed; want-quota.Nominal > free {
-		return fmt.Sprintf("would borrow %d; the cohort has %d to lend", want-quota.Nominal, max(free, 0))
+	need := want - max(own, used) // what must come from the pool
+	if free := pool - pooled; need > free {
+		if want <= quota.Nominal {
+			return fmt.Sprintf("needs %d within its nominal quota %d, but the cohort has lent it out (%d free in the cohort)", n, quota.Nominal, max(free, 0))
+		}
+		return fmt.Sprintf("would borrow %d; the cohort has %d free", want-quota.Nominal, max(free, 0))
 	}
 	return ""
+}
+
+// guaranteed is the part of a quota its queue does not lend.
+func guaranteed(q Quota) int64 {
+	if q.LendingLimit < 0 {
+		return 0
+	}
+	return max(q.Nominal-q.LendingLimit, 0)
 }
 
 // admit books w on flavor f and the picked nodes.

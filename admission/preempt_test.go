@@ -193,6 +193,9 @@ func FuzzAdmit(f *testing.F) {
 		s.Queues["a"].Quotas[fr("h100")] = Quota{Nominal: 4, BorrowingLimit: 4, LendingLimit: -1}
 		s.Queues["c"].Quotas[fr("h100")] = Quota{Nominal: 4, BorrowingLimit: -1, LendingLimit: 2}
 		s.Queues["b"].Preemption.ReclaimWithinCohort = LowerPriority
+		// More GPUs than quota: only the quota rules keep the cohort
+		// within its quotas.
+		s.Nodes = append(s.Nodes, Node{Name: "n-spare", Flavor: "h100", Domain: "r", Free: 4})
 		var p Policy
 		switch policy % 3 {
 		case 0:
@@ -269,11 +272,20 @@ func FuzzAdmit(f *testing.F) {
 				}
 			}
 			checkBooks(t, s)
+			var nominal, used int64
 			for _, q := range names {
 				quota := s.Queues[q].Quotas[fr("h100")]
-				if u := s.Usage[q][fr("h100")]; quota.BorrowingLimit >= 0 && u > quota.Nominal+quota.BorrowingLimit {
+				u := s.Usage[q][fr("h100")]
+				if quota.BorrowingLimit >= 0 && u > quota.Nominal+quota.BorrowingLimit {
 					t.Fatalf("queue %s holds %d, over %d + %d", q, u, quota.Nominal, quota.BorrowingLimit)
 				}
+				nominal += quota.Nominal
+				used += u
+			}
+			// The cohort never admits more than its queues' quotas add up
+			// to, whatever each queue's own nominal quota says.
+			if used > nominal {
+				t.Fatalf("the cohort holds %d of %d nominal: %v", used, nominal, s.Usage)
 			}
 		}
 	})
