@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"encoding/csv"
@@ -9,7 +10,6 @@ import (
 	"maps"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -43,80 +43,6 @@ type TraceQueue struct {
 	// Cohort is the queue's cohort; BorrowingLimit < 0 means none.
 	Cohort         string
 	BorrowingLimit int
-}
-
-// GPUsPerNode is the node size of the Philly-derived traces.
-const GPUsPerNode = 8
-
-// LoadPhilly reads the Philly-derived virtual-cluster traces in dir
-// (trace_<vc>.csv: app_id, submit_time, service, num_jobs, sleep_time,
-// model_name) and philly_vc_nodes.csv (vc, node num): each VC becomes a queue
-// whose nominal quota is its nodes × 8 GPUs (a VC missing from the node list
-// gets one node). Only jobs submitted in [from, to) are kept, at most maxJobs
-// per VC (0: all), with submit times counted from from.
-func LoadPhilly(dir string, from, to time.Duration, maxJobs int) ([]TraceQueue, []TraceJob, error) {
-	nodes := map[string]int{}
-	recs, err := readCSV(filepath.Join(dir, "philly_vc_nodes.csv"))
-	if err != nil {
-		return nil, nil, err
-	}
-	for i, r := range recs[1:] {
-		if len(r) != 2 {
-			return nil, nil, fmt.Errorf("philly_vc_nodes.csv line %d: %d fields; want vc,node num", i+2, len(r))
-		}
-		n, err := strconv.Atoi(r[1])
-		if err != nil || n <= 0 {
-			return nil, nil, fmt.Errorf("philly_vc_nodes.csv line %d: node num %q is not a positive count", i+2, r[1])
-		}
-		nodes[r[0]] = n
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "trace_*.csv"))
-	if len(files) == 0 {
-		return nil, nil, fmt.Errorf("no trace_*.csv in %s", dir)
-	}
-	var queues []TraceQueue
-	var jobs []TraceJob
-	for _, f := range files {
-		vc := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "trace_"), ".csv")
-		recs, err := readCSV(f)
-		if err != nil {
-			return nil, nil, err
-		}
-		n := nodes[vc]
-		if n == 0 {
-			n = 1
-		}
-		queues = append(queues, TraceQueue{Name: "vc-" + vc, NominalGPUs: n * GPUsPerNode, Cohort: "philly", BorrowingLimit: -1})
-		var vcJobs []TraceJob
-		for i, r := range recs[1:] {
-			if len(r) < 4 {
-				return nil, nil, fmt.Errorf("%s line %d: %d fields; want app_id,submit_time,service,num_jobs,...", filepath.Base(f), i+2, len(r))
-			}
-			submit, err1 := strconv.ParseFloat(r[1], 64)
-			service, err2 := strconv.ParseFloat(r[2], 64)
-			gpus, err3 := strconv.Atoi(r[3])
-			if err1 != nil || err2 != nil || err3 != nil || submit < 0 || service < 0 || gpus <= 0 {
-				return nil, nil, fmt.Errorf("%s line %d: submit_time %q, service %q, num_jobs %q; want seconds, seconds and a GPU count", filepath.Base(f), i+2, r[1], r[2], r[3])
-			}
-			at := time.Duration(submit * float64(time.Second))
-			if at < from || at >= to {
-				continue
-			}
-			at -= from
-			// A job of n GPUs is n one-GPU workers (Philly's num_jobs), all
-			// needed at once: a gang.
-			vcJobs = append(vcJobs, TraceJob{ID: vc + "-" + r[0], Queue: "vc-" + vc, Submit: at,
-				Duration: max(time.Duration(service*float64(time.Second)), time.Second), GPUs: gpus, Pods: gpus, PerPod: 1})
-		}
-		// The files are not sorted by submit time.
-		slices.SortStableFunc(vcJobs, func(a, b TraceJob) int { return int(a.Submit - b.Submit) })
-		if maxJobs > 0 && len(vcJobs) > maxJobs {
-			vcJobs = vcJobs[:maxJobs]
-		}
-		jobs = append(jobs, vcJobs...)
-	}
-	sortJobs(jobs)
-	return queues, jobs, nil
 }
 
 // sortJobs orders jobs by submission time, then ID.
@@ -155,8 +81,10 @@ type ReplayOptions struct {
 	// default; costfair weighs a queue by what its nominal quota is worth
 	// (GPUs × price), its entitlement in money.
 	Policy string
-	// Gating admits gangs all at once; without it, a job's pods are placed
-	// as GPUs free up and the placed ones wait, held, for the rest.
+	// Gating admits gangs all at once, within quota (Kueue); without it
+	// there is no admission: a job's pods are created at submission,
+	// placed as GPUs free up, and the placed ones wait, held, for the rest
+	// (the default scheduler).
 	Gating bool
 	// Preemption lets a queue take back its nominal quota from queues that
 	// borrow it (reclaimWithinCohort: Any; withinClusterQueue:
@@ -167,6 +95,25 @@ type ReplayOptions struct {
 	// first. Preempted jobs lose their progress
 	// and queue again at their place. Only with Gating.
 	Preemption bool
+	// FairSharingPreemption picks the preemption rules independently of
+	// the policy: "kueue" (Kueue's fair-sharing strategies,
+	// LessThanOrEqualToFinalShare then LessThanInitialShare, also between
+	// borrowers) or "reclaim" (take back nominal quota only, newest
+	// first). Empty: kueue for the kueue policy, reclaim for the others.
+	PreemptionRules string
+	// Order is the order inside a queue: "fifo" (Kueue's: priority, then
+	// creation) or "small-first" (fewer GPUs first: Tiresias' least
+	// attained service for jobs that have not run, none of which has
+	// attained any, with the GPU count as the tie-break it uses;
+	// expressed through Workload.spec.priority). Empty: fifo.
+	Order string
+	// AgingAfter: a job waiting this long is moved to the front of its
+	// queue (a priority bump), and while the oldest such job does not fit,
+	// the GPUs it needs are kept for it as they free up; other jobs may
+	// use the rest (a reservation with backfill: the controller holds the
+	// workloads that would take the kept GPUs with its AdmissionCheck).
+	// Only with Gating; 0: never.
+	AgingAfter time.Duration
 	// SameDomain keeps a gang in one rack (NodesPerRack nodes).
 	SameDomain   bool
 	NodesPerRack int
@@ -252,6 +199,10 @@ type ReplayResult struct {
 	P95JCTSeconds float64 `json:"p95JctSeconds"`
 	// WaitBySize is the mean wait (last start − submit) per size class.
 	WaitBySize map[string]float64 `json:"meanWaitSecondsBySize"`
+	// MaxWaitByQueue is the longest wait of a finished job per queue;
+	// MaxWaitSeconds the longest of all (starvation shows here).
+	MaxWaitByQueue map[string]float64 `json:"maxWaitSecondsByQueue"`
+	MaxWaitSeconds float64            `json:"maxWaitSeconds"`
 	// Utilization is GPU time of running jobs over GPUs × makespan.
 	Utilization float64 `json:"utilization"`
 	// Jain is Jain's fairness index over each queue's GPU time divided by
@@ -261,8 +212,9 @@ type ReplayResult struct {
 	// its quota (nominal GPUs × their price): fairness in money. It differs
 	// from Jain only on a heterogeneous cluster.
 	JainCost float64 `json:"jainCost"`
-	// JainBacklogged is Jain's index of the GPUs each queue holds over its
-	// nominal quota, over the queues that contend (work waiting, or holding
+	// JainBacklogged is Jain's index of each queue's spend rate (the GPUs
+	// it holds at their prices) over its entitlement (its nominal quota at
+	// the same prices), over the queues that contend (work waiting, or holding
 	// more than their quota), sampled every SampleEvery that some queue has work
 	// waiting, averaged: queues that all want more should hold in
 	// proportion to their quotas, and a borrower should not keep a waiting
@@ -342,6 +294,8 @@ type replayJob struct {
 	run     *replayRun
 	// The flavor it runs on.
 	flavor int
+	// pending: in a queue's list; aged: moved to its queue's aged list.
+	pending, aged bool
 	// With the closed loop: its telemetry identity and its pods' holds.
 	simJob *Job
 	holds  []podHold
@@ -373,6 +327,11 @@ type replay struct {
 	bySize         map[int]int // pending jobs per GPU count
 	pendingByQueue map[string]int
 	pendingCount   int
+	// With AgingAfter: pending jobs by submission time, not aged yet, and
+	// the aged ones per queue (ahead of the rest).
+	aging []*replayJob
+	aged  map[string][]*admission.Workload
+	nAged int
 
 	now       time.Duration
 	run       runHeap
@@ -389,6 +348,7 @@ type replay struct {
 	jainSum   float64
 	jainN     int
 	waits     map[string][]float64
+	maxWait   map[string]float64
 	jcts      map[string]float64
 	evictions int
 	preempted int
@@ -446,9 +406,26 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	if !opts.Gating {
 		opts.Preemption = false
 	}
+	switch opts.PreemptionRules {
+	case "":
+		opts.PreemptionRules = "reclaim"
+		if opts.Policy == "kueue" {
+			opts.PreemptionRules = "kueue"
+		}
+	case "kueue", "reclaim":
+	default:
+		return ReplayResult{}, fmt.Errorf("preemption rules %q: want kueue or reclaim", opts.PreemptionRules)
+	}
+	switch opts.Order {
+	case "":
+		opts.Order = "fifo"
+	case "fifo", "small-first":
+	default:
+		return ReplayResult{}, fmt.Errorf("order %q: want fifo or small-first", opts.Order)
+	}
 	r := &replay{opts: opts, lists: map[string][]*admission.Workload{}, dead: map[*admission.Workload]bool{}, deadIn: map[string]int{},
 		bySize: map[int]int{}, pendingByQueue: map[string]int{}, usedSec: map[string]float64{}, usedCost: map[string]float64{},
-		waits: map[string][]float64{}, jcts: map[string]float64{}, nominal: map[string]int{}, value: map[string]float64{}, nextJain: opts.SampleEvery}
+		waits: map[string][]float64{}, aged: map[string][]*admission.Workload{}, maxWait: map[string]float64{}, jcts: map[string]float64{}, nominal: map[string]int{}, value: map[string]float64{}, nextJain: opts.SampleEvery}
 	const res = "nvidia.com/gpu"
 	flavors := opts.Flavors
 	if len(flavors) == 0 {
@@ -515,6 +492,11 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		}
 		if opts.Preemption {
 			cq.Preemption = admission.Preemption{WithinClusterQueue: admission.LowerPriority, ReclaimWithinCohort: admission.Any}
+			if opts.Order == "small-first" {
+				// The priorities order the queue; they must not make a
+				// small job preempt a large one of its own queue.
+				cq.Preemption.WithinClusterQueue = admission.Never
+			}
 		}
 		if opts.Policy == "costfair" {
 			// A team's weight is what its quota is worth: one entitled
@@ -562,8 +544,13 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 			j.Pods, j.PerPod = j.GPUs, 1
 		}
 		j.GPUs = j.Pods * j.PerPod
+		prio := j.Priority
+		if opts.Order == "small-first" {
+			// The trace's priority first, then fewer GPUs.
+			prio = j.Priority<<12 - int32(min(j.GPUs, 1<<12-1))
+		}
 		rjobs[i] = &replayJob{TraceJob: j, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: res, Pods: j.Pods, PerPod: int64(j.PerPod),
-			Priority: j.Priority, SubmittedMs: j.Submit.Milliseconds()}}
+			Priority: prio, SubmittedMs: j.Submit.Milliseconds()}}
 		r.byID[j.ID] = rjobs[i]
 	}
 	r.decayed = admission.NewDecayed(opts.HalfLife.Milliseconds())
@@ -690,7 +677,11 @@ func (r *replay) sampleJain() {
 			continue
 		}
 		waiting = waiting || r.pendingByQueue[q] > 0
-		xs = append(xs, float64(used)/float64(nominal))
+		var rate float64
+		for _, f := range r.flavors {
+			rate += float64(r.snap.Usage[q][f.fr]) * f.perSecond
+		}
+		xs = append(xs, rate/r.value[q])
 	}
 	if !waiting {
 		return
@@ -741,7 +732,9 @@ func (r *replay) finish() {
 		if c == "" {
 			c = sizeClass(j.GPUs)
 		}
-		r.waits[c] = append(r.waits[c], (j.start - j.Submit).Seconds())
+		wait := (j.start - j.Submit).Seconds()
+		r.waits[c] = append(r.waits[c], wait)
+		r.maxWait[j.Queue] = max(r.maxWait[j.Queue], wait)
 	}
 }
 
@@ -772,22 +765,54 @@ func (r *replay) enqueue(j *replayJob) {
 		delete(r.dead, &j.w)
 	}
 	r.lists[j.Queue] = admission.InsertFIFO(r.lists[j.Queue], &j.w)
+	j.pending = true
 	r.bySize[j.GPUs]++
 	r.pendingByQueue[j.Queue]++
 	r.pendingCount++
+	if r.opts.AgingAfter > 0 {
+		i, _ := slices.BinarySearchFunc(r.aging, j, func(a, b *replayJob) int { return cmp.Compare(a.Submit, b.Submit) })
+		r.aging = slices.Insert(r.aging, i, j)
+	}
 }
 
-// take marks an admitted workload dead in its list.
+// take removes an admitted workload from its queue: an aged one from the
+// aged list, others marked dead in the list.
 func (r *replay) take(w *admission.Workload) {
-	r.dead[w] = true
-	r.deadIn[w.Queue]++
+	j := r.byID[w.ID]
+	j.pending = false
 	r.bySize[int(w.Units())]--
 	r.pendingByQueue[w.Queue]--
 	r.pendingCount--
+	if j.aged {
+		j.aged = false
+		r.aged[w.Queue] = slices.DeleteFunc(r.aged[w.Queue], func(x *admission.Workload) bool { return x == w })
+		r.nAged--
+		return
+	}
+	r.dead[w] = true
+	r.deadIn[w.Queue]++
 	if l := r.lists[w.Queue]; r.deadIn[w.Queue] > len(l)/2 {
 		r.lists[w.Queue] = slices.DeleteFunc(l, func(x *admission.Workload) bool { return r.dead[x] })
 		r.deadIn[w.Queue] = 0
 	}
+}
+
+// age moves the jobs pending for AgingAfter or more to their queue's aged
+// list, which is admitted first.
+func (r *replay) age() {
+	limit := r.now - r.opts.AgingAfter
+	n := 0
+	for ; n < len(r.aging) && r.aging[n].Submit <= limit; n++ {
+		j := r.aging[n]
+		if !j.pending || j.aged {
+			continue
+		}
+		r.lists[j.Queue] = slices.DeleteFunc(r.lists[j.Queue], func(x *admission.Workload) bool { return x == &j.w })
+		j.aged = true
+		r.aged[j.Queue] = append(r.aged[j.Queue], &j.w)
+		r.nAged++
+	}
+	r.aging = r.aging[n:]
 }
 
 // requeueDelayed queues again the evicted gangs whose backoff is over,
@@ -887,59 +912,51 @@ func (r *replay) cycle() {
 		r.snap.Share = r.decayed.Shares(r.snap.Queues)
 	}
 	r.snap.NowMs = r.now.Milliseconds()
-	stream := admission.Stream(r.policy.QueueShares(r.snap), r.lists, func(w *admission.Workload) bool { return r.dead[w] })
+	skip := func(w *admission.Workload) bool { return r.dead[w] }
 	if r.opts.Gating {
 		aopts := admission.Options{SameDomain: r.opts.SameDomain, Policy: r.policy}
-		if r.opts.Policy == "kueue" {
+		if r.opts.PreemptionRules == "kueue" {
 			aopts.FairSharing = []string{admission.LessThanOrEqualToFinalShare, admission.LessThanInitialShare}
 		}
-		var victims []*replayJob
-		pen, _ := r.policy.(admission.AdmissionPenalizer)
-		for _, d := range admission.AdmitInOrder(r.snap, stream, aopts) {
-			if !d.Admitted {
-				continue
+		if r.opts.AgingAfter > 0 {
+			r.age()
+			if r.nAged > 0 {
+				// The aged go first; while one of them does not fit,
+				// nothing else is admitted: the GPUs freeing up are
+				// reserved for it.
+				ds := admission.AdmitInOrder(r.snap, admission.Stream(r.policy.QueueShares(r.snap), r.aged, nil), aopts)
+				r.apply(ds)
+				// The oldest aged job that did not fit keeps the GPUs it
+				// needs as they free up; the others may use the rest
+				// (backfill without run-time estimates).
+				var oldest *admission.Workload
+				for _, d := range ds {
+					if !d.Admitted && (oldest == nil || d.Workload.SubmittedMs < oldest.SubmittedMs) {
+						oldest = d.Workload
+					}
+				}
+				if oldest != nil {
+					held := r.reserve(oldest.Units())
+					defer r.unreserve(held)
+				}
 			}
-			if pen != nil {
-				// The snapshot's share has it for this cycle; the decayed
-				// usage keeps it for the next.
-				r.charge(d.Workload.Queue, pen.Penalty(r.snap, d.Workload, d.Flavor))
-			}
-			for _, p := range d.Preempted {
-				victims = append(victims, r.preempt(p.Running))
-			}
-			j := r.byID[d.Workload.ID]
-			nodes := make([]int, len(d.Nodes))
-			for k, n := range d.Nodes {
-				nodes[k] = r.nodeIdx[n]
-			}
-			j.running = d.Running
-			j.flavor = slices.IndexFunc(r.flavors, func(f replayFlavor) bool { return f.Name == d.Flavor })
-			r.take(d.Workload)
-			r.start(j, nodes)
 		}
-		for _, v := range victims {
-			r.enqueue(v)
-		}
+		r.apply(admission.AdmitInOrder(r.snap, admission.Stream(r.policy.QueueShares(r.snap), r.lists, skip), aopts))
 		return
 	}
-	// Without gating: admit by quota alone, then place what fits now.
-	// In one cohort lending without limit, nothing more fits once the
-	// cohort's free quota is below the smallest pending job.
+	stream := admission.Stream(r.policy.QueueShares(r.snap), r.lists, skip)
+	// Without gating there is no admission: every job's pods are created
+	// at once and the scheduler places them as GPUs free up, in the
+	// order the policy gives (Kubernetes without Kueue, or a Kueue whose
+	// quotas exceed the GPUs that exist). Quota cannot hold back a gang
+	// that does not fit: that is what gating is for.
 	fr := r.flavors[0].fr // one flavor without gating
-	var headroom int64
-	for name, q := range r.snap.Queues {
-		headroom += q.Quotas[fr].Nominal - r.snap.Usage[name][fr]
-	}
-	for headroom >= smallest {
+	for {
 		w := stream.Next()
 		if w == nil {
 			break
 		}
-		if r.snap.FitsQuota(w.Queue, fr, w.Units()) != "" {
-			continue
-		}
 		r.snap.Usage[w.Queue][fr] += w.Units()
-		headroom -= w.Units()
 		if pen, ok := r.policy.(admission.AdmissionPenalizer); ok {
 			v := pen.Penalty(r.snap, w, fr.Flavor)
 			r.snap.Share[w.Queue] += v / r.snap.Queues[w.Queue].Weight
@@ -951,6 +968,61 @@ func (r *replay) cycle() {
 		if !r.placeMore(j) {
 			r.partial = append(r.partial, j)
 		}
+	}
+}
+
+// reserve takes up to n free GPUs out of the snapshot's nodes, fullest
+// first, and returns what it took per node.
+func (r *replay) reserve(n int64) map[int]int64 {
+	held := map[int]int64{}
+	for n > 0 {
+		i := freestNode(r.snap.Nodes, 1)
+		if i < 0 {
+			break
+		}
+		k := min(r.snap.Nodes[i].Free, n)
+		r.snap.Nodes[i].Free -= k
+		held[i] += k
+		n -= k
+	}
+	return held
+}
+
+func (r *replay) unreserve(held map[int]int64) {
+	for i, k := range held {
+		r.snap.Nodes[i].Free += k
+	}
+}
+
+// apply carries out a cycle's decisions: admitted jobs start, preempted
+// ones stop and queue again.
+func (r *replay) apply(ds []admission.Decision) {
+	var victims []*replayJob
+	pen, _ := r.policy.(admission.AdmissionPenalizer)
+	for _, d := range ds {
+		if !d.Admitted {
+			continue
+		}
+		if pen != nil {
+			// The snapshot's share has it for this cycle; the decayed
+			// usage keeps it for the next.
+			r.charge(d.Workload.Queue, pen.Penalty(r.snap, d.Workload, d.Flavor))
+		}
+		for _, p := range d.Preempted {
+			victims = append(victims, r.preempt(p.Running))
+		}
+		j := r.byID[d.Workload.ID]
+		nodes := make([]int, len(d.Nodes))
+		for k, n := range d.Nodes {
+			nodes[k] = r.nodeIdx[n]
+		}
+		j.running = d.Running
+		j.flavor = slices.IndexFunc(r.flavors, func(f replayFlavor) bool { return f.Name == d.Flavor })
+		r.take(d.Workload)
+		r.start(j, nodes)
+	}
+	for _, v := range victims {
+		r.enqueue(v)
 	}
 }
 
@@ -966,7 +1038,7 @@ func (r *replay) mayReclaim() bool {
 		under = under || (r.pendingByQueue[q] > 0 && u < int64(n))
 		over = over || u > int64(n)
 	}
-	return under && over || r.opts.Policy == "kueue" && over
+	return under && over || r.opts.PreemptionRules == "kueue" && over
 }
 
 // charge keeps an admission penalty for the next cycles' shares.
@@ -1004,7 +1076,7 @@ func (r *replay) result(jobs int) ReplayResult {
 	o := r.opts
 	res := ReplayResult{Policy: o.Policy, Gating: o.Gating, Preemption: o.Preemption, Jobs: jobs, Finished: len(r.jcts), Makespan: r.now,
 		Evictions: r.evictions, Preemptions: r.preempted, PreemptedGPUHours: r.lostSec / 3600,
-		WaitBySize: map[string]float64{}, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: r.heldSec / 3600, jct: r.jcts}
+		WaitBySize: map[string]float64{}, MaxWaitByQueue: r.maxWait, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: r.heldSec / 3600, jct: r.jcts}
 	if len(r.jcts) > 0 {
 		all := make([]float64, 0, len(r.jcts))
 		var sum float64
@@ -1033,6 +1105,9 @@ func (r *replay) result(jobs int) ReplayResult {
 		byTime = append(byTime, r.usedSec[q]/float64(r.nominal[q]))
 		byCost = append(byCost, r.usedCost[q]/r.value[q])
 		res.CostMicrosByQueue[q] = int64(math.Round(r.usedCost[q]))
+	}
+	for _, w := range r.maxWait {
+		res.MaxWaitSeconds = max(res.MaxWaitSeconds, w)
 	}
 	res.Jain = jainIndex(byTime)
 	res.JainCost = jainIndex(byCost)

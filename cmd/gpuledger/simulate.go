@@ -34,9 +34,13 @@ each queue alone on its quota), GPU-hours held by partial gangs, preemptions and
 and writes them as JSON and CSV.
 The replay is deterministic: the same flags give the same numbers.`, stdout)
 	workload := fs.String("workload", "philly", "what to replay: philly (the VC traces), gavel (Gavel's synthetic mix on the Philly VCs' queues), kueue-baseline or kueue-large (Kueue's scheduler performance configurations)")
-	seed := fs.Uint64("seed", 1, "random seed of the gavel mix; the same seed gives the same numbers")
+	seed := fs.Uint64("seed", 1, "random seed of the gavel mix and of -philly.offsetDays; the same seed gives the same numbers")
 	rate := fs.Float64("gavel.jobsPerHour", 60, "arrival rate of the gavel mix, jobs per hour in all")
-	trace := fs.String("trace", "../shared/data/traces/philly-pcs", "folder of trace_<vc>.csv and philly_vc_nodes.csv")
+	trace := fs.String("trace", "../shared/data/traces/philly-pcs", "folder of trace_<vc>.csv, philly_vc_nodes.csv and model_speedups.csv")
+	vcList := fs.String("vcs", "", "comma-separated VCs to replay (default: every trace_<vc>.csv)")
+	missingNodes := fs.Int("philly.missingNodes", 0, "node count of a VC philly_vc_nodes.csv does not list (51b7ef); 0 leaves such VCs out, with a note")
+	offsetDays := fs.Float64("philly.offsetDays", 0, "shift each VC's clock (which starts at its own first job) by an offset drawn from -seed in [0, this many days), so that which VCs overlap is not an artefact of all starting at day 0")
+	load := fs.Float64("load", 0, "offered load: size the cluster so that the replayed jobs' GPU demand over their submission span is this fraction of it (overrides -scale); 0 uses -scale")
 	fromDay := fs.Float64("from", 30, "first day of the traces to replay (submit times are from each VC's first job)")
 	days := fs.Float64("days", 1, "how many days of submissions to replay")
 	scale := fs.Float64("scale", 0.1, "fraction of every quota (and so of the cluster) to simulate; 1 is the VCs' real size")
@@ -48,6 +52,9 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	loop := fs.Bool("loop", false, "close the loop: the cluster's GPUs emit dcgm-exporter telemetry every -scrape, ingest and attribution write each policy's hours to an embedded ledger in <out>/ledger-<policy>, and costfair reads its shares from it")
 	scrape := fs.Duration("scrape", time.Minute, "with -loop: the telemetry's scrape interval")
 	preemption := fs.Bool("preemption", false, "with -gating: queues reclaim their nominal quota from borrowers and lower priorities within a queue (kueue: Kueue's fair-sharing preemption, LessThanOrEqualToFinalShare then LessThanInitialShare; the others reclaim nominal quota only); on by default for the kueue-* workloads, whose configurations preempt")
+	order := fs.String("order", "fifo", "order inside a queue: fifo (Kueue's: priority, then creation) or small-first (fewer GPUs first, through Workload priorities)")
+	agingAfter := fs.Duration("agingAfter", 0, "with -gating: a job waiting this long goes to the front of its queue, and the GPUs freeing up are reserved for it while it does not fit; 0 never")
+	preemptionRules := fs.String("preemptionRules", "", "with -preemption: kueue (Kueue's fair-sharing strategies) or reclaim (take back nominal quota only); default kueue for the kueue policy, reclaim for the others")
 	idlePenalty := fs.Float64("idlePenalty", 1, "costfair counts an idle GPU-hour as 1+this GPU-hours of spend")
 	ftf := fs.Bool("ftf", true, "measure finish-time fairness: replay each queue alone on its quota first")
 	flavorList := fs.String("flavors", "", "a heterogeneous cluster: comma-separated name:share:pricePerGPUHour, such as h100:0.5:6.88,a100:0.5:4.10; each flavor gets its share of every quota and of the nodes, queues try them in this order (needs -gating)")
@@ -64,17 +71,24 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 		from := time.Duration(*fromDay * 24 * float64(time.Hour))
 		to := from + time.Duration(*days*24*float64(time.Hour))
 		var err error
-		if queues, jobs, err = sim.LoadPhilly(*trace, from, to, 0); err != nil {
+		po := sim.PhillyOptions{From: from, To: to, VCs: splitList(*vcList), MissingNodes: *missingNodes, SkipUnlisted: *missingNodes == 0,
+			OffsetSpread: time.Duration(*offsetDays * 24 * float64(time.Hour)), OffsetSeed: *seed}
+		if queues, jobs, err = sim.LoadPhilly(*trace, po); err != nil {
 			return fmt.Errorf("%w; pass -trace with the philly-pcs folder", err)
 		}
 		if len(jobs) == 0 {
 			return usageError{fmt.Sprintf("no job was submitted between day %g and day %g; widen -from/-days", *fromDay, *fromDay+*days)}
 		}
-		fmt.Fprintf(stdout, "Replaying %d jobs of %d queues (days %g to %g, %.0f%% of the quotas), gating %v.\n\n",
-			len(jobs), len(queues), *fromDay, *fromDay+*days, 100**scale, *gating)
+		if *load > 0 {
+			if *scale, err = sim.ScaleForLoad(queues, jobs, to-from, *load); err != nil {
+				return usageError{err.Error()}
+			}
+		}
+		fmt.Fprintf(stdout, "Replaying %d jobs of %d queues (days %g to %g, %.1f%% of the quotas: offered load %.2f), gating %v.\n\n",
+			len(jobs), len(queues), *fromDay, *fromDay+*days, 100**scale, sim.OfferedGPUs(jobs, to-from)/(*scale*float64(quotaGPUs(queues))), *gating)
 	case "gavel":
 		var err error
-		if queues, _, err = sim.LoadPhilly(*trace, 0, 0, 0); err != nil {
+		if queues, _, err = sim.LoadPhilly(*trace, sim.PhillyOptions{VCs: splitList(*vcList), MissingNodes: *missingNodes, SkipUnlisted: *missingNodes == 0}); err != nil {
 			return fmt.Errorf("%w; pass -trace with the philly-pcs folder (for its queues)", err)
 		}
 		jobs = sim.Gavel(queues, *rate, time.Duration(*days*24*float64(time.Hour)), *seed)
@@ -119,7 +133,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 		began := time.Now()
 		ropts := sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale,
 			NodeSize: nodeSize, ReadyTimeout: *readyTimeout, Preemption: *preemption, IdlePenalty: *idlePenalty, Isolated: isolated,
-			ScrapeInterval: *scrape, SampleEvery: sampleEvery, Flavors: flavors}
+			ScrapeInterval: *scrape, SampleEvery: sampleEvery, Flavors: flavors, Order: *order, AgingAfter: *agingAfter, PreemptionRules: *preemptionRules}
 		if *idlePenalty == 0 {
 			ropts.IdlePenalty = -1 // none
 		}
@@ -208,6 +222,14 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	}
 	fmt.Fprintf(stdout, "\nwrote %s and %s\n", filepath.Join(*out, "simulate.json"), filepath.Join(*out, "simulate.csv"))
 	return nil
+}
+
+func quotaGPUs(queues []sim.TraceQueue) int {
+	var n int
+	for _, q := range queues {
+		n += q.NominalGPUs
+	}
+	return n
 }
 
 func ff(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
