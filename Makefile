@@ -6,7 +6,7 @@ PKGS    ?= ./...
 RUNARGS ?=
 FUZZTIME ?= 10s
 
-.PHONY: run build test bench lint fuzz clean
+.PHONY: run build test bench policy-eval lint fuzz clean
 
 # Simulates last month of examples/cluster.yaml through the whole loop, writes
 # gpuledger-demo/chargeback-YYYY-MM.{csv,xlsx}, then serves the API on
@@ -28,6 +28,15 @@ test:
 # cached by tools/build-victoriametrics.sh).
 bench:
 	GPULEDGER_VICTORIAMETRICS=$$(bash tools/build-victoriametrics.sh) $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+# The admission evaluation (not in `make test`): every policy at offered
+# loads 0.7-1.1, tuned on one half of the Philly VCs and reported on the
+# other, seeds 1-3, Philly jobs and Gavel's mix; prints the table with the
+# command behind it (docs/policy-eval/ holds the last run's).
+POLICY_EVAL_ARGS ?=
+policy-eval: build
+	./bin/gpuledger policy-eval -workloads philly $(POLICY_EVAL_ARGS) -out gpuledger-sim/philly
+	./bin/gpuledger policy-eval -workloads gavel $(POLICY_EVAL_ARGS) -out gpuledger-sim/gavel
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

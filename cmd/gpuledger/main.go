@@ -29,6 +29,7 @@ var commands = []command{
 	{"ingest", "backfill the ledger from VictoriaMetrics, Prometheus or files, resumably", runIngest},
 	{"report", "write a month's chargeback (CSV and XLSX) from a ledger", runReport},
 	{"simulate", "replay the Philly-derived traces through the admission policies side by side", runSimulate},
+	{"policy-eval", "evaluate the admission policies at stated offered loads, tuned on one half of the VCs and reported on the other", runPolicyEval},
 	{"validate", "check a configuration file and list every problem", runValidate},
 	{"token", "make an API token: its secret, and the hashed entry for the configuration", runToken},
 }

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gpuledger/gpuledger/sim"
+)
+
+func runPolicyEval(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("policy-eval", `Evaluates the admission policies so that a result cannot come from tuning on
+the data it is reported on: the Philly VCs with a node count are split into two
+halves; every candidate (Kueue's cohort fair sharing and Admission Fair Sharing,
+gpuledger's cost-weighted share and its orders inside a queue) is replayed on
+both halves, at several offered loads (the cluster sized so that the jobs' GPU
+demand is that fraction of it), under each preemption regime (the same rules for
+every policy), for several seeds of the VCs' start offsets and of Gavel's job
+mix. Each candidate's parameters are tuned on one half and reported on the other,
+both ways, as mean [min-max] over seeds, relative to the better Kueue mode in the
+same run. Writes every run to <out>/policy-eval.csv.`, stdout)
+	trace := fs.String("trace", "../shared/data/traces/philly-pcs", "folder of the Philly-derived traces")
+	halfA := fs.String("halfA", "6214e9,11cb48,2869ce,ed69ec", "VCs of half A")
+	halfB := fs.String("halfB", "b436b2,7f04ca,0e4a51", "VCs of half B")
+	workloads := fs.String("workloads", "philly,gavel", "philly (the VCs' jobs) and/or gavel (Gavel's synthetic mix on the same queues)")
+	gavelRate := fs.Float64("gavel.jobsPerHour", 30, "arrival rate of the gavel mix")
+	fromDay := fs.Float64("from", 30, "first day of submissions replayed, on the aligned clock")
+	days := fs.Float64("days", 30, "days of submissions replayed; every job submitted in them runs to completion")
+	offsetDays := fs.Float64("offsetDays", 30, "each VC's clock is shifted by an offset drawn from the seed in [0, this many days)")
+	seeds := fs.String("seeds", "1,2,3", "seeds of the offsets and of the gavel mix")
+	loads := fs.String("loads", "0.7,0.85,0.95,1.1", "offered loads: GPU demand / capacity")
+	regimes := fs.String("regimes", "none,kueue", "preemption regimes, each applied to every policy: none, reclaim (take back nominal quota, newest first) or kueue (Kueue's fair-sharing preemption)")
+	goalLoads := fs.String("goalLoads", "0.85,0.95", "loads the goal is checked at and variants are tuned on")
+	workers := fs.Int("workers", 0, "replays run at once (default: GOMAXPROCS)")
+	out := fs.String("out", "gpuledger-sim", "folder for policy-eval.csv")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := sim.EvalConfig{Dir: *trace, Halves: [2][]string{splitList(*halfA), splitList(*halfB)}, Workloads: splitList(*workloads),
+		GavelJobsPerHour: *gavelRate, From: days2d(*fromDay), Span: days2d(*days), OffsetSpread: days2d(*offsetDays),
+		Regimes: splitList(*regimes), Candidates: sim.DefaultCandidates(), Workers: *workers}
+	var err error
+	if cfg.Loads, err = floatList("-loads", *loads); err != nil {
+		return err
+	}
+	if cfg.TuneLoads, err = floatList("-goalLoads", *goalLoads); err != nil {
+		return err
+	}
+	for _, v := range splitList(*seeds) {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return usageError{fmt.Sprintf("-seeds item %q: want an unsigned integer", v)}
+		}
+		cfg.Seeds = append(cfg.Seeds, n)
+	}
+	for _, r := range cfg.Regimes {
+		if !slices.Contains([]string{"none", "reclaim", "kueue"}, r) {
+			return usageError{fmt.Sprintf("-regimes item %q: want none, reclaim or kueue", r)}
+		}
+	}
+	fmt.Fprintf(stdout, "gpuledger policy-eval %s\n\n", strings.Join(args, " "))
+	began := time.Now()
+	last := time.Now()
+	runs, err := sim.Evaluate(ctx, cfg, func(done, total int) {
+		if time.Since(last) > 10*time.Second || done == total {
+			last = time.Now()
+			fmt.Fprintf(os.Stderr, "policy-eval: %d of %d replays, %s\n", done, total, time.Since(began).Round(time.Second))
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("%w; pass -trace with the philly-pcs folder and VCs that are in it", err)
+	}
+	rows := sim.Tuned(cfg, runs)
+	if err := sim.WriteEvalTable(stdout, rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nGoal (held-out halves, loads %s): avg JCT ≥ 20%% below the better Kueue mode, worst-queue FTF and max wait no worse, no partial gangs\n", *goalLoads)
+	goal := sim.GoalCheck(rows, cfg.TuneLoads)
+	for _, c := range cfg.Candidates {
+		if !c.Baseline {
+			verdict := goal[c.Name]
+			if verdict == "" {
+				verdict = "not evaluated: none of -loads is a goal load"
+			}
+			fmt.Fprintf(stdout, "  %-22s %s\n", c.Name, verdict)
+		}
+	}
+	if err := writeEvalRuns(filepath.Join(*out, "policy-eval.csv"), runs); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%d replays in %s; every run in %s\n", len(runs), time.Since(began).Round(time.Second), filepath.Join(*out, "policy-eval.csv"))
+	return nil
+}
+
+func days2d(d float64) time.Duration { return time.Duration(d * 24 * float64(time.Hour)) }
+
+func floatList(flag, v string) ([]float64, error) {
+	var out []float64
+	for _, item := range splitList(v) {
+		f, err := strconv.ParseFloat(item, 64)
+		if err != nil || f <= 0 {
+			return nil, usageError{fmt.Sprintf("%s item %q: want a positive number", flag, item)}
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func writeEvalRuns(path string, runs []sim.EvalRun) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"workload", "half", "seed", "load", "capacity_scale", "regime", "candidate", "variant", "jobs", "finished", "avg_jct_s", "p95_jct_s",
+		"max_wait_s", "ftf_mean", "ftf_worst_queue", "jain_backlogged", "utilization", "partial_gang_gpu_hours", "preemptions", "preempted_gpu_hours"})
+	for _, r := range runs {
+		x := r.Result
+		w.Write([]string{r.Workload, r.Half, strconv.FormatUint(r.Seed, 10), ff(r.Load), ff(r.Scale), r.Regime, r.Candidate, r.Variant,
+			strconv.Itoa(x.Jobs), strconv.Itoa(x.Finished), ff(x.AvgJCTSeconds), ff(x.P95JCTSeconds), ff(x.MaxWaitSeconds), ff(x.FTFMean),
+			ff(x.FTFMaxQueue), ff(x.JainBacklogged), ff(x.Utilization), ff(x.PartialGangGPUHours), strconv.Itoa(x.Preemptions), ff(x.PreemptedGPUHours)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

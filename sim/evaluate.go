@@ -1,0 +1,429 @@
+package sim
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// EvalCandidate is one admission setup under evaluation: a policy with its
+// order inside queues and its parameters. Variants are the parameter
+// choices tuned on one half of the queues; Baseline marks Kueue's own
+// modes, which are not tuned and which the others are measured against.
+type EvalCandidate struct {
+	Name     string
+	Baseline bool
+	Variants []EvalVariant
+}
+
+// EvalVariant is one parameter choice of a candidate.
+type EvalVariant struct {
+	Name string
+	Opts ReplayOptions // Policy, Order, AgingAfter, HalfLife, IdlePenalty
+}
+
+// EvalConfig is a whole evaluation: every candidate variant on every
+// workload, half, alignment seed, offered load and preemption regime.
+type EvalConfig struct {
+	// Dir holds the Philly-derived traces.
+	Dir string
+	// Halves are two disjoint sets of VCs: candidates are tuned on one
+	// and reported on the other, both ways.
+	Halves [2][]string
+	// Workloads: "philly" (the VCs' own jobs) and/or "gavel" (Gavel's
+	// synthetic mix on the same queues, GavelJobsPerHour).
+	Workloads        []string
+	GavelJobsPerHour float64
+	// From and Span bound the submissions replayed (on the aligned clock);
+	// every job submitted in it runs to completion.
+	From, Span time.Duration
+	// OffsetSpread: each VC's clock is shifted by an offset drawn from the
+	// seed (PhillyOptions); the gavel mix is drawn from the seed too.
+	OffsetSpread time.Duration
+	Seeds        []uint64
+	// Loads are offered GPU demand / capacity (ScaleForLoad).
+	Loads []float64
+	// Regimes: "none" (no preemption), "reclaim" or "kueue" (the
+	// preemption rules every candidate is run under).
+	Regimes    []string
+	Candidates []EvalCandidate
+	// TuneLoads are the loads a variant is chosen on (the goal's loads).
+	TuneLoads []float64
+	Workers   int
+}
+
+// EvalRun is one replay of the grid.
+type EvalRun struct {
+	Workload, Half, Candidate, Variant, Regime string
+	Seed                                       uint64
+	Load, Scale                                float64
+	Result                                     ReplayResult
+}
+
+// cell is what a run is compared within: the same jobs on the same cluster
+// under the same preemption rules.
+type cell struct {
+	workload, half, regime string
+	seed                   uint64
+	load                   float64
+}
+
+func (r EvalRun) cell() cell { return cell{r.Workload, r.Half, r.Regime, r.Seed, r.Load} }
+
+// Evaluate replays the grid, Workers at a time; progress is told after each
+// run.
+func Evaluate(ctx context.Context, c EvalConfig, progress func(done, total int)) ([]EvalRun, error) {
+	type input struct {
+		queues []TraceQueue
+		jobs   []TraceJob
+		iso    map[string]float64
+		scale  float64
+	}
+	inputs := map[cell]*input{}
+	var runs []EvalRun
+	for _, wl := range c.Workloads {
+		for h, vcs := range c.Halves {
+			half := string(rune('A' + h))
+			for _, seed := range c.Seeds {
+				qs, jobs, err := LoadPhilly(c.Dir, PhillyOptions{From: c.From, To: c.From + c.Span, VCs: vcs,
+					OffsetSpread: c.OffsetSpread, OffsetSeed: seed})
+				if err != nil {
+					return nil, err
+				}
+				switch wl {
+				case "philly":
+				case "gavel":
+					jobs = Gavel(qs, c.GavelJobsPerHour, c.Span, seed)
+				default:
+					return nil, fmt.Errorf("workload %q: want philly or gavel", wl)
+				}
+				for _, load := range c.Loads {
+					scale, err := ScaleForLoad(qs, jobs, c.Span, load)
+					if err != nil {
+						return nil, fmt.Errorf("%s half %s seed %d: %w", wl, half, seed, err)
+					}
+					for _, regime := range c.Regimes {
+						k := cell{wl, half, regime, seed, load}
+						inputs[k] = &input{queues: qs, jobs: jobs, scale: scale}
+						for _, cand := range c.Candidates {
+							for _, v := range cand.Variants {
+								runs = append(runs, EvalRun{Workload: wl, Half: half, Candidate: cand.Name, Variant: v.Name,
+									Regime: regime, Seed: seed, Load: load, Scale: scale})
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	variants := map[[2]string]ReplayOptions{}
+	for _, cand := range c.Candidates {
+		for _, v := range cand.Variants {
+			variants[[2]string{cand.Name, v.Name}] = v.Opts
+		}
+	}
+	// Finish-time fairness needs each queue alone on its quota: once per
+	// jobs and scale, shared by the regimes.
+	isoDone := map[cell]map[string]float64{}
+	for k, in := range inputs {
+		base := k
+		base.regime = ""
+		if iso, ok := isoDone[base]; ok {
+			in.iso = iso
+			continue
+		}
+		iso, err := IsolatedJCT(in.queues, in.jobs, ReplayOptions{CapacityScale: in.scale})
+		if err != nil {
+			return nil, err
+		}
+		isoDone[base], in.iso = iso, iso
+	}
+	workers := c.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	var (
+		mu       sync.Mutex
+		done     int
+		firstErr error
+		wg       sync.WaitGroup
+		next     = make(chan int)
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				run := &runs[i]
+				in := inputs[run.cell()]
+				o := variants[[2]string{run.Candidate, run.Variant}]
+				o.Gating, o.CapacityScale, o.Isolated = true, run.Scale, in.iso
+				o.Preemption = run.Regime != "none"
+				if o.Preemption {
+					o.PreemptionRules = run.Regime
+				}
+				res, err := Replay(in.queues, in.jobs, o)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("%s/%s on %s half %s seed %d load %g: %w", run.Candidate, run.Variant, run.Workload, run.Half, run.Seed, run.Load, err)
+				}
+				run.Result = res
+				done++
+				if progress != nil {
+					progress(done, len(runs))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
+	for i := range runs {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return runs, ctx.Err()
+}
+
+// EvalRow summarises one candidate in one setting over the seeds: its
+// figures relative to the better of the baselines in the same cell (the
+// one with the lower average JCT), as min/mean/max over seeds.
+type EvalRow struct {
+	Workload, TestHalf, Candidate, Variant, Regime string
+	Load                                           float64
+	Seeds                                          int
+	// JCTRatio: average JCT over the best baseline's.
+	JCTRatio Spread
+	// AvgJCTHours, FTFWorst (worst queue's mean finish-time fairness),
+	// MaxWaitHours (longest wait of any queue), JainBacklogged,
+	// PartialGPUHours and LostGPUHours are the candidate's own figures;
+	// the Base ones are the best baseline's in the same cells.
+	AvgJCTHours, FTFWorst, MaxWaitHours, JainBacklogged Spread
+	BaseFTFWorst, BaseMaxWaitHours                     Spread
+	PartialGPUHours, LostGPUHours                      Spread
+}
+
+// Spread is min, mean and max over seeds.
+type Spread struct{ Min, Mean, Max float64 }
+
+func spread(xs []float64) Spread {
+	if len(xs) == 0 {
+		return Spread{}
+	}
+	s := Spread{Min: math.Inf(1), Max: math.Inf(-1)}
+	for _, x := range xs {
+		s.Min, s.Max = min(s.Min, x), max(s.Max, x)
+		s.Mean += x
+	}
+	s.Mean /= float64(len(xs))
+	return s
+}
+
+func (s Spread) String() string {
+	return fmt.Sprintf("%s [%s–%s]", short(s.Mean), short(s.Min), short(s.Max))
+}
+
+func short(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+// Tuned picks each candidate's variant on one half (the lowest geometric
+// mean of average JCT at TuneLoads, over every workload, regime and seed
+// of that half: the same cells for every variant) and returns the rows of
+// the other half with it, relative to the better of the baselines (with
+// their own variants picked the same way): the held-out figures.
+func Tuned(c EvalConfig, runs []EvalRun) []EvalRow {
+	var rows []EvalRow
+	for _, tune := range []string{"A", "B"} {
+		test := map[string]string{"A": "B", "B": "A"}[tune]
+		picks := map[string]string{}
+		baseline := map[string]bool{}
+		for _, cand := range c.Candidates {
+			picks[cand.Name] = pickVariant(c, runs, tune, cand)
+			baseline[cand.Name] = cand.Baseline
+		}
+		best := map[cell]ReplayResult{}
+		for _, r := range runs {
+			if r.Half != test || !baseline[r.Candidate] || picks[r.Candidate] != r.Variant {
+				continue
+			}
+			if b, ok := best[r.cell()]; !ok || r.Result.AvgJCTSeconds < b.AvgJCTSeconds {
+				best[r.cell()] = r.Result
+			}
+		}
+		for _, cand := range c.Candidates {
+			rows = append(rows, summarise(runs, best, test, cand.Name, picks[cand.Name])...)
+		}
+	}
+	return rows
+}
+
+func pickVariant(c EvalConfig, runs []EvalRun, half string, cand EvalCandidate) string {
+	pick := cand.Variants[0].Name
+	if len(cand.Variants) == 1 {
+		return pick
+	}
+	logs := map[string][]float64{}
+	for _, r := range runs {
+		if r.Half == half && r.Candidate == cand.Name && slices.Contains(c.TuneLoads, r.Load) && r.Result.AvgJCTSeconds > 0 {
+			logs[r.Variant] = append(logs[r.Variant], math.Log(r.Result.AvgJCTSeconds))
+		}
+	}
+	bestScore := math.Inf(1)
+	for _, v := range cand.Variants {
+		if xs := logs[v.Name]; len(xs) > 0 && spread(xs).Mean < bestScore {
+			bestScore, pick = spread(xs).Mean, v.Name
+		}
+	}
+	return pick
+}
+
+// DefaultCandidates are Kueue's two fair-sharing modes (the baselines:
+// cohort fair sharing by dominant resource share, and Admission Fair
+// Sharing by decayed usage) and gpuledger's: the cost-weighted share
+// (decayed spend over the value of the quota), with Kueue's order inside a
+// queue or fewer-GPUs-first, and Kueue's cohort fair sharing with
+// gpuledger's order inside a queue (priorities only). Decayed usage is
+// tuned over half-lives of 1 h and 1 week.
+func DefaultCandidates() []EvalCandidate {
+	halfLives := func(o ReplayOptions) []EvalVariant {
+		var out []EvalVariant
+		for _, h := range []struct {
+			name string
+			d    time.Duration
+		}{{"1h", time.Hour}, {"7d", 7 * 24 * time.Hour}} {
+			v := o
+			v.HalfLife = h.d
+			out = append(out, EvalVariant{Name: "halfLife=" + h.name, Opts: v})
+		}
+		return out
+	}
+	return []EvalCandidate{
+		{Name: "kueue", Baseline: true, Variants: []EvalVariant{{Name: "-", Opts: ReplayOptions{Policy: "kueue"}}}},
+		{Name: "kueue-afs", Baseline: true, Variants: halfLives(ReplayOptions{Policy: "kueue-afs"})},
+		{Name: "costfair", Variants: halfLives(ReplayOptions{Policy: "costfair"})},
+		{Name: "costfair+small-first", Variants: halfLives(ReplayOptions{Policy: "costfair", Order: "small-first"})},
+		{Name: "kueue+small-first", Variants: []EvalVariant{{Name: "-", Opts: ReplayOptions{Policy: "kueue", Order: "small-first"}}}},
+	}
+}
+
+func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant string) []EvalRow {
+	type key struct {
+		workload, regime string
+		load             float64
+	}
+	acc := map[key]*[9][]float64{}
+	var keys []key
+	for _, r := range runs {
+		if r.Half != half || r.Candidate != cand || r.Variant != variant {
+			continue
+		}
+		b, ok := best[r.cell()]
+		if !ok || b.AvgJCTSeconds <= 0 {
+			continue
+		}
+		k := key{r.Workload, r.Regime, r.Load}
+		a := acc[k]
+		if a == nil {
+			a = &[9][]float64{}
+			acc[k] = a
+			keys = append(keys, k)
+		}
+		res := r.Result
+		for i, v := range []float64{res.AvgJCTSeconds / b.AvgJCTSeconds, res.AvgJCTSeconds / 3600, res.FTFMaxQueue, res.MaxWaitSeconds / 3600,
+			res.JainBacklogged, b.FTFMaxQueue, b.MaxWaitSeconds / 3600, res.PartialGangGPUHours, res.PreemptedGPUHours} {
+			a[i] = append(a[i], v)
+		}
+	}
+	slices.SortFunc(keys, func(x, y key) int {
+		return cmp.Or(strings.Compare(x.workload, y.workload), strings.Compare(x.regime, y.regime), cmp.Compare(x.load, y.load))
+	})
+	var rows []EvalRow
+	for _, k := range keys {
+		a := acc[k]
+		rows = append(rows, EvalRow{Workload: k.workload, TestHalf: half, Candidate: cand, Variant: variant, Regime: k.regime, Load: k.load,
+			Seeds: len(a[0]), JCTRatio: spread(a[0]), AvgJCTHours: spread(a[1]), FTFWorst: spread(a[2]), MaxWaitHours: spread(a[3]),
+			JainBacklogged: spread(a[4]), BaseFTFWorst: spread(a[5]), BaseMaxWaitHours: spread(a[6]), PartialGPUHours: spread(a[7]),
+			LostGPUHours: spread(a[8])})
+	}
+	return rows
+}
+
+// WriteEvalTable prints the held-out rows as a table: per workload,
+// preemption regime and load, each candidate's JCT ratio to the better
+// baseline and its fairness figures beside the baseline's, mean [min–max]
+// over seeds.
+func WriteEvalTable(w io.Writer, rows []EvalRow) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\ttest half\tpreemption\tload\tcandidate\tvariant (tuned on the other half)\tavg JCT / best Kueue\tavg JCT h\tFTF worst queue (Kueue)\tmax wait h (Kueue)\tJain backlogged\tpartial GPU-h\tlost GPU-h")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s (%s)\t%s (%s)\t%s\t%s\t%s\n", r.Workload, r.TestHalf, r.Regime, r.Load, r.Candidate, r.Variant,
+			r.JCTRatio, short(r.AvgJCTHours.Mean), short(r.FTFWorst.Mean), short(r.BaseFTFWorst.Mean), short(r.MaxWaitHours.Mean),
+			short(r.BaseMaxWaitHours.Mean), short(r.JainBacklogged.Mean), short(r.PartialGPUHours.Max), short(r.LostGPUHours.Mean))
+	}
+	return tw.Flush()
+}
+
+// GoalCheck says, per candidate, whether it meets the admission goal on
+// the held-out halves: average JCT at least 20% below the better Kueue
+// mode at every load in loads (mean over seeds, every workload, half and
+// regime), with worst-queue finish-time fairness and max wait no worse
+// than that baseline's and no partial-gang GPU-hours.
+func GoalCheck(rows []EvalRow, loads []float64) map[string]string {
+	out := map[string]string{}
+	fails := map[string][]string{}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		if !slices.Contains(loads, r.Load) {
+			continue
+		}
+		seen[r.Candidate] = true
+		at := fmt.Sprintf("%s/%s/%s/%.2f", r.Workload, r.TestHalf, r.Regime, r.Load)
+		if r.JCTRatio.Mean > 0.8 {
+			fails[r.Candidate] = append(fails[r.Candidate], fmt.Sprintf("%s JCT ratio %.3f", at, r.JCTRatio.Mean))
+		}
+		if r.FTFWorst.Mean > r.BaseFTFWorst.Mean*1.0001 {
+			fails[r.Candidate] = append(fails[r.Candidate], fmt.Sprintf("%s FTF %.2f > %.2f", at, r.FTFWorst.Mean, r.BaseFTFWorst.Mean))
+		}
+		if r.MaxWaitHours.Mean > r.BaseMaxWaitHours.Mean*1.0001 {
+			fails[r.Candidate] = append(fails[r.Candidate], fmt.Sprintf("%s max wait %.0f h > %.0f h", at, r.MaxWaitHours.Mean, r.BaseMaxWaitHours.Mean))
+		}
+		if r.PartialGPUHours.Max > 0 {
+			fails[r.Candidate] = append(fails[r.Candidate], fmt.Sprintf("%s partial gangs %.1f GPU-h", at, r.PartialGPUHours.Max))
+		}
+	}
+	for c := range seen {
+		if f := fails[c]; len(f) > 0 {
+			more := ""
+			if len(f) > 3 {
+				more = fmt.Sprintf(" (+%d more)", len(f)-3)
+				f = f[:3]
+			}
+			out[c] = "misses: " + strings.Join(f, "; ") + more
+		} else {
+			out[c] = "meets the goal"
+		}
+	}
+	return out
+}

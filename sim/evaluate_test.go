@@ -1,0 +1,95 @@
+package sim
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestEvaluate runs a small grid: every candidate variant in every cell,
+// tuned rows only for the held-out half, ratios against the better
+// baseline of the same cell, and the same grid twice gives the same runs.
+func TestEvaluate(t *testing.T) {
+	c := EvalConfig{Dir: phillyDir(t), Halves: [2][]string{{"ed69ec", "2869ce"}, {"0e4a51"}}, Workloads: []string{"philly", "gavel"},
+		GavelJobsPerHour: 4, From: 30 * 24 * time.Hour, Span: 3 * 24 * time.Hour, OffsetSpread: 10 * 24 * time.Hour,
+		Seeds: []uint64{1, 2}, Loads: []float64{0.9}, TuneLoads: []float64{0.9}, Regimes: []string{"none", "kueue"},
+		Candidates: DefaultCandidates(), Workers: 2}
+	var last int
+	runs, err := Evaluate(context.Background(), c, func(done, total int) { last = total })
+	if err != nil {
+		t.Fatal(err)
+	}
+	variants := 0
+	for _, cand := range c.Candidates {
+		variants += len(cand.Variants)
+	}
+	if want := 2 * 2 * 2 * 2 * variants; len(runs) != want || last != want {
+		t.Fatalf("%d runs (progress said %d), want %d", len(runs), last, want)
+	}
+	for _, r := range runs {
+		if r.Result.Finished != r.Result.Jobs || r.Result.Jobs == 0 || r.Result.PartialGangGPUHours != 0 {
+			t.Errorf("%+v: %d of %d finished, %.1f partial GPU-h", r, r.Result.Finished, r.Result.Jobs, r.Result.PartialGangGPUHours)
+		}
+	}
+	rows := Tuned(c, runs)
+	// Per test half: every candidate, per workload and regime.
+	if len(rows) != 2*len(c.Candidates)*2*2 {
+		t.Errorf("%d rows", len(rows))
+	}
+	for _, r := range rows {
+		if r.Seeds != 2 || r.JCTRatio.Min > r.JCTRatio.Mean || r.JCTRatio.Mean > r.JCTRatio.Max {
+			t.Errorf("row %+v", r)
+		}
+		// The better baseline of a cell is never above 1 against itself.
+		if r.Candidate == "kueue" || r.Candidate == "kueue-afs" {
+			if r.JCTRatio.Min < 1-1e-9 {
+				t.Errorf("baseline %s at %.3f of the best baseline", r.Candidate, r.JCTRatio.Min)
+			}
+		}
+	}
+	var sb strings.Builder
+	if err := WriteEvalTable(&sb, rows); err != nil || !strings.Contains(sb.String(), "avg JCT / best Kueue") {
+		t.Errorf("table: %v\n%s", err, sb.String())
+	}
+	goal := GoalCheck(rows, []float64{0.9})
+	if !strings.HasPrefix(goal["costfair"], "misses") && goal["costfair"] != "meets the goal" {
+		t.Errorf("goal check: %q", goal["costfair"])
+	}
+	again, err := Evaluate(context.Background(), c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(runs, again, cmp.AllowUnexported(ReplayResult{})); diff != "" {
+		t.Errorf("the same grid twice differs:\n%s", diff)
+	}
+}
+
+// TestGoalCheck: the verdict follows each criterion.
+func TestGoalCheck(t *testing.T) {
+	ok := EvalRow{Candidate: "x", Load: 0.85, JCTRatio: Spread{Mean: 0.7}, FTFWorst: Spread{Mean: 1}, BaseFTFWorst: Spread{Mean: 1.2},
+		MaxWaitHours: Spread{Mean: 5}, BaseMaxWaitHours: Spread{Mean: 5}}
+	if got := GoalCheck([]EvalRow{ok}, []float64{0.85}); got["x"] != "meets the goal" {
+		t.Errorf("a row within every bound: %q", got["x"])
+	}
+	for name, bad := range map[string]func(*EvalRow){
+		"JCT ratio":     func(r *EvalRow) { r.JCTRatio.Mean = 0.81 },
+		"FTF":           func(r *EvalRow) { r.FTFWorst.Mean = 1.3 },
+		"max wait":      func(r *EvalRow) { r.MaxWaitHours.Mean = 6 },
+		"partial gangs": func(r *EvalRow) { r.PartialGPUHours.Max = 0.5 },
+	} {
+		r := ok
+		bad(&r)
+		if got := GoalCheck([]EvalRow{r}, []float64{0.85}); !strings.Contains(got["x"], name) {
+			t.Errorf("%s: %q", name, got["x"])
+		}
+	}
+	// Rows at other loads do not count.
+	r := ok
+	r.JCTRatio.Mean, r.Load = 2, 1.1
+	if got := GoalCheck([]EvalRow{ok, r}, []float64{0.85}); got["x"] != "meets the goal" {
+		t.Errorf("a row outside the goal loads counted: %q", got["x"])
+	}
+}
