@@ -214,8 +214,8 @@ type EvalRow struct {
 	// PartialGPUHours and LostGPUHours are the candidate's own figures;
 	// the Base ones are the best baseline's in the same cells.
 	AvgJCTHours, FTFWorst, MaxWaitHours, JainBacklogged Spread
-	BaseFTFWorst, BaseMaxWaitHours                     Spread
-	PartialGPUHours, LostGPUHours                      Spread
+	BaseFTFWorst, BaseMaxWaitHours                      Spread
+	PartialGPUHours, LostGPUHours                       Spread
 }
 
 // Spread is min, mean and max over seeds.
