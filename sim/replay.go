@@ -105,7 +105,9 @@ type ReplayOptions struct {
 	// creation) or "small-first" (fewer GPUs first: Tiresias' least
 	// attained service for jobs that have not run, none of which has
 	// attained any, with the GPU count as the tie-break it uses;
-	// expressed through Workload.spec.priority). Empty: fifo.
+	// expressed through the spec.priority of pending workloads, restored
+	// at admission so that it does not choose preemption victims).
+	// Empty: fifo.
 	Order string
 	// AgingAfter: a job waiting this long is moved to the front of its
 	// queue (a priority bump), and while the oldest such job does not fit,
@@ -296,6 +298,11 @@ type replayJob struct {
 	flavor int
 	// pending: in a queue's list; aged: moved to its queue's aged list.
 	pending, aged bool
+	// queuePriority orders it while it waits; once admitted it has the
+	// trace's priority again, so that the order's priorities do not pick
+	// preemption victims (the controller sets spec.priority of pending
+	// workloads only, and restores it at admission).
+	queuePriority int32
 	// With the closed loop: its telemetry identity and its pods' holds.
 	simJob *Job
 	holds  []podHold
@@ -549,8 +556,8 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 			// The trace's priority first, then fewer GPUs.
 			prio = j.Priority<<12 - int32(min(j.GPUs, 1<<12-1))
 		}
-		rjobs[i] = &replayJob{TraceJob: j, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: res, Pods: j.Pods, PerPod: int64(j.PerPod),
-			Priority: prio, SubmittedMs: j.Submit.Milliseconds()}}
+		rjobs[i] = &replayJob{TraceJob: j, queuePriority: prio, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: res, Pods: j.Pods,
+			PerPod: int64(j.PerPod), Priority: prio, SubmittedMs: j.Submit.Milliseconds()}}
 		r.byID[j.ID] = rjobs[i]
 	}
 	r.decayed = admission.NewDecayed(opts.HalfLife.Milliseconds())
@@ -764,6 +771,7 @@ func (r *replay) enqueue(j *replayJob) {
 		r.deadIn[j.Queue] = 0
 		delete(r.dead, &j.w)
 	}
+	j.w.Priority = j.queuePriority
 	r.lists[j.Queue] = admission.InsertFIFO(r.lists[j.Queue], &j.w)
 	j.pending = true
 	r.bySize[j.GPUs]++
@@ -885,6 +893,7 @@ func (r *replay) placeMore(j *replayJob) bool {
 
 func (r *replay) start(j *replayJob, nodes []int) {
 	j.start = r.now
+	j.w.Priority = j.TraceJob.Priority
 	j.run = &replayRun{end: r.now + j.Duration, job: j, nodes: nodes}
 	heap.Push(&r.run, j.run)
 	r.busyGPUs += j.GPUs
