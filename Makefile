@@ -20,9 +20,12 @@ build:
 
 # The integration package (chaos tests with real processes included) runs
 # for several minutes: past go test's default 10-minute limit on a loaded
-# machine.
+# machine. tools/testsummary prints each package's result and then every
+# skipped test with its reason (a missing server skips outside CI).
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 test:
-	$(GO) test -count=1 -timeout 30m $(PKGS)
+	$(GO) test -count=1 -timeout 30m -json $(PKGS) | $(GO) run ./tools/testsummary
 
 # Benchmarks, including the side-by-side with VictoriaMetrics (built and
 # cached by tools/build-victoriametrics.sh).
@@ -52,6 +55,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseRemoteWrite -fuzztime=$(FUZZTIME) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzParseExportLines -fuzztime=$(FUZZTIME) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzAdmit -fuzztime=$(FUZZTIME) ./admission
+	$(GO) test -run='^$$' -fuzz=FuzzSummarise -fuzztime=$(FUZZTIME) ./tools/testsummary
 
 clean:
 	rm -rf bin gpuledger-demo

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/internal/testenv"
 )
 
 // recorder is a Sink that keeps copies of what it gets.
@@ -31,24 +32,10 @@ func (r *recorder) AddPod(p attribution.PodInfo) {
 	r.pods = append(r.pods, p)
 }
 
-// sharedData reads a file of ../shared/data; outside CI a missing file skips
-// the test, under CI=true it fails it.
-func sharedData(t *testing.T, rel string) []byte {
-	t.Helper()
-	b, err := os.ReadFile("../../shared/data/" + rel)
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("reference data missing under CI: %v", err)
-		}
-		t.Skipf("reference data not here: %v", err)
-	}
-	return b
-}
-
 // TestRealCapture parses a real dcgm-exporter /metrics capture (T4 nodes,
 // and one A10G series with a pod) and checks what reaches attribution.
 func TestRealCapture(t *testing.T) {
-	body := sharedData(t, "dcgm-exporter/samples/t4-a10g-datadog-fixture.prom")
+	body := testenv.ReadData(t, "dcgm-exporter/samples/t4-a10g-datadog-fixture.prom")
 	var p Parser
 	var r recorder
 	if err := p.ParseExposition(body, 1_700_000_000_000, &r); err != nil {
@@ -85,7 +72,7 @@ func TestRealCapture(t *testing.T) {
 // TestRealKubeStateMetrics parses kube-state-metrics' own expected output:
 // one container requests one nvidia.com/gpu, and nothing in it is invalid.
 func TestRealKubeStateMetrics(t *testing.T) {
-	body := sharedData(t, "kube-state-metrics/pod-exposition.prom")
+	body := testenv.ReadData(t, "kube-state-metrics/pod-exposition.prom")
 	var p Parser
 	var r recorder
 	if err := p.ParseExposition(body, 1, &r); err != nil {

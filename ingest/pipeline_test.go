@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/ledgertest"
 )
@@ -228,6 +229,7 @@ func TestPipelineNeverRewritesSettledHours(t *testing.T) {
 // pipeline's first hour is written, and the old hours are unchanged.
 // (Before, 1,094 settled hours of a month were rewritten by two samples.)
 func TestPipelineKeepsACopiedLedger(t *testing.T) {
+	testenv.Slow(t, "a month of settled hours copied and replayed")
 	m, scrapes := simScrapes(t, 3)
 	store := openStore(t)
 	path := writeScrapesFile(t, scrapes)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/ledger/ledgertest"
@@ -230,6 +231,7 @@ func openStore(t testing.TB) ledger.Store {
 // TestBackfillResumes: a backfill interrupted after its first chunk and run
 // again leaves the ledger an uninterrupted one leaves.
 func TestBackfillResumes(t *testing.T) {
+	testenv.Slow(t, "a backfill interrupted and resumed at every checkpoint")
 	m, scrapes := simScrapes(t, 3)
 	src := &FileSource{Path: writeScrapesFile(t, scrapes)}
 	end := simStart.Add(3 * time.Hour)

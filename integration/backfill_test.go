@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/ingest"
+	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/sim"
@@ -103,6 +104,7 @@ func TestPrometheusQueryRangeFallback(t *testing.T) {
 // VictoriaMetrics, kills it (SIGKILL) once it has checkpointed an hour, runs
 // it again, and gets the ledger an uninterrupted backfill writes.
 func TestIngestKilledAndRerun(t *testing.T) {
+	testenv.Slow(t, "gpuledger ingest killed and rerun as processes")
 	cfg, scrapes := simulate(t, 6*time.Hour)
 	vm, file := loadVM(t, scrapes, nil)
 	model, _ := cfg.AttributionModel("")

@@ -25,6 +25,7 @@ import (
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ingest"
+	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/ledger/ledgertest"
 	"github.com/gpuledger/gpuledger/sim"
@@ -114,9 +115,7 @@ func newChaos(t *testing.T, minutes int) *chaos { return newChaosOn(t, minutes, 
 // newChaosOn is newChaos with the pipeline directory at pipeDir (empty: in
 // the test's directory).
 func newChaosOn(t *testing.T, minutes int, pipeDir string) *chaos {
-	if testing.Short() {
-		t.Skip("chaos tests take minutes; run without -short")
-	}
+	testenv.Slow(t, "chaos tests take minutes")
 	vmagent := vmBinary(t, "vmagent")
 	c := &chaos{t: t, dir: t.TempDir(), served: map[int]bool{}, skew: map[string]time.Duration{}}
 	cfg, err := config.Load("../examples/cluster.yaml")
@@ -440,9 +439,7 @@ func TestChaosSkewedClocks(t *testing.T) {
 // 503 meanwhile (vmagent retries them), /healthz says why, and once the
 // disk frees everything arrives. Needs root to mount the tmpfs.
 func TestChaosDiskFull(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos tests take minutes; run without -short")
-	}
+	testenv.Slow(t, "chaos tests take minutes")
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", mnt).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount a tmpfs to fill (%v: %s); the disk-full path is covered by TestPipelineDiskFullAndFreed in ingest", err, out)

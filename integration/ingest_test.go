@@ -20,6 +20,7 @@ import (
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ingest"
+	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/ledger/ledgertest"
@@ -76,18 +77,6 @@ func captureModel(t *testing.T, cfg *config.Config) *attribution.Model {
 	return m
 }
 
-func sharedCapture(t *testing.T) []byte {
-	t.Helper()
-	b, err := os.ReadFile("../../shared/data/dcgm-exporter/samples/t4-a10g-datadog-fixture.prom")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("reference data missing under CI: %v", err)
-		}
-		t.Skipf("reference data not here: %v", err)
-	}
-	return b
-}
-
 func openStore(t testing.TB) ledger.Store {
 	t.Helper()
 	s, err := embedded.Open(t.TempDir(), embedded.Options{})
@@ -121,7 +110,7 @@ func sameLedger(t *testing.T, what string, a, b ledger.Store, from, to time.Time
 func TestVictoriaMetricsBackfill(t *testing.T) {
 	cfg, scrapes := simulate(t, 2*time.Hour)
 	model := captureModel(t, cfg)
-	vm, path := loadVM(t, scrapes, sim.AppendTimestamped(nil, sharedCapture(t), simStart.Add(5*time.Second).UnixMilli()))
+	vm, path := loadVM(t, scrapes, sim.AppendTimestamped(nil, testenv.ReadData(t, "dcgm-exporter/samples/t4-a10g-datadog-fixture.prom"), simStart.Add(5*time.Second).UnixMilli()))
 
 	end := simStart.Add(2 * time.Hour)
 	opts := ingest.BackfillOptions{Model: model, Start: simStart, End: end}
@@ -174,6 +163,7 @@ func TestVictoriaMetricsBackfill(t *testing.T) {
 // gpuledger's /api/v1/write; the ledger equals the one the same scrapes give
 // from a file.
 func TestVmagentRemoteWrite(t *testing.T) {
+	testenv.Slow(t, "vmagent remote-writing a day of scrapes")
 	bin := vmBinary(t, "vmagent")
 	cfg, scrapes := simulate(t, 10*time.Minute)
 	model, err := cfg.AttributionModel("")

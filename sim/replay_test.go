@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"math"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/ingest"
+	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 )
@@ -20,14 +20,7 @@ import (
 // (failed under CI).
 func phillyDir(t testing.TB) string {
 	t.Helper()
-	dir := "../../shared/data/traces/philly-pcs"
-	if _, err := os.Stat(dir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("reference data missing under CI: %v", err)
-		}
-		t.Skipf("reference data not here: %v", err)
-	}
-	return dir
+	return testenv.Data(t, "traces/philly-pcs")
 }
 
 // philly loads the VCs with a node count (all but 51b7ef) between from and
@@ -192,6 +185,7 @@ func BenchmarkKueueBaseline(b *testing.B) {
 // is admitted, and priority shows: large (priority 200) waits least, small
 // (50) most, as in Kueue's own results.
 func TestKueueBaseline(t *testing.T) {
+	testenv.Slow(t, "Kueue's 15,000-workload baseline under three policies")
 	qs, jobs := KueueBaseline.Generate()
 	if len(qs) != 30 || len(jobs) != 30*500 {
 		t.Fatalf("%d queues, %d workloads", len(qs), len(jobs))
@@ -274,6 +268,7 @@ func TestGavelMix(t *testing.T) {
 // scrape interval), idle time shows, and the same run twice gives the same
 // result.
 func TestClosedLoop(t *testing.T) {
+	testenv.Slow(t, "four days of telemetry through ingest and the ledger, three times")
 	qs, jobs := philly(t, 30*24*time.Hour, 31*24*time.Hour)
 	run := func(gating bool) (ReplayResult, ledger.Store) {
 		store, err := embedded.Open(t.TempDir(), embedded.Options{})

@@ -24,10 +24,12 @@ var allowed = map[string][]string{
 	// shopspring/decimal is clickhouse-go's value type for Decimal columns.
 	"ledger/clickhouse": {"ledger", "github.com/ClickHouse/clickhouse-go/v2", "github.com/shopspring/decimal"},
 	// chtest gives tests a database on the ClickHouse CI starts.
-	"ledger/clickhouse/chtest": {"github.com/ClickHouse/clickhouse-go/v2"},
-	"ledger/ledgertest":        {"ledger", "github.com/google/go-cmp"},
-	"config":                   {"ledger", "attribution", "go.yaml.in/yaml/v3"},
-	"ingest":                   {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib"},
+	"ledger/clickhouse/chtest": {"github.com/ClickHouse/clickhouse-go/v2", "internal/testenv"},
+	// testenv locates real servers and reference data for tests.
+	"internal/testenv":  {},
+	"ledger/ledgertest": {"ledger", "github.com/google/go-cmp"},
+	"config":            {"ledger", "attribution", "go.yaml.in/yaml/v3"},
+	"ingest":            {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib"},
 	// sim's closed loop feeds its telemetry through ingest's pipeline,
 	// which takes attribution's cost model.
 	"sim":           {"config", "admission", "ledger", "ingest", "attribution"},

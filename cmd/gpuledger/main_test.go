@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 )
@@ -28,6 +29,7 @@ func chdirRoot(t *testing.T) {
 // of each hour sum to the cluster's GPUs × their rates × 1 h, to the micro,
 // with no negative amount.
 func TestDemoMonth(t *testing.T) {
+	testenv.Slow(t, "a month of the demo through the whole loop (about a minute)")
 	chdirRoot(t)
 	out := t.TempDir()
 	var stdout bytes.Buffer
@@ -134,15 +136,11 @@ func TestEveryCommandHasHelp(t *testing.T) {
 // TestSimulateCommand replays half a day of the Philly traces under two
 // policies and checks the table and the files; two runs print the same.
 func TestSimulateCommand(t *testing.T) {
+	testenv.Slow(t, "two policies over the Philly window, twice (about two minutes)")
 	chdirRoot(t)
-	if _, err := os.Stat("../shared/data/traces/philly-pcs"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
+	trace := testenv.Data(t, "traces/philly-pcs")
 	out := t.TempDir()
-	args := []string{"simulate", "-days=0.5", "-policies=fifo,costfair", "-out=" + out}
+	args := []string{"simulate", "-trace=" + trace, "-days=0.5", "-policies=fifo,costfair", "-out=" + out}
 	var a, b bytes.Buffer
 	if err := run(context.Background(), args, &a); err != nil {
 		t.Fatal(err)
