@@ -1,77 +1,19 @@
 package sim
 
 import (
-	"cmp"
 	"container/heap"
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/ledger"
 )
-
-// TraceJob is one job of a trace: a gang of Pods pods of PerPod units each
-// (GPUs, GPUs in all) that must all run at once for Duration, submitted at
-// Submit (from the trace's start).
-type TraceJob struct {
-	ID       string
-	Queue    string
-	Submit   time.Duration
-	Duration time.Duration
-	GPUs     int
-	Pods     int
-	PerPod   int
-	Priority int32
-	// Class names the job's kind in the results; empty: by size.
-	Class string
-}
-
-// TraceQueue is a queue of a trace with its nominal quota in GPUs.
-type TraceQueue struct {
-	Name        string
-	NominalGPUs int
-	// Cohort is the queue's cohort; BorrowingLimit < 0 means none.
-	Cohort         string
-	BorrowingLimit int
-}
-
-// sortJobs orders jobs by submission time, then ID.
-func sortJobs(jobs []TraceJob) {
-	slices.SortStableFunc(jobs, func(a, b TraceJob) int {
-		if a.Submit != b.Submit {
-			return int(a.Submit - b.Submit)
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
-}
-
-func readCSV(path string) ([][]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r := csv.NewReader(f)
-	r.FieldsPerRecord = -1
-	recs, err := r.ReadAll()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(recs) < 1 {
-		return nil, fmt.Errorf("%s is empty", path)
-	}
-	return recs, nil
-}
 
 // ReplayOptions configures Replay.
 type ReplayOptions struct {
@@ -189,77 +131,6 @@ type ReplayFlavor struct {
 // ErrPolicy is returned for a policy name Replay does not know.
 var ErrPolicy = errors.New("unknown policy")
 
-// ReplayResult is what a policy achieved.
-type ReplayResult struct {
-	Policy     string `json:"policy"`
-	Gating     bool   `json:"gating"`
-	Preemption bool   `json:"preemption"`
-	Jobs       int    `json:"jobs"`
-	Finished   int    `json:"finished"`
-	// AvgJCTSeconds and P95JCTSeconds are over finished jobs: finish − submit.
-	AvgJCTSeconds float64 `json:"avgJctSeconds"`
-	P95JCTSeconds float64 `json:"p95JctSeconds"`
-	// WaitBySize is the mean wait (last start − submit) per size class.
-	WaitBySize map[string]float64 `json:"meanWaitSecondsBySize"`
-	// MaxWaitByQueue is the longest wait of a finished job per queue;
-	// MaxWaitSeconds the longest of all (starvation shows here).
-	MaxWaitByQueue map[string]float64 `json:"maxWaitSecondsByQueue"`
-	MaxWaitSeconds float64            `json:"maxWaitSeconds"`
-	// Utilization is GPU time of running jobs over GPUs × makespan.
-	Utilization float64 `json:"utilization"`
-	// Jain is Jain's fairness index over each queue's GPU time divided by
-	// its nominal quota, over the whole replay.
-	Jain float64 `json:"jainFairness"`
-	// JainCost is the same over each queue's spend divided by the value of
-	// its quota (nominal GPUs × their price): fairness in money. It differs
-	// from Jain only on a heterogeneous cluster.
-	JainCost float64 `json:"jainCost"`
-	// JainBacklogged is Jain's index of each queue's spend rate (the GPUs
-	// it holds at their prices) over its entitlement (its nominal quota at
-	// the same prices), over the queues that contend (work waiting, or holding
-	// more than their quota), sampled every SampleEvery that some queue has work
-	// waiting, averaged: queues that all want more should hold in
-	// proportion to their quotas, and a borrower should not keep a waiting
-	// queue's quota.
-	JainBacklogged float64 `json:"jainBacklogged"`
-	// FinishTimeFairness is Themis' ρ: a job's completion time here over
-	// its completion time with its queue alone on its nominal quota.
-	// FTFMean is the mean over jobs; FTFMaxQueue the largest per-queue
-	// mean (the worst-treated team; lower is fairer). Jobs that cannot
-	// finish alone (larger than the quota) are left out.
-	FTFMean     float64 `json:"finishTimeFairnessMean,omitempty"`
-	FTFMaxQueue float64 `json:"finishTimeFairnessMaxQueue,omitempty"`
-	// PartialGangGPUHours is GPU time held by jobs whose pods were not all
-	// placed yet.
-	PartialGangGPUHours float64 `json:"partialGangGpuHours"`
-	// Evictions counts gangs evicted by ReadyTimeout.
-	Evictions int `json:"evictions"`
-	// Preemptions counts jobs preempted; PreemptedGPUHours is the work
-	// they lost.
-	Preemptions       int     `json:"preemptions"`
-	PreemptedGPUHours float64 `json:"preemptedGpuHours"`
-	// CostMicrosByQueue is each queue's GPU time at the price.
-	CostMicrosByQueue map[string]int64 `json:"costMicrosByQueue"`
-	// LedgerHours is how many hours the closed loop wrote to the Store,
-	// from that many hours of scrapes (0 without it).
-	LedgerHours int           `json:"ledgerHours,omitempty"`
-	Scrapes     int           `json:"scrapes,omitempty"`
-	Makespan    time.Duration `json:"-"`
-	jct         map[string]float64
-}
-
-func sizeClass(gpus int) string {
-	switch {
-	case gpus == 1:
-		return "1"
-	case gpus <= 4:
-		return "2-4"
-	case gpus <= 8:
-		return "5-8"
-	}
-	return ">8"
-}
-
 type replayRun struct {
 	end       time.Duration
 	job       *replayJob
@@ -269,10 +140,14 @@ type replayRun struct {
 
 type runHeap []*replayRun
 
-func (h runHeap) Len() int           { return len(h) }
+func (h runHeap) Len() int { return len(h) }
+
 func (h runHeap) Less(i, j int) bool { return h[i].end < h[j].end }
-func (h runHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *runHeap) Push(x any)        { *h = append(*h, x.(*replayRun)) }
+
+func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+
+func (h *runHeap) Push(x any) { *h = append(*h, x.(*replayRun)) }
+
 func (h *runHeap) Pop() any {
 	old := *h
 	x := old[len(old)-1]
@@ -671,50 +546,6 @@ func (r *replay) advance(t time.Duration) {
 	r.penalties.Advance(t.Milliseconds() + 1)
 }
 
-// sampleJain takes one sample of JainBacklogged: when some queue has work
-// waiting, Jain's index of held/nominal over the queues that contend: those
-// with work waiting and those holding more than their quota.
-func (r *replay) sampleJain() {
-	var xs []float64
-	waiting := false
-	for _, q := range r.names {
-		nominal := r.nominal[q]
-		used := r.held(q)
-		if r.pendingByQueue[q] <= 0 && used <= int64(nominal) {
-			continue
-		}
-		waiting = waiting || r.pendingByQueue[q] > 0
-		var rate float64
-		for _, f := range r.flavors {
-			rate += float64(r.snap.Usage[q][f.fr]) * f.perSecond
-		}
-		xs = append(xs, rate/r.value[q])
-	}
-	if !waiting {
-		return
-	}
-	r.jainN++
-	j := jainIndex(xs)
-	if j == 0 {
-		j = 1 // all hold nothing: equal
-	}
-	r.jainSum += j
-}
-
-// jainIndex is Jain's fairness index of xs, (Σx)² / (n·Σx²); 0 when every
-// x is 0.
-func jainIndex(xs []float64) float64 {
-	var s1, s2 float64
-	for _, x := range xs {
-		s1 += x
-		s2 += x * x
-	}
-	if s2 == 0 {
-		return 0
-	}
-	return s1 * s1 / (float64(len(xs)) * s2)
-}
-
 // finish ends the runs that are done.
 func (r *replay) finish() {
 	for len(r.run) > 0 && r.run[0].end <= r.now {
@@ -760,135 +591,6 @@ func (r *replay) hold(j *replayJob, nodes []int, waiting bool) {
 			j.holds = append(j.holds, r.loop.hold(j, n, int(j.w.PerPod), r.now, waiting)...)
 		}
 	}
-}
-
-// enqueue adds a workload to its queue's pending list.
-func (r *replay) enqueue(j *replayJob) {
-	// Its old entry may be in the list, dead: drop the dead ones first so
-	// that it is not there twice.
-	if r.dead[&j.w] {
-		r.lists[j.Queue] = slices.DeleteFunc(r.lists[j.Queue], func(x *admission.Workload) bool { return r.dead[x] })
-		r.deadIn[j.Queue] = 0
-		delete(r.dead, &j.w)
-	}
-	j.w.Priority = j.queuePriority
-	r.lists[j.Queue] = admission.InsertFIFO(r.lists[j.Queue], &j.w)
-	j.pending = true
-	r.bySize[j.GPUs]++
-	r.pendingByQueue[j.Queue]++
-	r.pendingCount++
-	if r.opts.AgingAfter > 0 {
-		i, _ := slices.BinarySearchFunc(r.aging, j, func(a, b *replayJob) int { return cmp.Compare(a.Submit, b.Submit) })
-		r.aging = slices.Insert(r.aging, i, j)
-	}
-}
-
-// take removes an admitted workload from its queue: an aged one from the
-// aged list, others marked dead in the list.
-func (r *replay) take(w *admission.Workload) {
-	j := r.byID[w.ID]
-	j.pending = false
-	r.bySize[int(w.Units())]--
-	r.pendingByQueue[w.Queue]--
-	r.pendingCount--
-	if j.aged {
-		j.aged = false
-		r.aged[w.Queue] = slices.DeleteFunc(r.aged[w.Queue], func(x *admission.Workload) bool { return x == w })
-		r.nAged--
-		return
-	}
-	r.dead[w] = true
-	r.deadIn[w.Queue]++
-	if l := r.lists[w.Queue]; r.deadIn[w.Queue] > len(l)/2 {
-		r.lists[w.Queue] = slices.DeleteFunc(l, func(x *admission.Workload) bool { return r.dead[x] })
-		r.deadIn[w.Queue] = 0
-	}
-}
-
-// age moves the jobs pending for AgingAfter or more to their queue's aged
-// list, which is admitted first.
-func (r *replay) age() {
-	limit := r.now - r.opts.AgingAfter
-	n := 0
-	for ; n < len(r.aging) && r.aging[n].Submit <= limit; n++ {
-		j := r.aging[n]
-		if !j.pending || j.aged {
-			continue
-		}
-		r.lists[j.Queue] = slices.DeleteFunc(r.lists[j.Queue], func(x *admission.Workload) bool { return x == &j.w })
-		j.aged = true
-		r.aged[j.Queue] = append(r.aged[j.Queue], &j.w)
-		r.nAged++
-	}
-	r.aging = r.aging[n:]
-}
-
-// requeueDelayed queues again the evicted gangs whose backoff is over,
-// ordered by their eviction time.
-func (r *replay) requeueDelayed() {
-	back := r.delayed[:0]
-	for _, d := range r.delayed {
-		if d.requeueAt > r.now {
-			back = append(back, d)
-			continue
-		}
-		d.w.SubmittedMs = r.now.Milliseconds()
-		r.enqueue(d)
-	}
-	r.delayed = back
-}
-
-// progressPartial (without gating) places more pods of the admitted gangs,
-// in admission order, starts the complete ones and evicts those not ready
-// in time.
-func (r *replay) progressPartial() {
-	kept := r.partial[:0]
-	for _, p := range r.partial {
-		if r.opts.ReadyTimeout > 0 && r.now-p.admittedAt >= r.opts.ReadyTimeout {
-			// Not ready in time: free its pods and quota, requeue later.
-			for _, i := range p.placed {
-				r.snap.Nodes[i].Free += p.w.PerPod
-			}
-			r.release(p)
-			r.heldGPUs -= p.held
-			r.snap.Usage[p.Queue][r.flavors[0].fr] -= int64(p.GPUs)
-			p.placed, p.held = p.placed[:0], 0
-			p.requeues++
-			r.evictions++
-			p.requeueAt = r.now + r.opts.BackoffBase<<min(p.requeues-1, 20)
-			r.delayed = append(r.delayed, p)
-			continue
-		}
-		if !r.placeMore(p) {
-			kept = append(kept, p)
-		}
-	}
-	r.partial = kept
-}
-
-// placeMore places what fits of a partial gang's pods; when all are placed
-// it starts the job and reports true.
-func (r *replay) placeMore(j *replayJob) bool {
-	from := len(j.placed)
-	for j.held < j.GPUs {
-		i := freestNode(r.snap.Nodes, j.w.PerPod)
-		if i < 0 {
-			break
-		}
-		r.snap.Nodes[i].Free -= j.w.PerPod
-		j.placed = append(j.placed, i)
-		j.held += int(j.w.PerPod)
-		r.heldGPUs += int(j.w.PerPod)
-	}
-	if j.held < j.GPUs {
-		r.hold(j, j.placed[from:], true)
-		return false
-	}
-	// Complete: the waiting pods start with the rest.
-	r.heldGPUs -= j.held
-	r.release(j)
-	r.start(j, j.placed)
-	return true
 }
 
 func (r *replay) start(j *replayJob, nodes []int) {
@@ -980,29 +682,6 @@ func (r *replay) cycle() {
 	}
 }
 
-// reserve takes up to n free GPUs out of the snapshot's nodes, fullest
-// first, and returns what it took per node.
-func (r *replay) reserve(n int64) map[int]int64 {
-	held := map[int]int64{}
-	for n > 0 {
-		i := freestNode(r.snap.Nodes, 1)
-		if i < 0 {
-			break
-		}
-		k := min(r.snap.Nodes[i].Free, n)
-		r.snap.Nodes[i].Free -= k
-		held[i] += k
-		n -= k
-	}
-	return held
-}
-
-func (r *replay) unreserve(held map[int]int64) {
-	for i, k := range held {
-		r.snap.Nodes[i].Free += k
-	}
-}
-
 // apply carries out a cycle's decisions: admitted jobs start, preempted
 // ones stop and queue again.
 func (r *replay) apply(ds []admission.Decision) {
@@ -1079,116 +758,4 @@ func (r *replay) preempt(run *admission.Running) *replayJob {
 	r.preempted++
 	r.release(j)
 	return j
-}
-
-func (r *replay) result(jobs int) ReplayResult {
-	o := r.opts
-	res := ReplayResult{Policy: o.Policy, Gating: o.Gating, Preemption: o.Preemption, Jobs: jobs, Finished: len(r.jcts), Makespan: r.now,
-		Evictions: r.evictions, Preemptions: r.preempted, PreemptedGPUHours: r.lostSec / 3600,
-		WaitBySize: map[string]float64{}, MaxWaitByQueue: r.maxWait, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: r.heldSec / 3600, jct: r.jcts}
-	if len(r.jcts) > 0 {
-		all := make([]float64, 0, len(r.jcts))
-		var sum float64
-		for _, v := range r.jcts {
-			all = append(all, v)
-		}
-		sort.Float64s(all)
-		for _, v := range all {
-			sum += v
-		}
-		res.AvgJCTSeconds = sum / float64(len(all))
-		res.P95JCTSeconds = all[int(math.Ceil(0.95*float64(len(all))))-1]
-	}
-	for c, ws := range r.waits {
-		var sum float64
-		for _, v := range ws {
-			sum += v
-		}
-		res.WaitBySize[c] = sum / float64(len(ws))
-	}
-	if r.now > 0 {
-		res.Utilization = r.busySec / (float64(r.capacity) * r.now.Seconds())
-	}
-	var byTime, byCost []float64
-	for _, q := range r.names {
-		byTime = append(byTime, r.usedSec[q]/float64(r.nominal[q]))
-		byCost = append(byCost, r.usedCost[q]/r.value[q])
-		res.CostMicrosByQueue[q] = int64(math.Round(r.usedCost[q]))
-	}
-	for _, w := range r.maxWait {
-		res.MaxWaitSeconds = max(res.MaxWaitSeconds, w)
-	}
-	res.Jain = jainIndex(byTime)
-	res.JainCost = jainIndex(byCost)
-	if r.jainN > 0 {
-		res.JainBacklogged = r.jainSum / float64(r.jainN)
-	}
-	if o.Isolated != nil {
-		perQueue := map[string][2]float64{}
-		var sum float64
-		n := 0
-		ids := make([]string, 0, len(r.jcts))
-		for id := range r.jcts {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			iso, ok := o.Isolated[id]
-			if !ok || iso <= 0 {
-				continue
-			}
-			rho := r.jcts[id] / iso
-			sum += rho
-			n++
-			q := r.byID[id].Queue
-			perQueue[q] = [2]float64{perQueue[q][0] + rho, perQueue[q][1] + 1}
-		}
-		if n > 0 {
-			res.FTFMean = sum / float64(n)
-		}
-		for _, q := range r.names {
-			if v := perQueue[q]; v[1] > 0 {
-				res.FTFMaxQueue = max(res.FTFMaxQueue, v[0]/v[1])
-			}
-		}
-	}
-	if r.loop != nil {
-		res.LedgerHours = int(r.loop.written.Sub(o.Epoch) / time.Hour)
-		res.Scrapes = r.loop.scrapes
-	}
-	return res
-}
-
-// IsolatedJCT replays each queue alone on its nominal quota (no cohort,
-// FIFO, gangs gated) and returns every job's completion time there, the
-// denominator of finish-time fairness. Jobs larger than their queue's
-// quota cannot finish alone and are absent.
-func IsolatedJCT(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (map[string]float64, error) {
-	byQueue := map[string][]TraceJob{}
-	for _, j := range jobs {
-		byQueue[j.Queue] = append(byQueue[j.Queue], j)
-	}
-	out := map[string]float64{}
-	for _, q := range queues {
-		alone := q
-		alone.Cohort, alone.BorrowingLimit = "", 0
-		o := ReplayOptions{Policy: "fifo", Gating: true, NodeSize: opts.NodeSize, CapacityScale: opts.CapacityScale, Limit: opts.Limit}
-		res, err := Replay([]TraceQueue{alone}, byQueue[q.Name], o)
-		if err != nil {
-			return nil, fmt.Errorf("queue %s alone: %w", q.Name, err)
-		}
-		maps.Copy(out, res.jct)
-	}
-	return out, nil
-}
-
-// freestNode returns the node with the most free units that takes n, or -1.
-func freestNode(nodes []admission.Node, n int64) int {
-	best := -1
-	for i := range nodes {
-		if nodes[i].Free >= n && (best < 0 || nodes[i].Free > nodes[best].Free) {
-			best = i
-		}
-	}
-	return best
 }

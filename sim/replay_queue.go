@@ -1,0 +1,174 @@
+// The queue manager of a replay: pending lists per queue, aging, requeues
+// after eviction, and the placement of ungated gangs.
+
+package sim
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/gpuledger/gpuledger/admission"
+)
+
+// enqueue adds a workload to its queue's pending list.
+func (r *replay) enqueue(j *replayJob) {
+	// Its old entry may be in the list, dead: drop the dead ones first so
+	// that it is not there twice.
+	if r.dead[&j.w] {
+		r.lists[j.Queue] = slices.DeleteFunc(r.lists[j.Queue], func(x *admission.Workload) bool { return r.dead[x] })
+		r.deadIn[j.Queue] = 0
+		delete(r.dead, &j.w)
+	}
+	j.w.Priority = j.queuePriority
+	r.lists[j.Queue] = admission.InsertFIFO(r.lists[j.Queue], &j.w)
+	j.pending = true
+	r.bySize[j.GPUs]++
+	r.pendingByQueue[j.Queue]++
+	r.pendingCount++
+	if r.opts.AgingAfter > 0 {
+		i, _ := slices.BinarySearchFunc(r.aging, j, func(a, b *replayJob) int { return cmp.Compare(a.Submit, b.Submit) })
+		r.aging = slices.Insert(r.aging, i, j)
+	}
+}
+
+// take removes an admitted workload from its queue: an aged one from the
+// aged list, others marked dead in the list.
+func (r *replay) take(w *admission.Workload) {
+	j := r.byID[w.ID]
+	j.pending = false
+	r.bySize[int(w.Units())]--
+	r.pendingByQueue[w.Queue]--
+	r.pendingCount--
+	if j.aged {
+		j.aged = false
+		r.aged[w.Queue] = slices.DeleteFunc(r.aged[w.Queue], func(x *admission.Workload) bool { return x == w })
+		r.nAged--
+		return
+	}
+	r.dead[w] = true
+	r.deadIn[w.Queue]++
+	if l := r.lists[w.Queue]; r.deadIn[w.Queue] > len(l)/2 {
+		r.lists[w.Queue] = slices.DeleteFunc(l, func(x *admission.Workload) bool { return r.dead[x] })
+		r.deadIn[w.Queue] = 0
+	}
+}
+
+// age moves the jobs pending for AgingAfter or more to their queue's aged
+// list, which is admitted first.
+func (r *replay) age() {
+	limit := r.now - r.opts.AgingAfter
+	n := 0
+	for ; n < len(r.aging) && r.aging[n].Submit <= limit; n++ {
+		j := r.aging[n]
+		if !j.pending || j.aged {
+			continue
+		}
+		r.lists[j.Queue] = slices.DeleteFunc(r.lists[j.Queue], func(x *admission.Workload) bool { return x == &j.w })
+		j.aged = true
+		r.aged[j.Queue] = append(r.aged[j.Queue], &j.w)
+		r.nAged++
+	}
+	r.aging = r.aging[n:]
+}
+
+// requeueDelayed queues again the evicted gangs whose backoff is over,
+// ordered by their eviction time.
+func (r *replay) requeueDelayed() {
+	back := r.delayed[:0]
+	for _, d := range r.delayed {
+		if d.requeueAt > r.now {
+			back = append(back, d)
+			continue
+		}
+		d.w.SubmittedMs = r.now.Milliseconds()
+		r.enqueue(d)
+	}
+	r.delayed = back
+}
+
+// progressPartial (without gating) places more pods of the admitted gangs,
+// in admission order, starts the complete ones and evicts those not ready
+// in time.
+func (r *replay) progressPartial() {
+	kept := r.partial[:0]
+	for _, p := range r.partial {
+		if r.opts.ReadyTimeout > 0 && r.now-p.admittedAt >= r.opts.ReadyTimeout {
+			// Not ready in time: free its pods and quota, requeue later.
+			for _, i := range p.placed {
+				r.snap.Nodes[i].Free += p.w.PerPod
+			}
+			r.release(p)
+			r.heldGPUs -= p.held
+			r.snap.Usage[p.Queue][r.flavors[0].fr] -= int64(p.GPUs)
+			p.placed, p.held = p.placed[:0], 0
+			p.requeues++
+			r.evictions++
+			p.requeueAt = r.now + r.opts.BackoffBase<<min(p.requeues-1, 20)
+			r.delayed = append(r.delayed, p)
+			continue
+		}
+		if !r.placeMore(p) {
+			kept = append(kept, p)
+		}
+	}
+	r.partial = kept
+}
+
+// placeMore places what fits of a partial gang's pods; when all are placed
+// it starts the job and reports true.
+func (r *replay) placeMore(j *replayJob) bool {
+	from := len(j.placed)
+	for j.held < j.GPUs {
+		i := freestNode(r.snap.Nodes, j.w.PerPod)
+		if i < 0 {
+			break
+		}
+		r.snap.Nodes[i].Free -= j.w.PerPod
+		j.placed = append(j.placed, i)
+		j.held += int(j.w.PerPod)
+		r.heldGPUs += int(j.w.PerPod)
+	}
+	if j.held < j.GPUs {
+		r.hold(j, j.placed[from:], true)
+		return false
+	}
+	// Complete: the waiting pods start with the rest.
+	r.heldGPUs -= j.held
+	r.release(j)
+	r.start(j, j.placed)
+	return true
+}
+
+// reserve takes up to n free GPUs out of the snapshot's nodes, fullest
+// first, and returns what it took per node.
+func (r *replay) reserve(n int64) map[int]int64 {
+	held := map[int]int64{}
+	for n > 0 {
+		i := freestNode(r.snap.Nodes, 1)
+		if i < 0 {
+			break
+		}
+		k := min(r.snap.Nodes[i].Free, n)
+		r.snap.Nodes[i].Free -= k
+		held[i] += k
+		n -= k
+	}
+	return held
+}
+
+func (r *replay) unreserve(held map[int]int64) {
+	for i, k := range held {
+		r.snap.Nodes[i].Free += k
+	}
+}
+
+// freestNode returns the node with the most free units that takes n, or -1.
+func freestNode(nodes []admission.Node, n int64) int {
+	best := -1
+	for i := range nodes {
+		if nodes[i].Free >= n && (best < 0 || nodes[i].Free > nodes[best].Free) {
+			best = i
+		}
+	}
+	return best
+}
