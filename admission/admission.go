@@ -192,7 +192,7 @@ type Options struct {
 	// FairSharing lists fair-sharing preemption strategies, tried in
 	// order (Kueue's default: LessThanOrEqualToFinalShare, then
 	// LessThanInitialShare). Empty: classic preemption.
-	FairSharing []string
+	FairSharing []FairSharingStrategy
 }
 
 // Policy orders the pending workloads of a cycle; the first that fits is

@@ -7,40 +7,47 @@ import (
 	"slices"
 )
 
-// Preemption strategies of ClusterQueue.Preemption, with Kueue's meaning.
+// PreemptionPolicy is a value of Kueue's withinClusterQueue or
+// reclaimWithinCohort.
+type PreemptionPolicy string
+
+// Preemption policies of ClusterQueue.Preemption, with Kueue's meaning.
 const (
-	Never = "Never"
+	Never PreemptionPolicy = "Never"
 	// LowerPriority (withinClusterQueue, reclaimWithinCohort): only
 	// workloads of lower priority than the preemptor.
-	LowerPriority = "LowerPriority"
+	LowerPriority PreemptionPolicy = "LowerPriority"
 	// LowerOrNewerEqualPriority (withinClusterQueue): lower priority, or
 	// equal priority and submitted after the preemptor.
-	LowerOrNewerEqualPriority = "LowerOrNewerEqualPriority"
+	LowerOrNewerEqualPriority PreemptionPolicy = "LowerOrNewerEqualPriority"
 	// Any (reclaimWithinCohort): any workload of a queue that borrows.
-	Any = "Any"
+	Any PreemptionPolicy = "Any"
 )
 
-// Fair-sharing preemption strategies (Kueue's fairSharing.preemptionStrategies).
+// FairSharingStrategy is one of Kueue's fairSharing.preemptionStrategies.
+type FairSharingStrategy string
+
+// Fair-sharing preemption strategies, with Kueue's meaning.
 const (
 	// LessThanOrEqualToFinalShare preempts a workload of queue X only if the
 	// preemptor's queue, with the preemptor admitted, has a share no larger
 	// than X's without the workload.
-	LessThanOrEqualToFinalShare = "LessThanOrEqualToFinalShare"
+	LessThanOrEqualToFinalShare FairSharingStrategy = "LessThanOrEqualToFinalShare"
 	// LessThanInitialShare preempts a workload of queue X only if the
 	// preemptor's queue, with the preemptor admitted, has a share below X's
 	// as it is.
-	LessThanInitialShare = "LessThanInitialShare"
+	LessThanInitialShare FairSharingStrategy = "LessThanInitialShare"
 )
 
 // Preemption is a ClusterQueue's preemption policy (Kueue's
 // spec.preemption). The zero value never preempts.
 type Preemption struct {
 	// WithinClusterQueue: Never, LowerPriority or LowerOrNewerEqualPriority.
-	WithinClusterQueue string
+	WithinClusterQueue PreemptionPolicy
 	// ReclaimWithinCohort: Never, LowerPriority or Any. Without fair-sharing
 	// strategies a queue reclaims only quota it is owed: the preemptor must
 	// fit within its queue's nominal quota.
-	ReclaimWithinCohort string
+	ReclaimWithinCohort PreemptionPolicy
 }
 
 func (p Preemption) enabled() bool {
@@ -306,7 +313,7 @@ func (s *Snapshot) preemptClassic(q *ClusterQueue, w *Workload, fr FlavorResourc
 // candidates from the queue with the largest share first, while the
 // strategy allows; the preemptor's own queue gives up lower-priority
 // workloads as its withinClusterQueue policy says.
-func (s *Snapshot) preemptFair(q *ClusterQueue, w *Workload, fr FlavorResource, cands map[string][]*Running, strategy string, sharer PreemptionSharer, opts Options) ([]Preempted, string) {
+func (s *Snapshot) preemptFair(q *ClusterQueue, w *Workload, fr FlavorResource, cands map[string][]*Running, strategy FairSharingStrategy, sharer PreemptionSharer, opts Options) ([]Preempted, string) {
 	next := map[string]int{}
 	var taken []Preempted
 	undo := func() {

@@ -27,7 +27,7 @@ func cohort3() *Snapshot {
 func run(t *testing.T, s *Snapshot, p Policy, now int64, want string, ws ...*Workload) []Decision {
 	t.Helper()
 	s.NowMs = now
-	ds := Admit(s, p, ws, Options{Policy: p, FairSharing: []string{LessThanOrEqualToFinalShare, LessThanInitialShare}})
+	ds := Admit(s, p, ws, Options{Policy: p, FairSharing: []FairSharingStrategy{LessThanOrEqualToFinalShare, LessThanInitialShare}})
 	if got := admitted(ds); got != want {
 		t.Fatalf("at %d admitted %q, want %q; decisions: %s", now, got, want, describe(ds))
 	}
@@ -158,7 +158,7 @@ func TestFairSharingPreemption(t *testing.T) {
 			if got := victims(ds); got != "b6,b7" {
 				t.Fatalf("victims %s%s", got, describe(ds))
 			}
-			if !strings.Contains(ds[0].Preempted[0].Reason, LessThanOrEqualToFinalShare) {
+			if !strings.Contains(ds[0].Preempted[0].Reason, string(LessThanOrEqualToFinalShare)) {
 				t.Errorf("reason: %s", ds[0].Preempted[0].Reason)
 			}
 			// b wants one back: its share with it is above a's, so no; and
@@ -207,7 +207,7 @@ func FuzzAdmit(f *testing.F) {
 		}
 		opts := Options{Policy: p}
 		if policy%2 == 1 {
-			opts.FairSharing = []string{LessThanOrEqualToFinalShare, LessThanInitialShare}
+			opts.FairSharing = []FairSharingStrategy{LessThanOrEqualToFinalShare, LessThanInitialShare}
 		}
 		var pending []*Workload
 		names := []string{"a", "b", "c"}

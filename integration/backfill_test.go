@@ -48,7 +48,7 @@ func loadVM(t *testing.T, scrapes []scrape, extra []byte) (vm, file string) {
 // pod is gone: the ledger is close to the raw one, not equal. Every hour
 // still reconciles exactly, and each team's cost stays within 2%.
 func TestPrometheusQueryRangeFallback(t *testing.T) {
-	cfg, scrapes := simulate(t, 2*time.Hour)
+	cfg, scrapes := renderScrapes(t, 2*time.Hour)
 	vm, file := loadVM(t, scrapes, nil)
 	model, _ := cfg.AttributionModel("")
 	end := simStart.Add(2 * time.Hour)
@@ -105,7 +105,7 @@ func TestPrometheusQueryRangeFallback(t *testing.T) {
 // it again, and gets the ledger an uninterrupted backfill writes.
 func TestIngestKilledAndRerun(t *testing.T) {
 	testenv.Slow(t, "gpuledger ingest killed and rerun as processes")
-	cfg, scrapes := simulate(t, 6*time.Hour)
+	cfg, scrapes := renderScrapes(t, 6*time.Hour)
 	vm, file := loadVM(t, scrapes, nil)
 	model, _ := cfg.AttributionModel("")
 	end := simStart.Add(6 * time.Hour)

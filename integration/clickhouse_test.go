@@ -21,7 +21,7 @@ import (
 // CSVs.
 func TestChargebackSameOnBothStores(t *testing.T) {
 	dsn := chtest.Database(t, chtest.DSN())
-	cfg, scrapes := simulate(t, 6*time.Hour)
+	cfg, scrapes := renderScrapes(t, 6*time.Hour)
 	var body []byte
 	for _, sc := range scrapes {
 		body = sim.AppendTimestamped(body, sc.body, sc.at.UnixMilli())

@@ -36,9 +36,9 @@ type scrape struct {
 	body []byte
 }
 
-// simulate renders the example cluster's telemetry for a span, jobs started
+// renderScrapes renders the example cluster's telemetry for a span, jobs started
 // a day earlier so that GPUs are held from the first scrape.
-func simulate(t *testing.T, span time.Duration) (*config.Config, []scrape) {
+func renderScrapes(t *testing.T, span time.Duration) (*config.Config, []scrape) {
 	t.Helper()
 	cfg, err := config.Load("../examples/cluster.yaml")
 	if err != nil {
@@ -108,7 +108,7 @@ func sameLedger(t *testing.T, what string, a, b ledger.Store, from, to time.Time
 // file. Then a backfill cancelled after its first hour and run again gets
 // the same ledger too.
 func TestVictoriaMetricsBackfill(t *testing.T) {
-	cfg, scrapes := simulate(t, 2*time.Hour)
+	cfg, scrapes := renderScrapes(t, 2*time.Hour)
 	model := captureModel(t, cfg)
 	vm, path := loadVM(t, scrapes, sim.AppendTimestamped(nil, testenv.ReadData(t, "dcgm-exporter/samples/t4-a10g-datadog-fixture.prom"), simStart.Add(5*time.Second).UnixMilli()))
 
@@ -165,7 +165,7 @@ func TestVictoriaMetricsBackfill(t *testing.T) {
 func TestVmagentRemoteWrite(t *testing.T) {
 	testenv.Slow(t, "vmagent remote-writing a day of scrapes")
 	bin := vmBinary(t, "vmagent")
-	cfg, scrapes := simulate(t, 10*time.Minute)
+	cfg, scrapes := renderScrapes(t, 10*time.Minute)
 	model, err := cfg.AttributionModel("")
 	if err != nil {
 		t.Fatal(err)

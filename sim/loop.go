@@ -20,9 +20,9 @@ type Ingester interface {
 	FlushUntil(ctx context.Context, until time.Time) error
 }
 
-// NewIngester makes the closed loop's Ingester for the replayed cluster's
+// IngesterFactory makes the closed loop's Ingester for the replayed cluster's
 // cost model, writing to the replay's Store; now is the replay's clock.
-type NewIngester func(model *attribution.Model, opts attribution.Options, now func() time.Time) (Ingester, error)
+type IngesterFactory func(model *attribution.Model, opts attribution.Options, now func() time.Time) (Ingester, error)
 
 // ReplayGPUModel is the GPU the replayed cluster's nodes report.
 const ReplayGPUModel = "NVIDIA H100 80GB HBM3"

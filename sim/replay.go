@@ -102,7 +102,7 @@ type ReplayOptions struct {
 	// Ingest makes the pipeline the telemetry goes through (in
 	// production: ingest.NewPipeline onto Ledger).
 	Ledger                  ledger.Store
-	Ingest                  NewIngester
+	Ingest                  IngesterFactory
 	Epoch                   time.Time
 	ScrapeInterval          time.Duration
 	EnergyPriceMicrosPerKWh int64
@@ -627,7 +627,7 @@ func (r *replay) cycle() {
 	if r.opts.Gating {
 		aopts := admission.Options{SameDomain: r.opts.SameDomain, Policy: r.policy}
 		if r.opts.PreemptionRules == "kueue" {
-			aopts.FairSharing = []string{admission.LessThanOrEqualToFinalShare, admission.LessThanInitialShare}
+			aopts.FairSharing = []admission.FairSharingStrategy{admission.LessThanOrEqualToFinalShare, admission.LessThanInitialShare}
 		}
 		if r.opts.AgingAfter > 0 {
 			r.age()

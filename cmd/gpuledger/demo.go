@@ -76,7 +76,7 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	fmt.Fprintf(stdout, "Simulating %s (%d days) of cluster %s, scrape every %s, seed %d.\n",
 		month.Format("January 2006"), int(end.Sub(start).Hours()/24), cl.Name, *interval, *seed)
 	began := time.Now()
-	res, err := simulate(ctx, simOptions{
+	res, err := runDemoLoop(ctx, simOptions{
 		cfg: cfg, cluster: *cluster, start: start, end: end, scrapeInterval: *interval,
 		seed: *seed, load: *load, store: store,
 		progress: func(done, total time.Duration, samples uint64) {

@@ -35,11 +35,11 @@ type simResult struct {
 	model       *attribution.Model
 }
 
-// simulate runs the loop: the modelled cluster admits and runs a job mix,
+// runDemoLoop runs the demo's loop: the modelled cluster admits and runs a job mix,
 // its exporters' telemetry is rendered as text exposition scrape by scrape,
 // parsed by ingest, attributed, and written to the ledger a day at a time.
 // Rendering runs in its own goroutine, parsing and attribution in this one.
-func simulate(ctx context.Context, o simOptions) (*simResult, error) {
+func runDemoLoop(ctx context.Context, o simOptions) (*simResult, error) {
 	cl, err := sim.NewCluster(o.cfg, o.cluster)
 	if err != nil {
 		return nil, err
