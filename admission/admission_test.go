@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -204,5 +205,17 @@ func TestStreamMatchesOrder(t *testing.T) {
 		if next.Next() != nil {
 			t.Errorf("%s: stream longer than the backlog", p.Name())
 		}
+	}
+}
+
+func TestNewPolicy(t *testing.T) {
+	for _, name := range PolicyNames {
+		p, err := NewPolicy(name, PolicyParams{HalfLifeMs: 3_600_000})
+		if err != nil || p.Name() != name {
+			t.Errorf("%s: %v, %v", name, p, err)
+		}
+	}
+	if _, err := NewPolicy("drf", PolicyParams{}); !errors.Is(err, ErrPolicy) || !strings.Contains(err.Error(), `"drf": want one of fifo, kueue, kueue-afs, costfair`) {
+		t.Errorf("unknown policy: %v", err)
 	}
 }

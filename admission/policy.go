@@ -2,8 +2,11 @@ package admission
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // FIFO admits the oldest workloads first, whatever their queue.
@@ -241,4 +244,37 @@ func less(sa float64, a *Workload, sb float64, b *Workload) bool {
 		return sa < sb
 	}
 	return compareFIFO(a, b) < 0
+}
+
+// ErrPolicy is returned for a policy name NewPolicy does not know.
+var ErrPolicy = errors.New("unknown policy")
+
+// PolicyNames are the policies NewPolicy makes.
+var PolicyNames = []string{"fifo", "kueue", "kueue-afs", "costfair"}
+
+// PolicyParams are what the share-based policies need: the half-life of
+// decayed usage, the admission penalty, and for costfair the price per
+// second of each flavor's resource (micros).
+type PolicyParams struct {
+	HalfLifeMs, PenaltyMs int64
+	Rates                 map[FlavorResource]float64
+}
+
+// NewPolicy makes a policy by name: fifo, kueue (cohort fair sharing by
+// dominant resource share), kueue-afs (Admission Fair Sharing: decayed
+// resource-seconds, every unit worth 1) or costfair (decayed spend at the
+// flavors' prices). The simulator and a controller pick policies through
+// it, so both run the same code.
+func NewPolicy(name string, p PolicyParams) (Sharer, error) {
+	switch name {
+	case "fifo":
+		return FIFO{}, nil
+	case "kueue":
+		return KueueFairSharing{}, nil
+	case "kueue-afs":
+		return ShareOrder{PolicyName: name, DefaultRate: 1, HalfLifeMs: p.HalfLifeMs, PenaltyMs: p.PenaltyMs}, nil
+	case "costfair":
+		return ShareOrder{PolicyName: name, Rate: p.Rates, HalfLifeMs: p.HalfLifeMs, PenaltyMs: p.PenaltyMs}, nil
+	}
+	return nil, fmt.Errorf("%w %q: want one of %s", ErrPolicy, name, strings.Join(PolicyNames, ", "))
 }

@@ -3,7 +3,6 @@ package sim
 import (
 	"container/heap"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -129,7 +128,7 @@ type ReplayFlavor struct {
 }
 
 // ErrPolicy is returned for a policy name Replay does not know.
-var ErrPolicy = errors.New("unknown policy")
+var ErrPolicy = admission.ErrPolicy
 
 type replayRun struct {
 	end       time.Duration
@@ -329,19 +328,10 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		rates[rf.fr] = rf.perSecond
 		flavorNames = append(flavorNames, f.Name)
 	}
-	switch opts.Policy {
-	case "fifo":
-		r.policy = admission.FIFO{}
-	case "kueue":
-		r.policy = admission.KueueFairSharing{}
-	case "kueue-afs":
-		r.policy = admission.ShareOrder{PolicyName: opts.Policy, DefaultRate: 1, HalfLifeMs: opts.HalfLife.Milliseconds(),
-			PenaltyMs: opts.AdmissionPenalty.Milliseconds()}
-	case "costfair":
-		r.policy = admission.ShareOrder{PolicyName: opts.Policy, Rate: rates, HalfLifeMs: opts.HalfLife.Milliseconds(),
-			PenaltyMs: opts.AdmissionPenalty.Milliseconds()}
-	default:
-		return ReplayResult{}, fmt.Errorf("%w %q: want fifo, kueue, kueue-afs or costfair", ErrPolicy, opts.Policy)
+	var err error
+	if r.policy, err = admission.NewPolicy(opts.Policy, admission.PolicyParams{HalfLifeMs: opts.HalfLife.Milliseconds(),
+		PenaltyMs: opts.AdmissionPenalty.Milliseconds(), Rates: rates}); err != nil {
+		return ReplayResult{}, err
 	}
 	r.snap = &admission.Snapshot{Queues: map[string]*admission.ClusterQueue{}, Usage: map[string]map[admission.FlavorResource]int64{},
 		Share: map[string]float64{}}
@@ -414,7 +404,6 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		r.nodeIdx[name] = i
 	}
 	if opts.Ledger != nil {
-		var err error
 		if r.loop, err = newLoop(opts.Ledger, opts.Epoch, r.flavors, nodeFlavor, nodeSize, opts.ScrapeInterval, r.snap.Queues, opts); err != nil {
 			return ReplayResult{}, err
 		}
