@@ -173,14 +173,39 @@ type Decision struct {
 	Flavor   string
 	// Nodes has one node name per pod, when admitted.
 	Nodes []string
-	// Reason says why a workload waits.
+	// Reason says why a workload waits, for people; Code classifies it
+	// for programs (the first flavor's, when several were tried).
 	Reason string
+	Code   WaitCode
 	// Running is the admitted workload, when the snapshot tracks them.
 	Running *Running
 	// Preempted are the workloads evicted to admit this one; the caller
 	// stops them and requeues them.
 	Preempted []Preempted
 }
+
+// WaitCode classifies why a workload was not admitted.
+type WaitCode string
+
+// Why a workload waits.
+const (
+	WaitNoClusterQueue WaitCode = "NoClusterQueue"
+	// The queue has no quota for the workload's resource on any flavor.
+	WaitNoQuota WaitCode = "NoQuotaForResource"
+	// Over nominal quota in a queue without a cohort.
+	WaitNominalQuota   WaitCode = "OverNominalQuota"
+	WaitBorrowingLimit WaitCode = "OverBorrowingLimit"
+	// Within the queue's nominal quota, but the cohort has lent it out.
+	WaitQuotaLent WaitCode = "NominalQuotaLentOut"
+	// It would borrow more than the cohort has free.
+	WaitCohortQuota WaitCode = "CohortQuotaExhausted"
+	// Quota fits; the GPUs are not free (or not in one domain).
+	WaitCapacity   WaitCode = "NotEnoughCapacity"
+	WaitTopology   WaitCode = "NoTopologyDomain"
+	WaitStrictFIFO WaitCode = "BehindStrictFIFO"
+	// The cycle ran out of free capacity before reaching it.
+	WaitCycleFull WaitCode = "CycleOutOfCapacity"
+)
 
 // Options tunes a cycle.
 type Options struct {
@@ -221,7 +246,7 @@ func Admit(s *Snapshot, p Policy, pending []*Workload, opts Options) []Decision 
 	}
 	for _, w := range order {
 		if !seen[w] {
-			out = append(out, Decision{Workload: w, Reason: "no free capacity left in this cycle"})
+			out = append(out, Decision{Workload: w, Reason: "no free capacity left in this cycle", Code: WaitCycleFull})
 		}
 	}
 	return out
@@ -296,14 +321,14 @@ func AdmitInOrder(s *Snapshot, pending Pending, opts Options) []Decision {
 		q := s.Queues[w.Queue]
 		switch {
 		case q == nil:
-			d.Reason = fmt.Sprintf("ClusterQueue %q does not exist", w.Queue)
+			d.Reason, d.Code = fmt.Sprintf("ClusterQueue %q does not exist", w.Queue), WaitNoClusterQueue
 		case blocked[w.Queue]:
-			d.Reason = "behind an older workload of its StrictFIFO queue"
+			d.Reason, d.Code = "behind an older workload of its StrictFIFO queue", WaitStrictFIFO
 		case free <= 0 && (failed[w.Queue] || !q.Preemption.enabled()):
 			pending.Drop(w.Queue)
-			d.Reason = "no free capacity left in this cycle"
+			d.Reason, d.Code = "no free capacity left in this cycle", WaitCycleFull
 		default:
-			d.Reason = s.tryAdmit(q, w, opts, &d)
+			d.Reason, d.Code = s.tryAdmit(q, w, opts, &d)
 			if !d.Admitted && s.Running != nil && q.Preemption.enabled() && !failed[w.Queue] {
 				// As in Kueue, a queue preempts for one workload (its head)
 				// per cycle: the next waits for the next cycle.
@@ -344,7 +369,7 @@ func (s *Snapshot) tryPreempt(q *ClusterQueue, w *Workload, opts Options, d *Dec
 			reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
 			continue
 		}
-		nodes, why := s.pick(f, w, opts)
+		nodes, _, why := s.pick(f, w, opts)
 		if why != "" { // preempt checked placement: cannot happen
 			for _, p := range slices.Backward(victims) {
 				s.restore(p.Running)
@@ -354,39 +379,46 @@ func (s *Snapshot) tryPreempt(q *ClusterQueue, w *Workload, opts Options, d *Dec
 		}
 		s.admit(q, w, f, nodes, d)
 		d.Preempted = victims
-		d.Reason = ""
+		d.Reason, d.Code = "", ""
 		return ""
 	}
 	return "preemption: " + strings.Join(reasons, "; ")
 }
 
-func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decision) string {
+func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decision) (string, WaitCode) {
 	var reasons []string
+	var code WaitCode
+	note := func(f, why string, c WaitCode) {
+		reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
+		if code == "" {
+			code = c
+		}
+	}
 	for _, f := range q.Flavors {
 		fr := FlavorResource{f, w.Resource}
 		if _, ok := q.Quotas[fr]; !ok {
 			continue
 		}
-		if why := s.fitsQuota(q, fr, w.Units()); why != "" {
-			reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
+		if c, why := s.fitsQuota(q, fr, w.Units()); why != "" {
+			note(f, why, c)
 			continue
 		}
 		if free := s.freeByFlavor[f]; free < w.Units() {
-			reasons = append(reasons, fmt.Sprintf("flavor %s: not enough free capacity for %s (%d free)", f, w.describe(), free))
+			note(f, fmt.Sprintf("not enough free capacity for %s (%d free)", w.describe(), free), WaitCapacity)
 			continue
 		}
-		nodes, why := s.pick(f, w, opts)
+		nodes, c, why := s.pick(f, w, opts)
 		if why != "" {
-			reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
+			note(f, why, c)
 			continue
 		}
 		s.admit(q, w, f, nodes, d)
-		return ""
+		return "", ""
 	}
 	if len(reasons) == 0 {
-		return fmt.Sprintf("ClusterQueue %s has no quota for %s", q.Name, w.Resource)
+		return fmt.Sprintf("ClusterQueue %s has no quota for %s", q.Name, w.Resource), WaitNoQuota
 	}
-	return fmt.Sprint(reasons)
+	return fmt.Sprint(reasons), code
 }
 
 // FitsQuota says why n more units of fr would break queue's quota, or ""
@@ -399,7 +431,8 @@ func (s *Snapshot) FitsQuota(queue string, fr FlavorResource, n int64) string {
 	if _, ok := q.Quotas[fr]; !ok {
 		return fmt.Sprintf("ClusterQueue %s has no quota for %s", queue, fr.Resource)
 	}
-	return s.fitsQuota(q, fr, n)
+	_, why := s.fitsQuota(q, fr, n)
+	return why
 }
 
 // fitsQuota applies Kueue's quota rules (its resource tree with one cohort
@@ -409,22 +442,22 @@ func (s *Snapshot) FitsQuota(queue string, fr FlavorResource, n int64) string {
 // included, up to the borrowing limit. A queue under its nominal quota may
 // therefore still not admit while others borrow what it lent: it has to
 // wait for them, or reclaim by preemption, as in Kueue.
-func (s *Snapshot) fitsQuota(q *ClusterQueue, fr FlavorResource, n int64) string {
+func (s *Snapshot) fitsQuota(q *ClusterQueue, fr FlavorResource, n int64) (WaitCode, string) {
 	quota := q.Quotas[fr]
 	used := s.Usage[q.Name][fr]
 	want := used + n
 	if q.Cohort == "" {
 		if want <= quota.Nominal {
-			return ""
+			return "", ""
 		}
-		return fmt.Sprintf("needs %d over nominal quota %d and the queue has no cohort", want-quota.Nominal, quota.Nominal)
+		return WaitNominalQuota, fmt.Sprintf("needs %d over nominal quota %d and the queue has no cohort", want-quota.Nominal, quota.Nominal)
 	}
 	if quota.BorrowingLimit >= 0 && want > quota.Nominal+quota.BorrowingLimit {
-		return fmt.Sprintf("would borrow %d, over the borrowing limit %d", want-quota.Nominal, quota.BorrowingLimit)
+		return WaitBorrowingLimit, fmt.Sprintf("would borrow %d, over the borrowing limit %d", want-quota.Nominal, quota.BorrowingLimit)
 	}
 	own := guaranteed(quota)
 	if want <= own {
-		return ""
+		return "", ""
 	}
 	var pool, pooled int64
 	for _, o := range s.Queues {
@@ -442,11 +475,11 @@ func (s *Snapshot) fitsQuota(q *ClusterQueue, fr FlavorResource, n int64) string
 	need := want - max(own, used) // what must come from the pool
 	if free := pool - pooled; need > free {
 		if want <= quota.Nominal {
-			return fmt.Sprintf("needs %d within its nominal quota %d, but the cohort has lent it out (%d free in the cohort)", n, quota.Nominal, max(free, 0))
+			return WaitQuotaLent, fmt.Sprintf("needs %d within its nominal quota %d, but the cohort has lent it out (%d free in the cohort)", n, quota.Nominal, max(free, 0))
 		}
-		return fmt.Sprintf("would borrow %d; the cohort has %d free", want-quota.Nominal, max(free, 0))
+		return WaitCohortQuota, fmt.Sprintf("would borrow %d; the cohort has %d free", want-quota.Nominal, max(free, 0))
 	}
-	return ""
+	return "", ""
 }
 
 // guaranteed is the part of a quota its queue does not lend.
@@ -485,7 +518,7 @@ func (s *Snapshot) admit(q *ClusterQueue, w *Workload, f string, picked []int, d
 // each on the best fit (the fullest node that takes it), within one domain
 // when asked. It returns a node per pod in podUnits order and takes
 // nothing.
-func (s *Snapshot) pick(f string, w *Workload, opts Options) ([]int, string) {
+func (s *Snapshot) pick(f string, w *Workload, opts Options) ([]int, WaitCode, string) {
 	units := w.podUnits()
 	order := make([]int, len(units))
 	for k := range order {
@@ -545,9 +578,9 @@ func (s *Snapshot) pick(f string, w *Workload, opts Options) ([]int, string) {
 	}
 	if picked == nil {
 		if opts.SameDomain {
-			return nil, fmt.Sprintf("no topology domain has room for %s", w.describe())
+			return nil, WaitTopology, fmt.Sprintf("no topology domain has room for %s", w.describe())
 		}
-		return nil, fmt.Sprintf("not enough free capacity for %s", w.describe())
+		return nil, WaitCapacity, fmt.Sprintf("not enough free capacity for %s", w.describe())
 	}
-	return picked, ""
+	return picked, "", ""
 }

@@ -52,7 +52,7 @@ func TestQuotaBorrowingAndLending(t *testing.T) {
 	if got := admitted(ds); got != "a1,a2" {
 		t.Errorf("admitted %s, want a1,a2", got)
 	}
-	if !strings.Contains(ds[2].Reason, "over the borrowing limit 4") {
+	if ds[2].Code != WaitBorrowingLimit || !strings.Contains(ds[2].Reason, "over the borrowing limit 4") {
 		t.Errorf("a3's reason: %s", ds[2].Reason)
 	}
 	// b may use the 4 it does not lend; the other 4 of its nominal quota
@@ -62,19 +62,19 @@ func TestQuotaBorrowingAndLending(t *testing.T) {
 	if got := admitted(ds); got != "b1" {
 		t.Errorf("admitted %s, want b1", got)
 	}
-	if !strings.Contains(ds[1].Reason, "within its nominal quota 8, but the cohort has lent it out") {
+	if ds[1].Code != WaitQuotaLent || !strings.Contains(ds[1].Reason, "within its nominal quota 8") {
 		t.Errorf("b2's reason: %s", ds[1].Reason)
 	}
 	// Capacity: a fresh queue with quota but not enough free GPUs left.
 	s.Queues["d"] = &ClusterQueue{Name: "d", Flavors: []string{"h100"}, Quotas: map[FlavorResource]Quota{fr("h100"): {Nominal: 16, BorrowingLimit: -1, LendingLimit: -1}}}
 	ds = Admit(s, FIFO{}, []*Workload{wl("d1", "d", 2, 8, 6)}, Options{})
-	if ds[0].Admitted || !strings.Contains(ds[0].Reason, "not enough free capacity") {
+	if ds[0].Admitted || ds[0].Code != WaitCapacity {
 		t.Errorf("d1: %+v", ds[0])
 	}
 	// c has no cohort: past nominal it is refused; its second flavor has no
 	// quota.
 	ds = Admit(s, FIFO{}, []*Workload{wl("c1", "c", 2, 8, 6)}, Options{})
-	if ds[0].Admitted || !strings.Contains(ds[0].Reason, "no cohort") {
+	if ds[0].Admitted || ds[0].Code != WaitNominalQuota {
 		t.Errorf("c1: %+v", ds[0])
 	}
 }
@@ -88,7 +88,7 @@ func TestLendingLimit(t *testing.T) {
 	if got := admitted(ds); got != "a1,a3" {
 		t.Errorf("admitted %s, want a1,a3", got)
 	}
-	if !strings.Contains(ds[1].Reason, "would borrow 5; the cohort has 4 free") {
+	if ds[1].Code != WaitCohortQuota || !strings.Contains(ds[1].Reason, "would borrow 5; the cohort has 4 free") {
 		t.Errorf("a2's reason: %s", ds[1].Reason)
 	}
 }
@@ -108,7 +108,7 @@ func TestGangsAllOrNothing(t *testing.T) {
 		}
 	}
 	ds = Admit(s, FIFO{}, []*Workload{wl("g", "a", 3, 8, 1)}, Options{SameDomain: true})
-	if ds[0].Admitted || !strings.Contains(ds[0].Reason, "no topology domain") {
+	if ds[0].Admitted || ds[0].Code != WaitTopology {
 		t.Errorf("24 GPUs in one rack of 16: %+v", ds[0])
 	}
 	ds = Admit(s, FIFO{}, []*Workload{wl("g", "a", 2, 8, 1)}, Options{SameDomain: true})
@@ -128,7 +128,7 @@ func TestStrictFIFOBlocks(t *testing.T) {
 		}
 		// c2 cannot fit (nominal 8 used, no cohort) either way; what differs
 		// is the reason c3 waits.
-		if strict && !strings.Contains(ds[2].Reason, "StrictFIFO") {
+		if strict && ds[2].Code != WaitStrictFIFO {
 			t.Errorf("strict: c3's reason %q", ds[2].Reason)
 		}
 	}

@@ -210,10 +210,10 @@ func (s *Snapshot) preempt(q *ClusterQueue, w *Workload, f string, opts Options)
 // fitsAfter says whether w fits quota and capacity in the snapshot as it
 // stands (with candidate victims already taken out).
 func (s *Snapshot) fitsAfter(q *ClusterQueue, w *Workload, fr FlavorResource, opts Options) bool {
-	if s.fitsQuota(q, fr, w.Units()) != "" || s.freeByFlavor[fr.Flavor] < w.Units() {
+	if _, why := s.fitsQuota(q, fr, w.Units()); why != "" || s.freeByFlavor[fr.Flavor] < w.Units() {
 		return false
 	}
-	_, why := s.pick(fr.Flavor, w, opts)
+	_, _, why := s.pick(fr.Flavor, w, opts)
 	return why == ""
 }
 
