@@ -111,7 +111,7 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	// The demo serves its simulated ledger without tokens, on loopback by
 	// default: gpuledger serve requires them.
 	srv := api.New(api.Options{Store: store, Report: ropts, Logger: log})
-	srv.PublishStats(ingest.PipelineStats{Ingest: res.ingest, Attribution: res.attribution})
+	srv.PublishStats(ingest.PipelineStats{Ingest: res.offline.Ingest, Attribution: res.offline.Attribution})
 	m := month.Format("2006-01")
 	fmt.Fprintf(stdout, "\nServing on http://%s (Ctrl-C to stop). Try:\n", *listen)
 	fmt.Fprintf(stdout, "  curl 'http://%s/api/v1/cost?from=%s&to=%s&step=month&groupBy=team'\n", *listen, m, end.Format("2006-01"))
@@ -158,11 +158,11 @@ func printSummary(w io.Writer, res *simResult, cb *reports.Chargeback, took time
 	fmt.Fprintf(w, "\nJobs: %d submitted, %d admitted, %d finished, %d still pending; mean wait %s.\n",
 		res.sim.Submitted, res.sim.Admitted, res.sim.Finished, res.sim.Pending, res.sim.MeanWait.Round(time.Second))
 	fmt.Fprintf(w, "Telemetry: %d scrapes, %.1f MB of exposition, %d samples attributed in %s (%.1fM samples/s); %d ledger rows.\n",
-		res.scrapes, float64(res.bytes)/1e6, res.attribution.Accepted, took.Round(100*time.Millisecond),
-		float64(res.ingest.Samples)/took.Seconds()/1e6, res.rows)
-	if len(res.attribution.Rejected) > 0 {
+		res.offline.Scrapes, float64(res.offline.Bytes)/1e6, res.offline.Attribution.Accepted, took.Round(100*time.Millisecond),
+		float64(res.offline.Ingest.Samples)/took.Seconds()/1e6, res.offline.Rows)
+	if len(res.offline.Attribution.Rejected) > 0 {
 		var rs []string
-		for r, n := range res.attribution.Rejected {
+		for r, n := range res.offline.Attribution.Rejected {
 			rs = append(rs, fmt.Sprintf("%s=%d", r, n))
 		}
 		sort.Strings(rs)

@@ -1,0 +1,121 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// ScrapeSource yields text-exposition scrapes in time order, appending
+// each body to buf; ok is false at the end.
+type ScrapeSource func(buf []byte) (at time.Time, body []byte, ok bool)
+
+// OfflineOptions bounds an offline run.
+type OfflineOptions struct {
+	// Start and End are the span the scrapes cover; the hours up to End
+	// are written when the source ends.
+	Start, End     time.Time
+	ScrapeInterval time.Duration
+	// FlushEvery is how often the hours closed so far are written.
+	// Default 24 h.
+	FlushEvery time.Duration
+	// Progress, when set, is called after each write with how far the data
+	// has reached and the samples parsed so far.
+	Progress func(reached time.Time, samples uint64)
+}
+
+// OfflineStats says what an offline run did.
+type OfflineStats struct {
+	Rows, Scrapes int
+	Bytes         int64
+	Ingest        Stats
+	Attribution   attribution.Stats
+}
+
+// IngestScrapes is the offline pipeline: every scrape src yields is
+// parsed, attributed with model and written to store, the hours closed so
+// far every FlushEvery and the rest at End. The source runs in its own
+// goroutine, a few scrapes ahead of parsing, with its buffers reused.
+func IngestScrapes(ctx context.Context, model *attribution.Model, store ledger.Store, src ScrapeSource, o OfflineOptions) (OfflineStats, error) {
+	var st OfflineStats
+	if o.FlushEvery <= 0 {
+		o.FlushEvery = 24 * time.Hour
+	}
+	att, err := attribution.New(model, attribution.Options{ScrapeIntervalMs: o.ScrapeInterval.Milliseconds(), StartMs: o.Start.UnixMilli()})
+	if err != nil {
+		return st, fmt.Errorf("cost model: %w", err)
+	}
+	type scrape struct {
+		at   time.Time
+		body []byte
+	}
+	const inFlight = 8
+	full := make(chan scrape, inFlight)
+	empty := make(chan []byte, inFlight)
+	for range inFlight {
+		empty <- make([]byte, 0, 256<<10)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		defer close(full)
+		for {
+			var buf []byte
+			select {
+			case buf = <-empty:
+			case <-ctx.Done():
+				return
+			}
+			at, body, ok := src(buf[:0])
+			if !ok {
+				return
+			}
+			full <- scrape{at, body}
+		}
+	}()
+	var parser Parser
+	next := o.Start.Add(o.FlushEvery)
+	// Hours close as the data passes them; the last ones when it ends.
+	flush := func(until time.Time) error {
+		var rows []ledger.Row
+		var workloads []ledger.WorkloadRow
+		if until.Before(o.End) {
+			rows, workloads = att.Ready()
+		} else {
+			rows, workloads = att.Emit(until.UnixMilli())
+		}
+		st.Rows += len(rows)
+		if err := store.WriteHours(ctx, rows, workloads); err != nil {
+			return fmt.Errorf("write ledger up to %s: %w", until.Format(time.RFC3339), err)
+		}
+		if o.Progress != nil {
+			o.Progress(until, parser.Stats().Samples)
+		}
+		return nil
+	}
+	for sc := range full {
+		for !sc.at.Before(next) {
+			if err := flush(next); err != nil {
+				return st, err
+			}
+			next = next.Add(o.FlushEvery)
+		}
+		if err := parser.ParseExposition(sc.body, sc.at.UnixMilli(), att); err != nil {
+			return st, fmt.Errorf("parse scrape at %s: %w", sc.at.Format(time.RFC3339), err)
+		}
+		st.Scrapes++
+		st.Bytes += int64(len(sc.body))
+		empty <- sc.body
+	}
+	if err := ctx.Err(); err != nil {
+		return st, err
+	}
+	if err := flush(o.End); err != nil {
+		return st, err
+	}
+	st.Ingest, st.Attribution = parser.Stats(), att.Stats()
+	return st, nil
+}
