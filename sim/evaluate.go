@@ -3,11 +3,15 @@ package sim
 import (
 	"cmp"
 	"context"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -426,4 +430,30 @@ func GoalCheck(rows []EvalRow, loads []float64) map[string]string {
 		}
 	}
 	return out
+}
+
+// SaveEvalRuns writes every run of an evaluation to path as CSV.
+func SaveEvalRuns(path string, runs []EvalRun) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"workload", "half", "seed", "load", "capacity_scale", "regime", "candidate", "variant", "jobs", "finished", "avg_jct_s", "p95_jct_s",
+		"max_wait_s", "ftf_mean", "ftf_worst_queue", "jain_backlogged", "utilization", "partial_gang_gpu_hours", "preemptions", "preempted_gpu_hours"})
+	for _, r := range runs {
+		x := r.Result
+		w.Write([]string{r.Workload, r.Half, strconv.FormatUint(r.Seed, 10), ff(r.Load), ff(r.Scale), r.Regime, r.Candidate, r.Variant,
+			strconv.Itoa(x.Jobs), strconv.Itoa(x.Finished), ff(x.AvgJCTSeconds), ff(x.P95JCTSeconds), ff(x.MaxWaitSeconds), ff(x.FTFMean),
+			ff(x.FTFMaxQueue), ff(x.JainBacklogged), ff(x.Utilization), ff(x.PartialGangGPUHours), strconv.Itoa(x.Preemptions), ff(x.PreemptedGPUHours)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"fmt"
 	"io"
 	"os"
@@ -92,7 +91,7 @@ same run. Writes every run to <out>/policy-eval.csv.`, stdout)
 			fmt.Fprintf(stdout, "  %-22s %s\n", c.Name, verdict)
 		}
 	}
-	if err := writeEvalRuns(filepath.Join(*out, "policy-eval.csv"), runs); err != nil {
+	if err := sim.SaveEvalRuns(filepath.Join(*out, "policy-eval.csv"), runs); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "\n%d replays in %s; every run in %s\n", len(runs), time.Since(began).Round(time.Second), filepath.Join(*out, "policy-eval.csv"))
@@ -111,29 +110,4 @@ func floatList(flag, v string) ([]float64, error) {
 		out = append(out, f)
 	}
 	return out, nil
-}
-
-func writeEvalRuns(path string, runs []sim.EvalRun) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := csv.NewWriter(f)
-	w.Write([]string{"workload", "half", "seed", "load", "capacity_scale", "regime", "candidate", "variant", "jobs", "finished", "avg_jct_s", "p95_jct_s",
-		"max_wait_s", "ftf_mean", "ftf_worst_queue", "jain_backlogged", "utilization", "partial_gang_gpu_hours", "preemptions", "preempted_gpu_hours"})
-	for _, r := range runs {
-		x := r.Result
-		w.Write([]string{r.Workload, r.Half, strconv.FormatUint(r.Seed, 10), ff(r.Load), ff(r.Scale), r.Regime, r.Candidate, r.Variant,
-			strconv.Itoa(x.Jobs), strconv.Itoa(x.Finished), ff(x.AvgJCTSeconds), ff(x.P95JCTSeconds), ff(x.MaxWaitSeconds), ff(x.FTFMean),
-			ff(x.FTFMaxQueue), ff(x.JainBacklogged), ff(x.Utilization), ff(x.PartialGangGPUHours), strconv.Itoa(x.Preemptions), ff(x.PreemptedGPUHours)})
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -2,18 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gpuledger/gpuledger/attribution"
@@ -162,65 +158,14 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 		fmt.Fprintf(os.Stderr, "%s: %s\n", p, time.Since(began).Round(time.Millisecond))
 		results = append(results, r)
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "policy\tavg JCT s\tp95 JCT s\t")
-	for _, c := range classes {
-		fmt.Fprintf(tw, "wait %s s\t", c)
-	}
-	fmt.Fprintln(tw, "util\tJain\tJain cost\tJain backlogged\tFTF mean\tFTF worst queue\tpartial GPU-h\tevictions\tpreemptions\tlost GPU-h\t")
-	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t", r.Policy, r.AvgJCTSeconds, r.P95JCTSeconds)
-		for _, c := range classes {
-			fmt.Fprintf(tw, "%.1f\t", r.WaitBySize[c])
-		}
-		fmt.Fprintf(tw, "%.3f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f\t%.1f\t%d\t%d\t%.1f\t\n", r.Utilization, r.Jain, r.JainCost, r.JainBacklogged, r.FTFMean, r.FTFMaxQueue,
-			r.PartialGangGPUHours, r.Evictions, r.Preemptions, r.PreemptedGPUHours)
-	}
-	tw.Flush()
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	if err := sim.WriteReplayTable(stdout, results, classes); err != nil {
 		return err
 	}
-	b, _ := json.MarshalIndent(results, "", "  ")
-	if err := os.WriteFile(filepath.Join(*out, "simulate.json"), b, 0o644); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(*out, "simulate.csv"))
+	jsonPath, csvPath, err := sim.SaveReplayResults(*out, results, classes)
 	if err != nil {
 		return err
 	}
-	w := csv.NewWriter(f)
-	header := []string{"policy", "gating", "jobs", "finished", "avg_jct_s", "p95_jct_s"}
-	for _, c := range classes {
-		header = append(header, "wait_"+c+"_s")
-	}
-	w.Write(append(header, "utilization", "jain", "jain_cost", "jain_backlogged", "ftf_mean", "ftf_worst_queue", "partial_gang_gpu_hours",
-		"evictions", "preemptions", "preempted_gpu_hours", "queue", "cost"))
-	for _, r := range results {
-		qs := make([]string, 0, len(r.CostMicrosByQueue))
-		for q := range r.CostMicrosByQueue {
-			qs = append(qs, q)
-		}
-		sort.Strings(qs)
-		for _, q := range qs {
-			rec := []string{r.Policy, strconv.FormatBool(r.Gating), strconv.Itoa(r.Jobs), strconv.Itoa(r.Finished),
-				ff(r.AvgJCTSeconds), ff(r.P95JCTSeconds)}
-			for _, c := range classes {
-				rec = append(rec, ff(r.WaitBySize[c]))
-			}
-			rec = append(rec, ff(r.Utilization), ff(r.Jain), ff(r.JainCost), ff(r.JainBacklogged), ff(r.FTFMean), ff(r.FTFMaxQueue), ff(r.PartialGangGPUHours),
-				strconv.Itoa(r.Evictions), strconv.Itoa(r.Preemptions), ff(r.PreemptedGPUHours), q, ledger.FormatMicros(r.CostMicrosByQueue[q]))
-			w.Write(rec)
-		}
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nwrote %s and %s\n", filepath.Join(*out, "simulate.json"), filepath.Join(*out, "simulate.csv"))
+	fmt.Fprintf(stdout, "\nwrote %s and %s\n", jsonPath, csvPath)
 	return nil
 }
 
@@ -231,8 +176,6 @@ func quotaGPUs(queues []sim.TraceQueue) int {
 	}
 	return n
 }
-
-func ff(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 
 // parseFlavors reads -flavors: name:share:pricePerGPUHour, comma-separated.
 func parseFlavors(v string) ([]sim.ReplayFlavor, error) {
