@@ -7,9 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
@@ -97,7 +95,7 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	if err != nil {
 		return err
 	}
-	paths, err := writeReport(cb, *out, []string{"csv", "xlsx"})
+	paths, err := cb.WriteFiles(*out, []string{"csv", "xlsx"})
 	if err != nil {
 		return err
 	}
@@ -123,37 +121,6 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	return nil
 }
 
-// writeReport writes cb in each format into dir and returns the paths.
-func writeReport(cb *reports.Chargeback, dir string, formats []string) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create report folder: %w", err)
-	}
-	var paths []string
-	for _, f := range formats {
-		p := filepath.Join(dir, cb.FileBase()+"."+f)
-		w, err := os.Create(p)
-		if err != nil {
-			return nil, fmt.Errorf("create report: %w", err)
-		}
-		switch f {
-		case "csv":
-			err = cb.WriteCSV(w)
-		case "xlsx":
-			err = cb.WriteXLSX(w)
-		default:
-			err = fmt.Errorf("format %q: want csv or xlsx", f)
-		}
-		if cerr := w.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, fmt.Errorf("write %s: %w", p, err)
-		}
-		paths = append(paths, p)
-	}
-	return paths, nil
-}
-
 func printSummary(w io.Writer, res *simResult, cb *reports.Chargeback, took time.Duration) {
 	fmt.Fprintf(w, "\nJobs: %d submitted, %d admitted, %d finished, %d still pending; mean wait %s.\n",
 		res.sim.Submitted, res.sim.Admitted, res.sim.Finished, res.sim.Pending, res.sim.MeanWait.Round(time.Second))
@@ -169,87 +136,14 @@ func printSummary(w io.Writer, res *simResult, cb *reports.Chargeback, took time
 		fmt.Fprintf(w, "Rejected samples: %v\n", rs)
 	}
 	fmt.Fprintf(w, "\nChargeback %s (%s):\n", cb.Month.Format("2006-01"), cb.Currency)
-	printChargeback(w, cb)
+	cb.WriteTable(w)
 	hours := cb.Total.GPUHours / float64(len(res.model.GPUs))
 	fmt.Fprintf(w, "Cluster cost %s = %d GPUs at their rates for %.0f hours; every hour reconciles to the micro.\n",
-		money(cb.Total.CostMicros), len(res.model.GPUs), hours)
-	fmt.Fprintf(w, "Energy %.0f kWh, %s at the configured price and PUE (beside the cost, not in it).\n", cb.Total.EnergyKWh, money(cb.Total.EnergyCostMicros))
+		reports.FormatMoney(cb.Total.CostMicros), len(res.model.GPUs), hours)
+	fmt.Fprintf(w, "Energy %.0f kWh, %s at the configured price and PUE (beside the cost, not in it).\n", cb.Total.EnergyKWh, reports.FormatMoney(cb.Total.EnergyCostMicros))
 	if len(cb.Workloads) > 0 {
 		fmt.Fprintf(w, "\nMost idle workloads:\n")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  team\tworkload\tGPU-hours\tefficiency\tidle cost")
-		for i, wl := range cb.Workloads {
-			if i == 5 {
-				break
-			}
-			eff := 0.0
-			if measured := wl.GPUSeconds - wl.UnmeasuredGPUSeconds; measured > 0 {
-				eff = 100 * wl.ActiveGPUSeconds / measured
-			}
-			fmt.Fprintf(tw, "  %s\t%s/%s (%s)\t%.1f\t%.1f%%\t%s\n", wl.Team, wl.Namespace, wl.Name, wl.Kind, wl.GPUSeconds/3600, eff, money(wl.IdleCostMicros))
-		}
-		tw.Flush()
+		cb.WriteIdleWorkloads(w, 5)
 	}
 	fmt.Fprintln(w)
-}
-
-// money formats micro-units as a whole-cent amount for display, rounded
-// half to even.
-func money(v int64) string { return cents(reports.RoundCents([]int64{v})[0]) }
-
-// cents formats a number of cents.
-func cents(c int64) string {
-	sign := ""
-	if c < 0 {
-		sign, c = "-", -c
-	}
-	return fmt.Sprintf("%s%d.%02d", sign, c/100, c%100)
-}
-
-// printChargeback prints the chargeback's lines and TOTAL as a table whose
-// columns add up: each column's TOTAL is rounded half to even and its rows
-// are the largest-remainder split of it in cents (tenths of GPU-hours).
-func printChargeback(w io.Writer, cb *reports.Chargeback) {
-	lines := append(slices.Clone(cb.Lines), cb.Total)
-	col := func(f func(l *reports.Line) int64) []int64 {
-		v := make([]int64, len(lines))
-		for i := range lines {
-			v[i] = f(&lines[i])
-		}
-		return reports.RoundCents(v)
-	}
-	hours := make([]float64, len(lines))
-	unmeasured := make([]float64, len(lines))
-	for i := range lines {
-		hours[i], unmeasured[i] = lines[i].GPUHours, lines[i].UnmeasuredGPUHours
-	}
-	gpuH, unmH := reports.RoundTenths(hours), reports.RoundTenths(unmeasured)
-	cost := col(func(l *reports.Line) int64 { return l.CostMicros })
-	idle := col(func(l *reports.Line) int64 { return l.IdleCostMicros })
-	unm := col(func(l *reports.Line) int64 { return l.UnmeasuredCostMicros })
-	unalloc := col(func(l *reports.Line) int64 { return l.UnallocatedCostMicros })
-	borrowed := col(func(l *reports.Line) int64 { return l.BorrowedCostMicros })
-	energy := col(func(l *reports.Line) int64 { return l.EnergyCostMicros })
-	budget := col(func(l *reports.Line) int64 { return l.BudgetMicros })
-	variance := col(func(l *reports.Line) int64 {
-		if !l.HasBudget {
-			return 0
-		}
-		return l.VarianceMicros()
-	})
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "team\tGPU-hours\tunmeasured\tefficiency\tcost\tidle\tunmeasured\tunallocated\tborrowed\tenergy\tbudget\tvariance\t")
-	for i := range lines {
-		l := &lines[i]
-		b, v := "", ""
-		if l.HasBudget {
-			b, v = cents(budget[i]), cents(variance[i])
-		}
-		fmt.Fprintf(tw, "%s\t%d.%d\t%d.%d\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l.Team, gpuH[i]/10, gpuH[i]%10, unmH[i]/10, unmH[i]%10,
-			l.EfficiencyPct(), cents(cost[i]), cents(idle[i]), cents(unm[i]), cents(unalloc[i]), cents(borrowed[i]), cents(energy[i]), b, v)
-	}
-	tw.Flush()
-	fmt.Fprintln(w, "Each column is rounded so that its rows add up to its TOTAL (largest remainder; the CSV has exact micro-units).")
-	fmt.Fprintln(w, "Unmeasured: held by the team's pods per Kubernetes while no telemetry measured the GPU; efficiency leaves it out.")
-	fmt.Fprintln(w, "TOTAL budget and variance cover the teams with budgets; _unowned and _unallocated are platform overhead, in no budget.")
 }

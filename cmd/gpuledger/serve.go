@@ -176,7 +176,7 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	paths, err := writeReport(cb, *out, splitList(*format))
+	paths, err := cb.WriteFiles(*out, splitList(*format))
 	if err != nil {
 		return err
 	}
