@@ -170,8 +170,6 @@ type replayJob struct {
 	run     *replayRun
 	// The flavor it runs on.
 	flavor int
-	// pending: in a queue's list; aged: moved to its queue's aged list.
-	pending, aged bool
 	// queuePriority orders it while it waits; once admitted it has the
 	// trace's priority again, so that the order's priorities do not pick
 	// preemption victims (the controller sets spec.priority of pending
@@ -199,20 +197,8 @@ type replay struct {
 	names     []string           // the queues, sorted: sums in one order
 	value     map[string]float64 // the quota's price per second, micros
 	capacity  int
-	// Pending workloads per queue in FIFO order; admitted ones are marked
-	// dead and dropped lazily, so a cycle costs what it admits, not the
-	// backlog.
-	lists          map[string][]*admission.Workload
-	dead           map[*admission.Workload]bool
-	deadIn         map[string]int
-	bySize         map[int]int // pending jobs per GPU count
-	pendingByQueue map[string]int
-	pendingCount   int
-	// With AgingAfter: pending jobs by submission time, not aged yet, and
-	// the aged ones per queue (ahead of the rest).
-	aging []*replayJob
-	aged  map[string][]*admission.Workload
-	nAged int
+	// The workloads waiting, per queue (admission's queue manager).
+	queues *admission.Queues
 
 	now       time.Duration
 	run       runHeap
@@ -304,9 +290,8 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	default:
 		return ReplayResult{}, fmt.Errorf("order %q: want fifo or small-first", opts.Order)
 	}
-	r := &replay{opts: opts, lists: map[string][]*admission.Workload{}, dead: map[*admission.Workload]bool{}, deadIn: map[string]int{},
-		bySize: map[int]int{}, pendingByQueue: map[string]int{}, usedSec: map[string]float64{}, usedCost: map[string]float64{},
-		waits: map[string][]float64{}, aged: map[string][]*admission.Workload{}, maxWait: map[string]float64{}, jcts: map[string]float64{}, nominal: map[string]int{}, value: map[string]float64{}, nextJain: opts.SampleEvery}
+	r := &replay{opts: opts, queues: admission.NewQueues(opts.AgingAfter.Milliseconds()), usedSec: map[string]float64{}, usedCost: map[string]float64{},
+		waits: map[string][]float64{}, maxWait: map[string]float64{}, jcts: map[string]float64{}, nominal: map[string]int{}, value: map[string]float64{}, nextJain: opts.SampleEvery}
 	const res = "nvidia.com/gpu"
 	flavors := opts.Flavors
 	if len(flavors) == 0 {
@@ -478,7 +463,7 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		}
 		r.requeueDelayed()
 		r.progressPartial()
-		if r.pendingCount == 0 {
+		if r.queues.Len() == 0 {
 			continue
 		}
 		r.cycle()
@@ -599,12 +584,7 @@ func (r *replay) cycle() {
 	for i := range r.snap.Nodes {
 		free += r.snap.Nodes[i].Free
 	}
-	smallest := int64(math.MaxInt64)
-	for size, n := range r.bySize {
-		if n > 0 {
-			smallest = min(smallest, int64(size))
-		}
-	}
+	smallest := r.queues.Smallest()
 	if r.opts.Gating && free < smallest && !r.mayReclaim() {
 		return
 	}
@@ -612,19 +592,17 @@ func (r *replay) cycle() {
 		r.snap.Share = r.decayed.Shares(r.snap.Queues)
 	}
 	r.snap.NowMs = r.now.Milliseconds()
-	skip := func(w *admission.Workload) bool { return r.dead[w] }
 	if r.opts.Gating {
 		aopts := admission.Options{SameDomain: r.opts.SameDomain, Policy: r.policy}
 		if r.opts.PreemptionRules == "kueue" {
 			aopts.FairSharing = []admission.FairSharingStrategy{admission.LessThanOrEqualToFinalShare, admission.LessThanInitialShare}
 		}
 		if r.opts.AgingAfter > 0 {
-			r.age()
-			if r.nAged > 0 {
+			if r.queues.Age(r.now.Milliseconds()) > 0 {
 				// The aged go first; while one of them does not fit,
 				// nothing else is admitted: the GPUs freeing up are
 				// reserved for it.
-				ds := admission.AdmitInOrder(r.snap, admission.Stream(r.policy.QueueShares(r.snap), r.aged, nil), aopts)
+				ds := admission.AdmitInOrder(r.snap, r.queues.AgedStream(r.policy.QueueShares(r.snap)), aopts)
 				r.apply(ds)
 				// The oldest aged job that did not fit keeps the GPUs it
 				// needs as they free up; the others may use the rest
@@ -641,10 +619,10 @@ func (r *replay) cycle() {
 				}
 			}
 		}
-		r.apply(admission.AdmitInOrder(r.snap, admission.Stream(r.policy.QueueShares(r.snap), r.lists, skip), aopts))
+		r.apply(admission.AdmitInOrder(r.snap, r.queues.Stream(r.policy.QueueShares(r.snap)), aopts))
 		return
 	}
-	stream := admission.Stream(r.policy.QueueShares(r.snap), r.lists, skip)
+	stream := r.queues.Stream(r.policy.QueueShares(r.snap))
 	// Without gating there is no admission: every job's pods are created
 	// at once and the scheduler places them as GPUs free up, in the
 	// order the policy gives (Kubernetes without Kueue, or a Kueue whose
@@ -663,7 +641,7 @@ func (r *replay) cycle() {
 			r.charge(w.Queue, v)
 		}
 		j := r.byID[w.ID]
-		r.take(w)
+		r.queues.Remove(w)
 		j.admittedAt = r.now
 		if !r.placeMore(j) {
 			r.partial = append(r.partial, j)
@@ -695,7 +673,7 @@ func (r *replay) apply(ds []admission.Decision) {
 		}
 		j.running = d.Running
 		j.flavor = slices.IndexFunc(r.flavors, func(f replayFlavor) bool { return f.Name == d.Flavor })
-		r.take(d.Workload)
+		r.queues.Remove(d.Workload)
 		r.start(j, nodes)
 	}
 	for _, v := range victims {
@@ -712,7 +690,7 @@ func (r *replay) mayReclaim() bool {
 	under, over := false, false
 	for q, n := range r.nominal {
 		u := r.held(q)
-		under = under || (r.pendingByQueue[q] > 0 && u < int64(n))
+		under = under || (r.queues.In(q) > 0 && u < int64(n))
 		over = over || u > int64(n)
 	}
 	return under && over || r.opts.PreemptionRules == "kueue" && over

@@ -1,74 +1,17 @@
-// The queue manager of a replay: pending lists per queue, aging, requeues
-// after eviction, and the placement of ungated gangs.
+// What the replay adds to admission's queues: requeues after eviction, and
+// the placement of ungated gangs.
 
 package sim
 
 import (
-	"cmp"
-	"slices"
-
 	"github.com/gpuledger/gpuledger/admission"
 )
 
-// enqueue adds a workload to its queue's pending list.
+// enqueue queues a job in its queue, with the priority that orders it
+// while it waits.
 func (r *replay) enqueue(j *replayJob) {
-	// Its old entry may be in the list, dead: drop the dead ones first so
-	// that it is not there twice.
-	if r.dead[&j.w] {
-		r.lists[j.Queue] = slices.DeleteFunc(r.lists[j.Queue], func(x *admission.Workload) bool { return r.dead[x] })
-		r.deadIn[j.Queue] = 0
-		delete(r.dead, &j.w)
-	}
 	j.w.Priority = j.queuePriority
-	r.lists[j.Queue] = admission.InsertFIFO(r.lists[j.Queue], &j.w)
-	j.pending = true
-	r.bySize[j.GPUs]++
-	r.pendingByQueue[j.Queue]++
-	r.pendingCount++
-	if r.opts.AgingAfter > 0 {
-		i, _ := slices.BinarySearchFunc(r.aging, j, func(a, b *replayJob) int { return cmp.Compare(a.Submit, b.Submit) })
-		r.aging = slices.Insert(r.aging, i, j)
-	}
-}
-
-// take removes an admitted workload from its queue: an aged one from the
-// aged list, others marked dead in the list.
-func (r *replay) take(w *admission.Workload) {
-	j := r.byID[w.ID]
-	j.pending = false
-	r.bySize[int(w.Units())]--
-	r.pendingByQueue[w.Queue]--
-	r.pendingCount--
-	if j.aged {
-		j.aged = false
-		r.aged[w.Queue] = slices.DeleteFunc(r.aged[w.Queue], func(x *admission.Workload) bool { return x == w })
-		r.nAged--
-		return
-	}
-	r.dead[w] = true
-	r.deadIn[w.Queue]++
-	if l := r.lists[w.Queue]; r.deadIn[w.Queue] > len(l)/2 {
-		r.lists[w.Queue] = slices.DeleteFunc(l, func(x *admission.Workload) bool { return r.dead[x] })
-		r.deadIn[w.Queue] = 0
-	}
-}
-
-// age moves the jobs pending for AgingAfter or more to their queue's aged
-// list, which is admitted first.
-func (r *replay) age() {
-	limit := r.now - r.opts.AgingAfter
-	n := 0
-	for ; n < len(r.aging) && r.aging[n].Submit <= limit; n++ {
-		j := r.aging[n]
-		if !j.pending || j.aged {
-			continue
-		}
-		r.lists[j.Queue] = slices.DeleteFunc(r.lists[j.Queue], func(x *admission.Workload) bool { return x == &j.w })
-		j.aged = true
-		r.aged[j.Queue] = append(r.aged[j.Queue], &j.w)
-		r.nAged++
-	}
-	r.aging = r.aging[n:]
+	r.queues.Push(&j.w)
 }
 
 // requeueDelayed queues again the evicted gangs whose backoff is over,

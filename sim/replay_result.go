@@ -88,10 +88,10 @@ func (r *replay) sampleJain() {
 	for _, q := range r.names {
 		nominal := r.nominal[q]
 		used := r.held(q)
-		if r.pendingByQueue[q] <= 0 && used <= int64(nominal) {
+		if r.queues.In(q) <= 0 && used <= int64(nominal) {
 			continue
 		}
-		waiting = waiting || r.pendingByQueue[q] > 0
+		waiting = waiting || r.queues.In(q) > 0
 		var rate float64
 		for _, f := range r.flavors {
 			rate += float64(r.snap.Usage[q][f.fr]) * f.perSecond
