@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -175,28 +174,9 @@ func (l *loop) trim() {
 	}
 }
 
-// shares reads each team's spend from the Store: over the hours before
-// now, cost plus energy cost plus idlePenalty × idle cost, each hour's
-// halved for every half-life of its age (the caller divides by weights).
+// shares reads each team's decayed spend from the Store (admission's
+// LedgerSpend, as a controller reads it); the caller divides by weights.
 func (l *loop) shares(ctx context.Context, now time.Duration, halfLife time.Duration, idlePenalty float64) (map[string]float64, error) {
-	nowT := l.epoch.Add(now)
-	from := l.written.Add(-20 * halfLife)
-	if from.Before(l.epoch) {
-		from = l.epoch
-	}
-	rows, err := l.store.Query(ctx, ledger.Query{From: from, To: l.written, Step: ledger.StepHour,
-		GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: "replay"})
-	if err != nil {
-		return nil, fmt.Errorf("read the teams' spend from the ledger: %w", err)
-	}
-	out := map[string]float64{}
-	for _, r := range rows {
-		if r.Team == ledger.TeamUnallocated {
-			continue
-		}
-		age := nowT.Sub(r.Hour.Add(30 * time.Minute))
-		v := float64(r.CostMicros+r.EnergyCostMicros) + idlePenalty*float64(r.IdleCostMicros)
-		out[r.Team] += v * math.Exp2(-age.Seconds()/halfLife.Seconds())
-	}
-	return out, nil
+	src := admission.LedgerSpend{Store: l.store, Cluster: "replay", HalfLife: halfLife, IdlePenalty: idlePenalty, Epoch: l.epoch}
+	return src.Spend(ctx, l.epoch.Add(now), l.written)
 }

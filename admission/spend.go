@@ -1,0 +1,49 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// LedgerSpend is the cost-weighted share's source in production: each
+// team's money as the ledger has it, every hour's cost, energy cost and
+// IdlePenalty × idle cost, decayed by its age (from the hour's middle)
+// with HalfLife, so that the order follows what was spent and wasted, not
+// what the scheduler thinks it handed out.
+type LedgerSpend struct {
+	Store       ledger.Store
+	Cluster     string
+	HalfLife    time.Duration
+	IdlePenalty float64
+	// Epoch is the earliest hour read; hours older than 20 half-lives
+	// weigh under a millionth and are not read either.
+	Epoch time.Time
+}
+
+// Spend returns each team's decayed spend at now over the hours written
+// up to through (micros).
+func (l LedgerSpend) Spend(ctx context.Context, now, through time.Time) (map[string]float64, error) {
+	from := through.Add(-20 * l.HalfLife)
+	if from.Before(l.Epoch) {
+		from = l.Epoch
+	}
+	rows, err := l.Store.Query(ctx, ledger.Query{From: from, To: through, Step: ledger.StepHour,
+		GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: l.Cluster})
+	if err != nil {
+		return nil, fmt.Errorf("read the teams' spend from the ledger: %w", err)
+	}
+	out := map[string]float64{}
+	for _, r := range rows {
+		if r.Team == ledger.TeamUnallocated {
+			continue
+		}
+		age := now.Sub(r.Hour.Add(30 * time.Minute))
+		v := float64(r.CostMicros+r.EnergyCostMicros) + l.IdlePenalty*float64(r.IdleCostMicros)
+		out[r.Team] += v * math.Exp2(-age.Seconds()/l.HalfLife.Seconds())
+	}
+	return out, nil
+}
