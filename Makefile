@@ -50,7 +50,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseMicros -fuzztime=$(FUZZTIME) ./ledger
 	$(GO) test -run='^$$' -fuzz=FuzzSplit -fuzztime=$(FUZZTIME) ./attribution
 	$(GO) test -run='^$$' -fuzz=FuzzAttribution -fuzztime=$(FUZZTIME) ./attribution
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./config
+	$(GO) test -run='^$$' -fuzz='FuzzParse$$' -fuzztime=$(FUZZTIME) ./config
+	$(GO) test -run='^$$' -fuzz=FuzzParseReplay -fuzztime=$(FUZZTIME) ./config
 	$(GO) test -run='^$$' -fuzz=FuzzParseExposition -fuzztime=$(FUZZTIME) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzParseRemoteWrite -fuzztime=$(FUZZTIME) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzParseExportLines -fuzztime=$(FUZZTIME) ./ingest

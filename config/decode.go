@@ -284,7 +284,9 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 func fieldByTag(v reflect.Value, name string) (reflect.Value, bool) {
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
-		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag == name && tag != "-" {
+		// An empty key ("": or an anchor with no key) matches no field: the
+		// untagged fields are unexported state, not input.
+		if tag, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); tag == name && tag != "" && tag != "-" && t.Field(i).IsExported() {
 			return v.Field(i), true
 		}
 	}

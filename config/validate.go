@@ -236,76 +236,8 @@ func (c *Config) validate(d *decoder) {
 		p := fmt.Sprintf("prices[%d]", i)
 		flavorRef(p+".flavor", pr.Flavor)
 		unique(d, priced, p+".flavor", "flavor %q is priced twice", pr.Flavor)
-		ways := 0
-		for _, set := range []bool{pr.PerGPUHour.Set, pr.Catalog != "", pr.OnPrem != nil} {
-			if set {
-				ways++
-			}
-		}
-		if ways != 1 {
-			if !d.failed[p+".perGPUHour"] {
-				d.add(nil, p, "%d of perGPUHour, catalog and onPrem are set; want exactly one, such as perGPUHour: 6.88", ways)
-			}
-			continue
-		}
-		if pr.Spot && pr.Catalog == "" {
-			d.add(nil, p+".spot", "spot applies to a catalog price only")
-		}
-		if pr.ExchangeRate.Set && pr.Catalog == "" {
-			d.add(nil, p+".exchangeRate", "exchangeRate converts a catalog price only; give perGPUHour in %s", c.Currency)
-		}
-		switch {
-		case pr.PerGPUHour.Set:
-			if pr.PerGPUHour.Micros < 0 {
-				d.add(nil, p+".perGPUHour", "%s is negative; want a price of at least 0", pr.PerGPUHour)
-			}
-			c.rates[pr.Flavor] = pr.PerGPUHour.Micros
-		case pr.Catalog != "":
-			e, ok := Catalog()[pr.Catalog]
-			rate := int64(1_000_000)
-			switch {
-			case pr.ExchangeRate.Set && pr.ExchangeRate.Micros <= 0:
-				d.add(nil, p+".exchangeRate", "%s; want what one USD costs in %s, more than 0", pr.ExchangeRate, c.Currency)
-				ok = false
-			case pr.ExchangeRate.Set:
-				rate = pr.ExchangeRate.Micros
-			case c.Currency != "" && c.Currency != CatalogCurrency:
-				d.add(nil, p+".catalog", "the price book is in %s but currency is %s; set exchangeRate (what one %s costs in %s), or give perGPUHour in %s",
-					CatalogCurrency, c.Currency, CatalogCurrency, c.Currency, c.Currency)
-				ok = false
-			}
-			switch {
-			case !ok && !d.failed[p+".exchangeRate"] && !d.failed[p+".catalog"]:
-				d.add(nil, p+".catalog", "%q is not in the price book; want one of %s", pr.Catalog, catalogKeys())
-			case !ok:
-			case pr.Spot && e.SpotMicros == 0:
-				d.add(nil, p+".spot", "the price book has no spot price for %s", pr.Catalog)
-			case pr.Spot:
-				c.rates[pr.Flavor] = convert(e.SpotMicros, rate)
-			default:
-				c.rates[pr.Flavor] = convert(e.OnDemandMicros, rate)
-			}
-		default:
-			o := pr.OnPrem
-			op := p + ".onPrem"
-			if o.PurchasePerGPU.Micros <= 0 {
-				d.add(nil, op+".purchasePerGPU", "%s; want the price of one GPU, more than 0", o.PurchasePerGPU)
-			}
-			if o.DepreciationMonths <= 0 {
-				d.add(nil, op+".depreciationMonths", "%d; want at least 1, such as 48", o.DepreciationMonths)
-			}
-			if o.PowerWattsPerGPU < 0 {
-				d.add(nil, op+".powerWattsPerGPU", "%d is negative; want watts, such as 700", o.PowerWattsPerGPU)
-			}
-			if o.ElectricityPerKWh.Micros < 0 || o.OverheadPerGPUMonth.Micros < 0 {
-				d.add(nil, op, "electricityPerKWh and overheadPerGPUMonth must not be negative")
-			}
-			if o.PUE.Set && o.PUE.Micros < 1_000_000 {
-				d.add(nil, op+".pue", "%s is below 1; want a power usage effectiveness such as 1.3", o.PUE)
-			}
-			if o.PurchasePerGPU.Micros > 0 && o.DepreciationMonths > 0 {
-				c.rates[pr.Flavor] = o.RateMicros()
-			}
+		if rate, ok := resolvePrice(d, p, pr, c.Currency); ok {
+			c.rates[pr.Flavor] = rate
 		}
 	}
 	if e := c.Energy; e != nil {
@@ -333,6 +265,84 @@ func (c *Config) validate(d *decoder) {
 
 // unique records name in seen, and a problem at path when it was there
 // already; msg formats the name.
+// resolvePrice checks pr, at path p, and returns its price per GPU-hour in
+// currency: given directly, from the price book (converted by its exchange
+// rate), or amortised from owned hardware.
+func resolvePrice(d *decoder, p string, pr Price, currency string) (int64, bool) {
+	ways := 0
+	for _, set := range []bool{pr.PerGPUHour.Set, pr.Catalog != "", pr.OnPrem != nil} {
+		if set {
+			ways++
+		}
+	}
+	if ways != 1 {
+		if !d.failed[p+".perGPUHour"] {
+			d.add(nil, p, "%d of perGPUHour, catalog and onPrem are set; want exactly one, such as perGPUHour: 6.88", ways)
+		}
+		return 0, false
+	}
+	if pr.Spot && pr.Catalog == "" {
+		d.add(nil, p+".spot", "spot applies to a catalog price only")
+	}
+	if pr.ExchangeRate.Set && pr.Catalog == "" {
+		d.add(nil, p+".exchangeRate", "exchangeRate converts a catalog price only; give perGPUHour in %s", currency)
+	}
+	switch {
+	case pr.PerGPUHour.Set:
+		if pr.PerGPUHour.Micros < 0 {
+			d.add(nil, p+".perGPUHour", "%s is negative; want a price of at least 0", pr.PerGPUHour)
+		}
+		return pr.PerGPUHour.Micros, pr.PerGPUHour.Micros >= 0
+	case pr.Catalog != "":
+		e, ok := Catalog()[pr.Catalog]
+		rate := int64(1_000_000)
+		switch {
+		case pr.ExchangeRate.Set && pr.ExchangeRate.Micros <= 0:
+			d.add(nil, p+".exchangeRate", "%s; want what one USD costs in %s, more than 0", pr.ExchangeRate, currency)
+			ok = false
+		case pr.ExchangeRate.Set:
+			rate = pr.ExchangeRate.Micros
+		case currency != "" && currency != CatalogCurrency:
+			d.add(nil, p+".catalog", "the price book is in %s but currency is %s; set exchangeRate (what one %s costs in %s), or give perGPUHour in %s",
+				CatalogCurrency, currency, CatalogCurrency, currency, currency)
+			ok = false
+		}
+		switch {
+		case !ok && !d.failed[p+".exchangeRate"] && !d.failed[p+".catalog"]:
+			d.add(nil, p+".catalog", "%q is not in the price book; want one of %s", pr.Catalog, catalogKeys())
+		case !ok:
+		case pr.Spot && e.SpotMicros == 0:
+			d.add(nil, p+".spot", "the price book has no spot price for %s", pr.Catalog)
+		case pr.Spot:
+			return convert(e.SpotMicros, rate), true
+		default:
+			return convert(e.OnDemandMicros, rate), true
+		}
+	default:
+		o := pr.OnPrem
+		op := p + ".onPrem"
+		if o.PurchasePerGPU.Micros <= 0 {
+			d.add(nil, op+".purchasePerGPU", "%s; want the price of one GPU, more than 0", o.PurchasePerGPU)
+		}
+		if o.DepreciationMonths <= 0 {
+			d.add(nil, op+".depreciationMonths", "%d; want at least 1, such as 48", o.DepreciationMonths)
+		}
+		if o.PowerWattsPerGPU < 0 {
+			d.add(nil, op+".powerWattsPerGPU", "%d is negative; want watts, such as 700", o.PowerWattsPerGPU)
+		}
+		if o.ElectricityPerKWh.Micros < 0 || o.OverheadPerGPUMonth.Micros < 0 {
+			d.add(nil, op, "electricityPerKWh and overheadPerGPUMonth must not be negative")
+		}
+		if o.PUE.Set && o.PUE.Micros < 1_000_000 {
+			d.add(nil, op+".pue", "%s is below 1; want a power usage effectiveness such as 1.3", o.PUE)
+		}
+		if o.PurchasePerGPU.Micros > 0 && o.DepreciationMonths > 0 {
+			return o.RateMicros(), true
+		}
+	}
+	return 0, false
+}
+
 func unique(d *decoder, seen map[string]bool, path, msg, name string) {
 	if seen[name] {
 		d.add(nil, path, msg, name)

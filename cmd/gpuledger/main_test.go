@@ -165,9 +165,13 @@ func TestSimulateCommand(t *testing.T) {
 	if err := run(context.Background(), []string{"simulate", "-policies=random", "-out=" + out}, &a); !errors.As(err, &ue) {
 		t.Errorf("unknown policy: %v", err)
 	}
-	if err := run(context.Background(), []string{"simulate", "-flavors=h100:2:x", "-out=" + out}, &a); !errors.As(err, &ue) ||
-		!strings.Contains(err.Error(), `"h100:2:x"`) {
-		t.Errorf("bad -flavors: %v", err)
+	bad := filepath.Join(t.TempDir(), "replay.yaml")
+	if err := os.WriteFile(bad, []byte("currency: USD\nflavors:\n  - {name: h100, share: 2, gpuModel: X, price: {perGPUHour: 1}}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(context.Background(), []string{"simulate", "-trace=" + trace, "-cluster=" + bad, "-out=" + out}, &a); err == nil ||
+		!strings.Contains(err.Error(), "replay.yaml:3:") || !strings.Contains(err.Error(), "flavors[0].share") {
+		t.Errorf("a bad -cluster file: %v", err)
 	}
 	var k bytes.Buffer
 	if err := run(context.Background(), []string{"simulate", "-workload=kueue-baseline", "-policies=kueue", "-out=" + out}, &k); err != nil {

@@ -8,13 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ingest"
-	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/sim"
 )
@@ -53,7 +51,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	preemptionRules := fs.String("preemptionRules", "", "with -preemption: kueue (Kueue's fair-sharing strategies) or reclaim (take back nominal quota only); default kueue for the kueue policy, reclaim for the others")
 	idlePenalty := fs.Float64("idlePenalty", 1, "costfair counts an idle GPU-hour as 1+this GPU-hours of spend")
 	ftf := fs.Bool("ftf", true, "measure finish-time fairness: replay each queue alone on its quota first")
-	flavorList := fs.String("flavors", "", "a heterogeneous cluster: comma-separated name:share:pricePerGPUHour, such as h100:0.5:6.88,a100:0.5:4.10; each flavor gets its share of every quota and of the nodes, queues try them in this order (needs -gating)")
+	clusterFile := fs.String("cluster", "", "the replay's flavors and prices (see examples/philly-replay.yaml): each flavor gets its share of every quota and of the nodes, queues try them in this order (several flavors need -gating); default one H100 flavor at the price book's aws/p5.48xlarge rate")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -109,7 +107,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	default:
 		return usageError{fmt.Sprintf("-workload=%q: want philly, kueue-baseline or kueue-large", *workload)}
 	}
-	flavors, err := parseFlavors(*flavorList)
+	flavors, err := replayFlavors(*clusterFile)
 	if err != nil {
 		return err
 	}
@@ -177,20 +175,19 @@ func quotaGPUs(queues []sim.TraceQueue) int {
 	return n
 }
 
-// parseFlavors reads -flavors: name:share:pricePerGPUHour, comma-separated.
-func parseFlavors(v string) ([]sim.ReplayFlavor, error) {
-	var out []sim.ReplayFlavor
-	for _, item := range splitList(v) {
-		parts := strings.Split(item, ":")
-		if len(parts) != 3 {
-			return nil, usageError{fmt.Sprintf("-flavors item %q: want name:share:pricePerGPUHour, such as h100:0.5:6.88", item)}
-		}
-		share, err1 := strconv.ParseFloat(parts[1], 64)
-		price, err2 := ledger.ParseMicros(parts[2])
-		if err1 != nil || share <= 0 || share > 1 || err2 != nil || price <= 0 {
-			return nil, usageError{fmt.Sprintf("-flavors item %q: share %q must be in (0, 1] and price %q a positive amount per GPU-hour", item, parts[1], parts[2])}
-		}
-		out = append(out, sim.ReplayFlavor{Name: parts[0], Share: share, PriceMicrosPerGPUHour: price})
+// replayFlavors reads the replay's flavors from path; none (the replay's
+// default, one H100 flavor) without a file.
+func replayFlavors(path string) ([]sim.ReplayFlavor, error) {
+	if path == "" {
+		return nil, nil
+	}
+	r, err := config.LoadReplay(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sim.ReplayFlavor, len(r.Flavors))
+	for i, f := range r.Flavors {
+		out[i] = sim.ReplayFlavor{Name: f.Name, Share: float64(f.Share.Micros) / 1e6, PriceMicrosPerGPUHour: r.RateMicros(i), Model: f.GPUModel}
 	}
 	return out, nil
 }
