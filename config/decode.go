@@ -66,6 +66,16 @@ func Parse(data []byte, file string) (*Config, error) {
 		return nil, err
 	}
 	c.validate(d)
+	if err := d.err(file); err != nil {
+		return nil, err
+	}
+	c.Warnings = d.warnings
+	return &c, nil
+}
+
+// err sorts the problems and warnings found by position and returns the
+// problems as an *Error, or nil when there are none.
+func (d *decoder) err(file string) error {
 	byPosition := func(ps []Problem) {
 		sort.SliceStable(ps, func(i, j int) bool {
 			a, b := ps[i], ps[j]
@@ -75,13 +85,12 @@ func Parse(data []byte, file string) (*Config, error) {
 			return a.Column < b.Column
 		})
 	}
-	if len(d.problems) > 0 {
-		byPosition(d.problems)
-		return nil, &Error{File: file, Problems: d.problems}
-	}
+	byPosition(d.problems)
 	byPosition(d.warnings)
-	c.Warnings = d.warnings
-	return &c, nil
+	if len(d.problems) > 0 {
+		return &Error{File: file, Problems: d.problems}
+	}
+	return nil
 }
 
 // decodeFile parses data, the contents of file, strictly into dst (a

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"os"
-	"sort"
 )
 
 // Replay is the business data of a trace replay (gpuledger simulate): the
@@ -79,15 +78,8 @@ func ParseReplay(data []byte, file string) (*Replay, error) {
 	if len(r.Flavors) > 0 && total != 1_000_000 && len(d.problems) == 0 {
 		d.add(nil, "flavors", "the shares add up to %s; want 1", Money{Micros: total})
 	}
-	if len(d.problems) > 0 {
-		sort.SliceStable(d.problems, func(i, j int) bool {
-			a, b := d.problems[i], d.problems[j]
-			if a.Line != b.Line {
-				return a.Line < b.Line
-			}
-			return a.Column < b.Column
-		})
-		return nil, &Error{File: file, Problems: d.problems}
+	if err := d.err(file); err != nil {
+		return nil, err
 	}
 	return &r, nil
 }
