@@ -61,6 +61,9 @@ type EvalConfig struct {
 	Candidates []EvalCandidate
 	// TuneLoads are the loads a variant is chosen on (the goal's loads).
 	TuneLoads []float64
+	// Flavors, when set, split every queue's quota and the nodes between
+	// GPU types at their prices (ReplayOptions.Flavors), for every run.
+	Flavors []ReplayFlavor
 	Workers   int
 }
 
@@ -144,7 +147,7 @@ func Evaluate(ctx context.Context, c EvalConfig, progress func(done, total int))
 			in.iso = iso
 			continue
 		}
-		iso, err := IsolatedJCT(in.queues, in.jobs, ReplayOptions{CapacityScale: in.scale})
+		iso, err := IsolatedJCT(in.queues, in.jobs, ReplayOptions{CapacityScale: in.scale, Flavors: c.Flavors})
 		if err != nil {
 			return nil, err
 		}
@@ -169,7 +172,7 @@ func Evaluate(ctx context.Context, c EvalConfig, progress func(done, total int))
 				run := &runs[i]
 				in := inputs[run.cell()]
 				o := variants[[2]string{run.Candidate, run.Variant}]
-				o.Gating, o.CapacityScale, o.Isolated = true, run.Scale, in.iso
+				o.Gating, o.CapacityScale, o.Isolated, o.Flavors = true, run.Scale, in.iso, c.Flavors
 				o.Preemption = run.Regime != "none"
 				if o.Preemption {
 					o.PreemptionRules = run.Regime

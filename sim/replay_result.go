@@ -214,7 +214,7 @@ func IsolatedJCT(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (map[
 	for _, q := range queues {
 		alone := q
 		alone.Cohort, alone.BorrowingLimit = "", 0
-		o := ReplayOptions{Policy: "fifo", Gating: true, NodeSize: opts.NodeSize, CapacityScale: opts.CapacityScale, Limit: opts.Limit}
+		o := ReplayOptions{Policy: "fifo", Gating: true, NodeSize: opts.NodeSize, CapacityScale: opts.CapacityScale, Limit: opts.Limit, Flavors: opts.Flavors}
 		res, err := Replay([]TraceQueue{alone}, byQueue[q.Name], o)
 		if err != nil {
 			return nil, fmt.Errorf("queue %s alone: %w", q.Name, err)

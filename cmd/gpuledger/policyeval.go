@@ -39,6 +39,7 @@ same run. Writes every run to <out>/policy-eval.csv.`, stdout)
 	goalLoads := fs.String("goalLoads", "0.85,0.95", "loads the goal is checked at and variants are tuned on")
 	workers := fs.Int("workers", 0, "replays run at once (default: GOMAXPROCS)")
 	out := fs.String("out", "gpuledger-sim", "folder for policy-eval.csv")
+	clusterFile := fs.String("cluster", "", "flavors and prices for every run (see examples/philly-replay.yaml); default one H100 flavor")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,6 +47,9 @@ same run. Writes every run to <out>/policy-eval.csv.`, stdout)
 		GavelJobsPerHour: *gavelRate, From: days2d(*fromDay), Span: days2d(*days), OffsetSpread: days2d(*offsetDays),
 		Regimes: splitList(*regimes), Candidates: sim.DefaultCandidates(), Workers: *workers}
 	var err error
+	if cfg.Flavors, err = replayFlavors(*clusterFile); err != nil {
+		return err
+	}
 	if cfg.Loads, err = floatList("-loads", *loads); err != nil {
 		return err
 	}
