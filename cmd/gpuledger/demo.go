@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
-	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
@@ -25,7 +24,7 @@ telemetry is rendered every scrape interval as text exposition, parsed, attribut
 teams and written to the embedded ledger. Then it writes the month's chargeback
 (chargeback-YYYY-MM.csv and .xlsx) into -out, prints a summary, and serves the API
 until interrupted (-serve=false to exit after the reports).`, stdout)
-	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file")
+	cfgPath := configFlag(fs, "business-data configuration file")
 	cluster := fs.String("cluster", "", "cluster of the configuration to simulate; empty for the only one")
 	out := fs.String("out", "gpuledger-demo", "folder for the reports and, unless -ledger.path is set, the ledger")
 	ledgerPath := fs.String("ledger.path", "", "embedded ledger directory (default <out>/ledger); it is cleared first")
@@ -40,7 +39,7 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 		return err
 	}
 	log := newLogger()
-	cfg, err := config.Load(*cfgPath)
+	cfg, _, err := loadConfig(*cfgPath)
 	if err != nil {
 		return fmt.Errorf("%w\nfix the file, or run from the repository root so that examples/cluster.yaml is found", err)
 	}

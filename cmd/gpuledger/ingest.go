@@ -21,7 +21,7 @@ is counted twice.
   -from prometheus+http://prometheus:9090    Prometheus /api/v1/query_range (evaluated at -scrape.interval)
   -from file:///path/scrapes.prom            text exposition (timestamps on the lines)
   -from file:///path/export.jsonl            VictoriaMetrics export JSON lines`, stdout)
-	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file")
+	cfgPath := configFlag(fs, "business-data configuration file")
 	cluster := fs.String("cluster", "", "cluster of the configuration the telemetry is from; empty for the only one")
 	from := fs.String("from", "", "where to read from (required); see above")
 	startFlag := fs.String("start", "", "start of the range, RFC 3339 (required); rounded down to an hour")
@@ -45,7 +45,7 @@ is counted twice.
 		return usageError{fmt.Sprintf("-end=%q is not RFC 3339; want such as 2026-11-01T00:00:00Z", *endFlag)}
 	}
 	log := newLogger()
-	_, model, err := loadModel(*cfgPath, *cluster)
+	_, model, _, err := loadModel(*cfgPath, *cluster)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ var commands = []command{
 	{"policy-eval", "evaluate the admission policies at stated offered loads, tuned on one half of the VCs and reported on the other", runPolicyEval},
 	{"validate", "check a configuration file and list every problem", runValidate},
 	{"token", "make an API token: its secret, and the hashed entry for the configuration", runToken},
+	{"version", "print the version, commit and Go version", runVersion},
 }
 
 func usage(w io.Writer) {

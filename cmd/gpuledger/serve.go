@@ -31,7 +31,7 @@ and records that it did).
 Every route but /healthz needs a bearer token (auth.tokens in the configuration, or
 -auth.tokensFile; 'gpuledger token' makes one) with scopes write, viewer, admin or
 team:<name>.`, stdout)
-	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file (cluster, teams, prices, budgets, tokens)")
+	cfgPath := configFlag(fs, "business-data configuration file (cluster, teams, prices, budgets, tokens)")
 	cluster := fs.String("cluster", "", "cluster the received telemetry is from; empty for the only one")
 	openStore := storeFlags(fs, defaultLedgerPath)
 	listen := fs.String("http.listenAddr", "127.0.0.1:8080", "address the API listens on")
@@ -56,12 +56,12 @@ team:<name>.`, stdout)
 		return err
 	}
 	log := newLogger()
-	cfg, model, err := loadModel(*cfgPath, *cluster)
+	cfg, model, cfgFile, err := loadModel(*cfgPath, *cluster)
 	if err != nil {
 		return err
 	}
 	for _, w := range cfg.Warnings {
-		log.Warn("configuration", "warning", w.Format(*cfgPath))
+		log.Warn("configuration", "warning", w.Format(cfgFile))
 	}
 	auth, err := loadAuth(cfg, *tokensFile, *noAuth, *listen, log)
 	if err != nil {
@@ -149,7 +149,7 @@ func loadAuth(cfg *config.Config, tokensFile string, disabled bool, listen strin
 
 func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("report", "Writes the chargeback of one month from a ledger as chargeback-YYYY-MM.csv and .xlsx.", stdout)
-	cfgPath := fs.String("config", "examples/cluster.yaml", "business-data configuration file (teams, budgets, currency)")
+	cfgPath := configFlag(fs, "business-data configuration file (teams, budgets, currency)")
 	openStore := storeFlags(fs, defaultLedgerPath)
 	monthFlag := fs.String("month", "", "month to report, YYYY-MM (required)")
 	cluster := fs.String("cluster", "", "restrict to one cluster; empty for all")
@@ -163,7 +163,7 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return usageError{fmt.Sprintf("-month=%q is not a month; want YYYY-MM such as 2026-10", *monthFlag)}
 	}
-	cfg, err := config.Load(*cfgPath)
+	cfg, _, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}
@@ -192,14 +192,16 @@ func reportOptions(cfg *config.Config, cluster string) reports.Options {
 }
 
 // loadModel reads the configuration and one cluster's cost model from it.
-func loadModel(path, cluster string) (*config.Config, *attribution.Model, error) {
-	cfg, err := config.Load(path)
+// loadModel finds and reads the configuration and builds the cluster's
+// cost model; it returns the file it read.
+func loadModel(flagValue, cluster string) (*config.Config, *attribution.Model, string, error) {
+	cfg, path, err := loadConfig(flagValue)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	model, err := cfg.AttributionModel(cluster)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return cfg, model, nil
+	return cfg, model, path, nil
 }

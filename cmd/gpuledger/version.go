@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+)
+
+// version is set at build time: go build -ldflags "-X main.version=v0.3.0".
+var version = "dev"
+
+func runVersion(_ context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("version", "Prints the version, the commit it was built from and the Go version.", stdout)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, versionLine())
+	return nil
+}
+
+// versionLine is "gpuledger <version> (commit <rev>[, modified], built
+// <time>, <go version> <os>/<arch>)", from what the Go toolchain recorded.
+func versionLine() string {
+	commit, built, modified := "unknown", "", false
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.time":
+				built = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	line := fmt.Sprintf("gpuledger %s (commit %s", version, commit)
+	if modified {
+		line += ", modified"
+	}
+	if built != "" {
+		line += ", committed " + built
+	}
+	return line + fmt.Sprintf(", %s %s/%s)", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
