@@ -64,7 +64,7 @@ type EvalConfig struct {
 	// Flavors, when set, split every queue's quota and the nodes between
 	// GPU types at their prices (ReplayOptions.Flavors), for every run.
 	Flavors []ReplayFlavor
-	Workers   int
+	Workers int
 }
 
 // EvalRun is one replay of the grid.
