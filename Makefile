@@ -15,8 +15,11 @@ FUZZTIME ?= 10s
 run: build
 	./bin/gpuledger demo $(RUNARGS)
 
+# The version `gpuledger version` prints: the tag or commit of the checkout.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 build:
-	$(GO) build -o bin/gpuledger ./cmd/gpuledger
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/gpuledger ./cmd/gpuledger
 
 # The integration package (chaos tests with real processes included) runs
 # for several minutes: past go test's default 10-minute limit on a loaded
