@@ -44,7 +44,7 @@ func TestFindConfig(t *testing.T) {
 
 func TestVersion(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"version"}, &out); err != nil || !strings.HasPrefix(out.String(), "gpuledger dev (commit ") ||
+	if err := run(context.Background(), []string{"version"}, &out); err != nil || !strings.HasPrefix(out.String(), "gpuledger dev (") ||
 		!strings.Contains(out.String(), "go1.") {
 		t.Errorf("version: %v %q", err, out.String())
 	}

@@ -20,10 +20,11 @@ func runVersion(_ context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// versionLine is "gpuledger <version> (commit <rev>[, modified], built
-// <time>, <go version> <os>/<arch>)", from what the Go toolchain recorded.
+// versionLine is "gpuledger <version> (commit <rev>[, modified], committed
+// <time>, <go version> <os>/<arch>)", from what the Go toolchain recorded
+// (no commit when it recorded none).
 func versionLine() string {
-	commit, built, modified := "unknown", "", false
+	commit, built, modified := "", "", false
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range info.Settings {
 			switch s.Key {
@@ -36,12 +37,16 @@ func versionLine() string {
 			}
 		}
 	}
-	line := fmt.Sprintf("gpuledger %s (commit %s", version, commit)
-	if modified {
-		line += ", modified"
+	line := fmt.Sprintf("gpuledger %s (", version)
+	if commit != "" { // absent when built with -buildvcs=false
+		line += "commit " + commit
+		if modified {
+			line += ", modified"
+		}
+		if built != "" {
+			line += ", committed " + built
+		}
+		line += ", "
 	}
-	if built != "" {
-		line += ", committed " + built
-	}
-	return line + fmt.Sprintf(", %s %s/%s)", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return line + fmt.Sprintf("%s %s/%s)", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
