@@ -145,7 +145,7 @@ func newChaosOn(t *testing.T, minutes int, pipeDir string) *chaos {
 	if err := os.WriteFile(c.tokens, []byte(fmt.Sprintf("tokens:\n  - {name: vmagent, sha256: %s, scopes: [write]}\n", hex.EncodeToString(sum[:]))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.addr = freeAddr(t)
+	c.addr = testenv.FreeAddr(t)
 	c.pipeDir = pipeDir
 	if c.pipeDir == "" {
 		c.pipeDir = filepath.Join(c.dir, "pipeline")
@@ -170,7 +170,7 @@ scrape_configs:
 	secret := filepath.Join(c.dir, "bearer")
 	os.WriteFile(secret, []byte("chaos-vmagent"), 0o600)
 	c.start()
-	agentAddr := freeAddr(t)
+	agentAddr := testenv.FreeAddr(t)
 	// One queue: blocks reach gpuledger in order (the reorder window is
 	// tested with several queues in TestVmagentRemoteWrite); retries every
 	// 100 ms at most a second apart, so a restart costs seconds of the

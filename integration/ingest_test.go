@@ -207,7 +207,7 @@ scrape_configs:
 `, exporter.Listener.Addr().String())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	start(t, "http://"+addr+"/health", bin,
 		"-httpListenAddr="+addr,
 		"-promscrape.config="+scrapeCfg,

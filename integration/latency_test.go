@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
+	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/clickhouse"
 	"github.com/gpuledger/gpuledger/ledger/clickhouse/chtest"
@@ -111,7 +112,7 @@ func startLatencyServer(b *testing.B, kind string, cache bool) *latencyServer {
 		hex.EncodeToString(w[:]), hex.EncodeToString(v[:])))
 
 	// The previous month: every hour, each team's row and the unallocated.
-	s := &latencyServer{addr: freeAddr(b), stopped: make(chan struct{})}
+	s := &latencyServer{addr: testenv.FreeAddr(b), stopped: make(chan struct{})}
 	s.month = simStart.AddDate(0, -1, 0)
 	s.month = time.Date(s.month.Year(), s.month.Month(), 1, 0, 0, 0, 0, time.UTC)
 	var rows []ledger.Row

@@ -6,7 +6,6 @@ package integration_test
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -36,17 +35,6 @@ func vmBinary(t testing.TB, name string) string {
 		testenv.Missing(t, "%s", msg)
 	}
 	return path
-}
-
-// freeAddr returns a free 127.0.0.1 address.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // start runs a server until the test ends and waits until ready answers 200.
@@ -98,7 +86,7 @@ func tail(s string, n int) string {
 func startVictoriaMetrics(t testing.TB) string {
 	t.Helper()
 	bin := vmBinary(t, "victoria-metrics")
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	start(t, "http://"+addr+"/health", bin,
 		"-httpListenAddr="+addr,
 		"-storageDataPath="+t.TempDir(),

@@ -36,7 +36,7 @@ type ReplayOptions struct {
 	// first. Preempted jobs lose their progress
 	// and queue again at their place. Only with Gating.
 	Preemption bool
-	// FairSharingPreemption picks the preemption rules independently of
+	// PreemptionRules picks the preemption rules independently of
 	// the policy: "kueue" (Kueue's fair-sharing strategies,
 	// LessThanOrEqualToFinalShare then LessThanInitialShare, also between
 	// borrowers) or "reclaim" (take back nominal quota only, newest
@@ -126,9 +126,6 @@ type ReplayFlavor struct {
 	// Model is the GPU model name its nodes report (closed loop).
 	Model string
 }
-
-// ErrPolicy is returned for a policy name Replay does not know.
-var ErrPolicy = admission.ErrPolicy
 
 type replayRun struct {
 	end       time.Duration

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/reports"
 )
 
@@ -51,7 +51,7 @@ func TestTokenServes(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.yaml")
 	os.WriteFile(tokens, []byte("tokens:\n  "+entry+"\n"), 0o600)
-	addr := freeLocalAddr(t)
+	addr := testenv.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -98,14 +98,4 @@ func TestReportEmptyMonth(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(dir, "chargeback-*")); len(files) != 0 {
 		t.Errorf("wrote %v", files)
 	}
-}
-
-func freeLocalAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ingest"
@@ -148,7 +149,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 		}
 		r, err := sim.Replay(queues, jobs, ropts)
 		if err != nil {
-			if errors.Is(err, sim.ErrPolicy) {
+			if errors.Is(err, admission.ErrPolicy) {
 				return usageError{err.Error()}
 			}
 			return err

@@ -7,9 +7,11 @@ package testenv
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"testing"
 )
 
@@ -77,4 +79,22 @@ func Slow(t testing.TB, what string) {
 	if testing.Short() {
 		t.Skip("skipped under -short: " + what)
 	}
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, for
+// a real server a test starts.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// FreeAddr is FreePort as host:port.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(FreePort(t)))
 }

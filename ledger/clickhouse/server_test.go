@@ -1,7 +1,6 @@
 package clickhouse
 
 import (
-	"github.com/gpuledger/gpuledger/internal/testenv"
 	"net"
 	"os"
 	"os/exec"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/gpuledger/gpuledger/internal/testenv"
 )
 
 // server is a clickhouse-server process of a test's own, so that the test
@@ -21,16 +22,6 @@ type server struct {
 	extra     string
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // newServer prepares a clickhouse-server of the test's own, on free ports,
 // without starting it. Outside CI a missing clickhouse-server skips the
 // test; under CI=true it fails it.
@@ -40,7 +31,7 @@ func newServer(t testing.TB) *server {
 		msg := "clickhouse-server not installed (apt-get install -y clickhouse-server)"
 		testenv.Missing(t, "%s", msg)
 	}
-	s := &server{t: t, dir: t.TempDir(), tcp: freePort(t), http: freePort(t)}
+	s := &server{t: t, dir: t.TempDir(), tcp: testenv.FreePort(t), http: testenv.FreePort(t)}
 	t.Cleanup(s.kill)
 	return s
 }
