@@ -137,25 +137,49 @@ func Evaluate(ctx context.Context, c EvalConfig, progress func(done, total int))
 			variants[[2]string{cand.Name, v.Name}] = v.Opts
 		}
 	}
-	// Finish-time fairness needs each queue alone on its quota: once per
-	// jobs and scale, shared by the regimes.
-	isoDone := map[cell]map[string]float64{}
-	for k, in := range inputs {
-		base := k
-		base.regime = ""
-		if iso, ok := isoDone[base]; ok {
-			in.iso = iso
-			continue
-		}
-		iso, err := IsolatedJCT(in.queues, in.jobs, ReplayOptions{CapacityScale: in.scale, Flavors: c.Flavors})
-		if err != nil {
-			return nil, err
-		}
-		isoDone[base], in.iso = iso, iso
-	}
 	workers := c.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
+	}
+	// Finish-time fairness needs each queue alone on its quota: once per
+	// jobs and scale, shared by the regimes, Workers at a time.
+	iso := map[cell]map[string]float64{}
+	var bases []cell
+	for k := range inputs {
+		k.regime = ""
+		if _, ok := iso[k]; !ok {
+			iso[k] = nil
+			bases = append(bases, k)
+		}
+	}
+	var (
+		isoMu  sync.Mutex
+		isoErr error
+		isoWG  sync.WaitGroup
+		slots  = make(chan struct{}, workers)
+	)
+	for _, k := range bases {
+		in := inputs[cell{k.workload, k.half, c.Regimes[0], k.seed, k.load}]
+		isoWG.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; isoWG.Done() }()
+			m, err := IsolatedJCT(in.queues, in.jobs, ReplayOptions{CapacityScale: in.scale, Flavors: c.Flavors})
+			isoMu.Lock()
+			defer isoMu.Unlock()
+			if err != nil && isoErr == nil {
+				isoErr = err
+			}
+			iso[k] = m
+		}()
+	}
+	isoWG.Wait()
+	if isoErr != nil {
+		return nil, isoErr
+	}
+	for k, in := range inputs {
+		k.regime = ""
+		in.iso = iso[k]
 	}
 	var (
 		mu       sync.Mutex
