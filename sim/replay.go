@@ -594,26 +594,21 @@ func (r *replay) cycle() {
 		if r.opts.PreemptionRules == "kueue" {
 			aopts.FairSharing = []admission.FairSharingStrategy{admission.LessThanOrEqualToFinalShare, admission.LessThanInitialShare}
 		}
-		if r.opts.AgingAfter > 0 {
-			if r.queues.Age(r.now.Milliseconds()) > 0 {
-				// The aged go first; while one of them does not fit,
-				// nothing else is admitted: the GPUs freeing up are
-				// reserved for it.
-				ds := admission.AdmitInOrder(r.snap, r.queues.AgedStream(r.policy.QueueShares(r.snap)), aopts)
-				r.apply(ds)
-				// The oldest aged job that did not fit keeps the GPUs it
-				// needs as they free up; the others may use the rest
-				// (backfill without run-time estimates).
-				var oldest *admission.Workload
-				for _, d := range ds {
-					if !d.Admitted && (oldest == nil || d.Workload.SubmittedMs < oldest.SubmittedMs) {
-						oldest = d.Workload
-					}
+		if r.queues.Age(r.now.Milliseconds()) > 0 {
+			// The aged go first. The oldest aged job that does not fit
+			// keeps the GPUs it needs as they free up; the others may use
+			// the rest (backfill without run-time estimates).
+			ds := admission.AdmitInOrder(r.snap, r.queues.AgedStream(r.policy.QueueShares(r.snap)), aopts)
+			r.apply(ds)
+			var oldest *admission.Workload
+			for _, d := range ds {
+				if !d.Admitted && (oldest == nil || d.Workload.SubmittedMs < oldest.SubmittedMs) {
+					oldest = d.Workload
 				}
-				if oldest != nil {
-					held := r.reserve(oldest.Units())
-					defer r.unreserve(held)
-				}
+			}
+			if oldest != nil {
+				held := r.reserve(oldest.Units())
+				defer r.unreserve(held)
 			}
 		}
 		r.apply(admission.AdmitInOrder(r.snap, r.queues.Stream(r.policy.QueueShares(r.snap)), aopts))
