@@ -121,10 +121,17 @@ func (w *Workload) describe() string {
 // Node is free capacity on one node.
 type Node struct {
 	Name, Flavor string
+	// Resource is what its Free units are (nvidia.com/gpu, or one MIG
+	// profile's nvidia.com/mig-<profile>: a MIG node is one Node per
+	// profile, each with its own Name); empty: any resource.
+	Resource string
 	// Domain is the topology domain (rack, InfiniBand block).
 	Domain string
 	Free   int64
 }
+
+// takes says whether the node's units are of resource r.
+func (n *Node) takes(r string) bool { return n.Resource == "" || n.Resource == r }
 
 // Snapshot is the state a scheduling cycle decides on. Admit updates Usage
 // and Nodes as it admits.
@@ -144,8 +151,8 @@ type Snapshot struct {
 	// NowMs is the time of the cycle (victim order by time run).
 	NowMs int64
 
-	freeByFlavor map[string]int64 // during Admit
-	nodeIdx      map[string]int
+	freeBy  map[FlavorResource]int64 // during Admit, by node flavor and resource
+	nodeIdx map[string]int
 	// admitted in this cycle: never preempted in it (no churn)
 	thisCycle map[*Running]bool
 }
@@ -291,12 +298,13 @@ func (l *sliceQueue) Drop(queue string) { l.dropped[queue] = true }
 // rest of the cycle.
 func AdmitInOrder(s *Snapshot, pending Pending, opts Options) []Decision {
 	s.indexNodes()
-	// Free capacity per flavor, kept current as workloads are admitted: a
-	// workload larger than it is refused without a placement search.
-	s.freeByFlavor = make(map[string]int64)
+	// Free capacity per flavor and resource, kept current as workloads
+	// are admitted: a workload larger than it is refused without a
+	// placement search.
+	s.freeBy = make(map[FlavorResource]int64)
 	var free int64
 	for _, n := range s.Nodes {
-		s.freeByFlavor[n.Flavor] += n.Free
+		s.freeBy[FlavorResource{n.Flavor, n.Resource}] += n.Free
 		free += n.Free
 	}
 	preempting := false
@@ -403,7 +411,7 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 			note(f, why, c)
 			continue
 		}
-		if free := s.freeByFlavor[f]; free < w.Units() {
+		if free := s.freeFor(fr); free < w.Units() {
 			note(f, fmt.Sprintf("not enough free capacity for %s (%d free)", w.describe(), free), WaitCapacity)
 			continue
 		}
@@ -490,6 +498,20 @@ func guaranteed(q Quota) int64 {
 	return max(q.Nominal-q.LendingLimit, 0)
 }
 
+// freeFor is what is free for fr during Admit: on its flavor's nodes of
+// that resource and of any resource.
+func (s *Snapshot) freeFor(fr FlavorResource) int64 {
+	return s.freeBy[fr] + s.freeBy[FlavorResource{fr.Flavor, ""}]
+}
+
+// takeFree takes n units of node i (gives them back when n < 0).
+func (s *Snapshot) takeFree(i int, n int64) {
+	s.Nodes[i].Free -= n
+	if s.freeBy != nil {
+		s.freeBy[FlavorResource{s.Nodes[i].Flavor, s.Nodes[i].Resource}] -= n
+	}
+}
+
 // admit books w on flavor f and the picked nodes.
 func (s *Snapshot) admit(q *ClusterQueue, w *Workload, f string, picked []int, d *Decision) {
 	fr := FlavorResource{f, w.Resource}
@@ -497,11 +519,10 @@ func (s *Snapshot) admit(q *ClusterQueue, w *Workload, f string, picked []int, d
 		s.Usage[q.Name] = make(map[FlavorResource]int64)
 	}
 	s.Usage[q.Name][fr] += w.Units()
-	s.freeByFlavor[f] -= w.Units()
 	nodes := make([]string, len(picked))
 	units := w.podUnits()
 	for k, i := range picked {
-		s.Nodes[i].Free -= units[k]
+		s.takeFree(i, units[k])
 		nodes[k] = s.Nodes[i].Name
 	}
 	d.Admitted, d.Flavor, d.Nodes = true, f, nodes
@@ -528,7 +549,7 @@ func (s *Snapshot) pick(f string, w *Workload, opts Options) ([]int, WaitCode, s
 	var idx []int
 	domains := make(map[string][]int)
 	for i := range s.Nodes {
-		if s.Nodes[i].Flavor == f {
+		if s.Nodes[i].Flavor == f && s.Nodes[i].takes(w.Resource) {
 			idx = append(idx, i)
 			domains[s.Nodes[i].Domain] = append(domains[s.Nodes[i].Domain], i)
 		}

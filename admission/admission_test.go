@@ -219,3 +219,34 @@ func TestNewPolicy(t *testing.T) {
 		t.Errorf("unknown policy: %v", err)
 	}
 }
+
+// TestNodesByResource: a MIG node is one Node per profile; a workload of
+// one profile lands only on that profile's units, and the free units of
+// another profile do not count as room for it.
+func TestNodesByResource(t *testing.T) {
+	const small, large = "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"
+	q := &ClusterQueue{Name: "q", Flavors: []string{"mig"}, Quotas: map[FlavorResource]Quota{
+		{"mig", small}: {Nominal: 16, BorrowingLimit: -1, LendingLimit: -1},
+		{"mig", large}: {Nominal: 8, BorrowingLimit: -1, LendingLimit: -1}}}
+	s := &Snapshot{Queues: map[string]*ClusterQueue{"q": q}, Usage: map[string]map[FlavorResource]int64{},
+		Nodes: []Node{
+			{Name: "n/" + small, Flavor: "mig", Resource: small, Free: 16},
+			{Name: "n/" + large, Flavor: "mig", Resource: large, Free: 2},
+		}}
+	w := func(id, res string, n int64) *Workload {
+		return &Workload{ID: id, Queue: "q", Resource: res, Pods: 1, PerPod: n}
+	}
+	ds := Admit(s, FIFO{}, []*Workload{w("l1", large, 2), w("l2", large, 1), w("s1", small, 3)}, Options{})
+	if got := admitted(ds); got != "l1,s1" {
+		t.Fatalf("admitted %s, want l1,s1 (l2 finds the 3g units taken though 16 1g units are free)", got)
+	}
+	if ds[0].Nodes[0] != "n/"+large || ds[2].Nodes[0] != "n/"+small {
+		t.Errorf("placed on %v and %v", ds[0].Nodes, ds[2].Nodes)
+	}
+	if ds[1].Code != WaitCapacity {
+		t.Errorf("l2 waits with %s (%s), want %s", ds[1].Code, ds[1].Reason, WaitCapacity)
+	}
+	if s.Nodes[0].Free != 13 || s.Nodes[1].Free != 0 {
+		t.Errorf("free after: %d and %d, want 13 and 0", s.Nodes[0].Free, s.Nodes[1].Free)
+	}
+}

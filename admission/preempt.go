@@ -210,7 +210,7 @@ func (s *Snapshot) preempt(q *ClusterQueue, w *Workload, f string, opts Options)
 // fitsAfter says whether w fits quota and capacity in the snapshot as it
 // stands (with candidate victims already taken out).
 func (s *Snapshot) fitsAfter(q *ClusterQueue, w *Workload, fr FlavorResource, opts Options) bool {
-	if _, why := s.fitsQuota(q, fr, w.Units()); why != "" || s.freeByFlavor[fr.Flavor] < w.Units() {
+	if _, why := s.fitsQuota(q, fr, w.Units()); why != "" || s.freeFor(fr) < w.Units() {
 		return false
 	}
 	_, _, why := s.pick(fr.Flavor, w, opts)
@@ -223,10 +223,7 @@ func (s *Snapshot) evict(r *Running) {
 	s.Usage[r.Workload.Queue][fr] -= r.Workload.Units()
 	units := r.Workload.podUnits()
 	for k, n := range r.Nodes {
-		s.Nodes[s.nodeIdx[n]].Free += units[k]
-	}
-	if s.freeByFlavor != nil {
-		s.freeByFlavor[r.Flavor] += r.Workload.Units()
+		s.takeFree(s.nodeIdx[n], -units[k])
 	}
 	rs := s.Running[r.Workload.Queue]
 	if i := slices.Index(rs, r); i >= 0 {
@@ -240,10 +237,7 @@ func (s *Snapshot) restore(r *Running) {
 	s.Usage[r.Workload.Queue][fr] += r.Workload.Units()
 	units := r.Workload.podUnits()
 	for k, n := range r.Nodes {
-		s.Nodes[s.nodeIdx[n]].Free -= units[k]
-	}
-	if s.freeByFlavor != nil {
-		s.freeByFlavor[r.Flavor] -= r.Workload.Units()
+		s.takeFree(s.nodeIdx[n], units[k])
 	}
 	s.Running[r.Workload.Queue] = append(s.Running[r.Workload.Queue], r)
 }

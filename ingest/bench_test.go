@@ -23,13 +23,15 @@ func renderHour(b *testing.B) (*attribution.Model, []scrape) {
 	}
 	start := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 	end := start.Add(time.Hour)
-	c, err := sim.NewCluster(cfg, "")
+	sm, err := sim.NewModel(cfg, "")
 	if err != nil {
 		b.Fatal(err)
 	}
 	// Run a day of jobs so that the hour has holders.
-	c.Run(sim.GenerateMix(cfg, start.Add(-24*time.Hour), 25*time.Hour, 0.85, 1), start.Add(-24*time.Hour), start.Add(24*time.Hour))
-	tel := sim.NewTelemetry(c, start, end, 15*time.Second)
+	if _, err := sm.Run(sim.GenerateMix(cfg, start.Add(-24*time.Hour), 25*time.Hour, 0.85, 1), start.Add(-24*time.Hour), start.Add(24*time.Hour)); err != nil {
+		b.Fatal(err)
+	}
+	tel := sim.NewTelemetry(sm.Cluster, start, end, 15*time.Second)
 	var out []scrape
 	for {
 		at, body, ok := tel.Next(nil)
@@ -38,11 +40,7 @@ func renderHour(b *testing.B) (*attribution.Model, []scrape) {
 		}
 		out = append(out, scrape{at, body})
 	}
-	m, err := cfg.AttributionModel("")
-	if err != nil {
-		b.Fatal(err)
-	}
-	return m, out
+	return sm.Attribution, out
 }
 
 // BenchmarkParseAndAttribute measures ingest and attribution together on

@@ -42,13 +42,15 @@ func simScrapes(t testing.TB, hours int) (*attribution.Model, []simScrape) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := sim.NewCluster(cfg, "")
+	sm, err := sim.NewModel(cfg, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	end := simStart.Add(time.Duration(hours) * time.Hour)
-	c.Run(sim.GenerateMix(cfg, simStart.Add(-24*time.Hour), end.Sub(simStart)+24*time.Hour, 0.85, 5), simStart.Add(-24*time.Hour), end)
-	tel := sim.NewTelemetry(c, simStart, end, 15*time.Second)
+	if _, err := sm.Run(sim.GenerateMix(cfg, simStart.Add(-24*time.Hour), end.Sub(simStart)+24*time.Hour, 0.85, 5), simStart.Add(-24*time.Hour), end); err != nil {
+		t.Fatal(err)
+	}
+	tel := sim.NewTelemetry(sm.Cluster, simStart, end, 15*time.Second)
 	var out []simScrape
 	for {
 		at, body, ok := tel.Next(nil)
@@ -57,11 +59,7 @@ func simScrapes(t testing.TB, hours int) (*attribution.Model, []simScrape) {
 		}
 		out = append(out, simScrape{at, body})
 	}
-	m, err := cfg.AttributionModel("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, out
+	return sm.Attribution, out
 }
 
 // toRemoteWrite turns scrapes into one snappy-compressed WriteRequest,

@@ -125,13 +125,15 @@ func newChaosOn(t *testing.T, minutes int, pipeDir string) *chaos {
 	if c.model, err = cfg.AttributionModel(""); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := sim.NewCluster(cfg, "")
+	sm, err := sim.NewModel(cfg, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	end := chaosStart.Add(time.Duration(minutes) * time.Minute)
-	cl.Run(sim.GenerateMix(cfg, chaosStart.Add(-24*time.Hour), 26*time.Hour, 0.85, 3), chaosStart.Add(-24*time.Hour), end.Add(time.Hour))
-	tel := sim.NewTelemetry(cl, chaosStart.Add(chaosFrom), end, 15*time.Second)
+	if _, err := sm.Run(sim.GenerateMix(cfg, chaosStart.Add(-24*time.Hour), 26*time.Hour, 0.85, 3), chaosStart.Add(-24*time.Hour), end.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	tel := sim.NewTelemetry(sm.Cluster, chaosStart.Add(chaosFrom), end, 15*time.Second)
 	for {
 		at, body, ok := tel.Next(nil)
 		if !ok {

@@ -44,13 +44,15 @@ func renderScrapes(t *testing.T, span time.Duration) (*config.Config, []scrape) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := sim.NewCluster(cfg, "")
+	sm, err := sim.NewModel(cfg, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	end := simStart.Add(span)
-	c.Run(sim.GenerateMix(cfg, simStart.Add(-24*time.Hour), span+24*time.Hour, 0.85, 11), simStart.Add(-24*time.Hour), end)
-	tel := sim.NewTelemetry(c, simStart, end, 15*time.Second)
+	if _, err := sm.Run(sim.GenerateMix(cfg, simStart.Add(-24*time.Hour), span+24*time.Hour, 0.85, 11), simStart.Add(-24*time.Hour), end); err != nil {
+		t.Fatal(err)
+	}
+	tel := sim.NewTelemetry(sm.Cluster, simStart, end, 15*time.Second)
 	var out []scrape
 	for {
 		at, body, ok := tel.Next(nil)

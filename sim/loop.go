@@ -31,21 +31,42 @@ var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // loop is the replay's closed loop: the GPUs of the modelled cluster emit
 // dcgm-exporter and kube-state-metrics exposition as the replay runs (the
-// Telemetry renderer over holds the replay records), the exposition goes
-// through ingest's pipeline into attribution and the ledger Store, and
-// the cost-weighted policy reads the teams' spend back from the Store.
+// Telemetry renderer over the holds the recorder keeps), the exposition
+// goes through ingest's pipeline into attribution and the ledger Store,
+// and the cost-weighted policy reads the teams' spend back from the Store.
 type loop struct {
-	c       *Cluster
-	tel     *Telemetry
-	pl      Ingester
-	store   ledger.Store
-	epoch   time.Time
-	nextJob int
-	body    []byte
+	tel   *Telemetry
+	pl    Ingester
+	store ledger.Store
+	epoch time.Time
+	body  []byte
 	// written is the end of the hours in the Store.
 	written time.Time
 	scrapes int
 	now     time.Time // the replay's clock, for the pipeline
+}
+
+func newLoop(store ledger.Store, epoch time.Time, m *Model, opts ReplayOptions) (*loop, error) {
+	if opts.Ingest == nil {
+		return nil, fmt.Errorf("the closed loop needs ReplayOptions.Ingest (an ingest pipeline onto the Store)")
+	}
+	l := &loop{store: store, epoch: epoch, written: epoch, now: epoch}
+	l.tel = NewTelemetry(m.Cluster, epoch, farFuture, opts.ScrapeInterval)
+	var err error
+	l.pl, err = opts.Ingest(m.Attribution, attribution.Options{ScrapeIntervalMs: opts.ScrapeInterval.Milliseconds(), StartMs: epoch.UnixMilli()},
+		func() time.Time { return l.now })
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// recorder records which pods hold which devices of the model's cluster
+// as the replay runs, for the telemetry.
+type recorder struct {
+	m       *Model
+	epoch   time.Time
+	nextJob int
 }
 
 // podHold is where one pod's hold sits, to end it later.
@@ -54,74 +75,40 @@ type podHold struct {
 	idx int
 }
 
-func newLoop(store ledger.Store, epoch time.Time, flavors []replayFlavor, nodeFlavor []int, nodeSize int, interval time.Duration,
-	queues map[string]*admission.ClusterQueue, opts ReplayOptions) (*loop, error) {
-	if opts.Ingest == nil {
-		return nil, fmt.Errorf("the closed loop needs ReplayOptions.Ingest (an ingest pipeline onto the Store)")
-	}
-	c := &Cluster{Name: "replay"}
-	model := &attribution.Model{Cluster: "replay", LocalQueues: map[attribution.QueueRef]string{},
-		ClusterQueueTeams: map[string]string{}, NamespaceTeams: map[string]string{}, Quotas: map[attribution.QuotaRef]int64{},
-		EnergyPriceMicrosPerKWh: opts.EnergyPriceMicrosPerKWh, PUEMicros: opts.PUEMicros}
-	for i, fi := range nodeFlavor {
-		f := flavors[fi]
-		n := &NodeInfo{Name: "node-" + strconv.Itoa(i), Model: f.Model, Flavor: f.Name, GPUs: nodeSize}
-		for g := range nodeSize {
-			n.Devices = append(n.Devices, &Device{Node: n, GPU: g})
-			model.GPUs = append(model.GPUs, attribution.GPU{Node: n.Name, Index: strconv.Itoa(g), Model: f.Model,
-				Flavor: f.Name, RateMicrosPerHour: f.PriceMicrosPerGPUHour})
-		}
-		c.Nodes = append(c.Nodes, n)
-		c.Devices = append(c.Devices, n.Devices...)
-	}
-	// Each queue is a team with a namespace and a LocalQueue of its name.
-	for q, cq := range queues {
-		model.LocalQueues[attribution.QueueRef{Namespace: q, Name: q}] = q
-		model.ClusterQueueTeams[q] = q
-		model.NamespaceTeams[q] = q
-		for fr, quota := range cq.Quotas {
-			model.Quotas[attribution.QuotaRef{ClusterQueue: q, Flavor: fr.Flavor}] = quota.Nominal * attribution.QuotaUnitsPerGPU
-		}
-	}
-	l := &loop{c: c, store: store, epoch: epoch, written: epoch}
-	l.tel = NewTelemetry(c, epoch, farFuture, interval)
-	var err error
-	l.now = epoch
-	l.pl, err = opts.Ingest(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds(), StartMs: epoch.UnixMilli()},
-		func() time.Time { return l.now })
-	if err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-// hold records that a pod of j runs (or, waiting, only holds) perPod GPUs
-// of node from now on.
-func (l *loop) hold(j *replayJob, node, perPod int, now time.Duration, waiting bool) []podHold {
+// hold records that a pod of j runs (or, waiting, only holds) perPod units
+// of the admission core's node from now on: devices of its node and MIG
+// profile that are free.
+func (rc *recorder) hold(j *replayJob, node, perPod int, now time.Duration, waiting bool) []podHold {
 	if j.simJob == nil {
-		l.nextJob++
-		j.simJob = &Job{ID: l.nextJob, Name: j.ID, Kind: KindTraining, Namespace: j.Queue, Queue: j.Queue, Resource: "nvidia.com/gpu", Count: j.GPUs}
+		j.simJob = j.Job
+		if j.simJob == nil {
+			rc.nextJob++
+			j.simJob = &Job{ID: rc.nextJob, Name: j.ID + "-worker", Kind: KindTraining, Namespace: j.Queue, Queue: j.Queue, Resource: j.Resource, Count: j.GPUs}
+		}
 	}
-	at := l.epoch.Add(now)
-	pod := fmt.Sprintf("%s-worker-%d", j.ID, len(j.holds))
+	at := rc.epoch.Add(now)
+	ref := rc.m.ref[node]
+	pod := j.simJob.Name + "-" + strconv.Itoa(j.pods)
+	j.pods++
 	var out []podHold
-	for _, d := range l.c.Nodes[node].Devices {
+	for _, d := range rc.m.Cluster.Nodes[ref.node].Devices {
 		if len(out) == perPod {
 			break
 		}
 		// A device is busy while its last hold has not ended.
-		if n := len(d.Holds); n > 0 && d.Holds[n-1].End.After(at) {
+		if n := len(d.Holds); d.Profile != ref.profile || n > 0 && d.Holds[n-1].End.After(at) {
 			continue
 		}
-		d.Holds = append(d.Holds, Hold{Start: at, End: farFuture, Job: j.simJob, Pod: pod, Container: "worker", PodDevices: perPod, Waiting: waiting})
+		d.Holds = append(d.Holds, Hold{Start: at, End: farFuture, Job: j.simJob, Pod: pod, Container: containerName(j.simJob.Kind),
+			PodDevices: perPod, Waiting: waiting})
 		out = append(out, podHold{dev: d, idx: len(d.Holds) - 1})
 	}
 	return out
 }
 
 // release ends holds at now.
-func (l *loop) release(hs []podHold, now time.Duration) {
-	at := l.epoch.Add(now)
+func (rc *recorder) release(hs []podHold, now time.Duration) {
+	at := rc.epoch.Add(now)
 	for _, h := range hs {
 		h.dev.Holds[h.idx].End = at
 	}

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
-	"strconv"
 	"time"
 
 	"github.com/gpuledger/gpuledger/admission"
+	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ledger"
 )
 
@@ -116,6 +115,10 @@ type ReplayOptions struct {
 	// its nominal quota (IsolatedJCT); with it the result has finish-time
 	// fairness.
 	Isolated map[string]float64
+
+	// recordHolds records the pods' holds on the model's devices without
+	// the closed loop (Model.Run: the telemetry is rendered afterwards).
+	recordHolds bool
 }
 
 // ReplayFlavor is one GPU type of a heterogeneous replay.
@@ -165,31 +168,38 @@ type replayJob struct {
 	// With preemption: its entry in the snapshot and its run.
 	running *admission.Running
 	run     *replayRun
-	// The flavor it runs on.
-	flavor int
+	// The flavor and resource it runs on, and their price per unit-second.
+	fr   admission.FlavorResource
+	rate float64
 	// queuePriority orders it while it waits; once admitted it has the
 	// trace's priority again, so that the order's priorities do not pick
 	// preemption victims (the controller sets spec.priority of pending
 	// workloads only, and restores it at admission).
 	queuePriority int32
-	// With the closed loop: its telemetry identity and its pods' holds.
+	// When holds are recorded: its telemetry identity, its pods' holds
+	// and how many pods it has had.
 	simJob *Job
 	holds  []podHold
+	pods   int
 }
 
 // replay is the state of one Replay.
 type replay struct {
 	opts    ReplayOptions
+	model   *Model
 	policy  admission.Sharer
 	snap    *admission.Snapshot
-	flavors []replayFlavor
 	nodeIdx map[string]int
+	jobs    []*replayJob // by submission
 	byID    map[string]*replayJob
+	// ungated is the one flavor and resource of a replay without gating.
+	ungated admission.FlavorResource
 	decayed *admission.Decayed
 	// penalties holds the admission penalties apart when the shares come
 	// from the ledger (which knows what was spent, not what was charged).
 	penalties *admission.Decayed
 	loop      *loop
+	rec       *recorder          // the pods' holds on the devices
 	nominal   map[string]int     // GPUs, all flavors
 	names     []string           // the queues, sorted: sums in one order
 	value     map[string]float64 // the quota's price per second, micros
@@ -218,17 +228,8 @@ type replay struct {
 	preempted int
 }
 
-type replayFlavor struct {
-	ReplayFlavor
-	fr        admission.FlavorResource
-	perSecond float64 // micros per GPU-second
-}
-
-// Replay runs the jobs through the admission core on a cluster with as many
-// 8-GPU nodes as the queues' quotas add up to, all queues in one cohort that
-// lends without limit, and measures the result. The same inputs give the
-// same result.
-func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayResult, error) {
+// withDefaults fills in the options' defaults.
+func (opts ReplayOptions) withDefaults() ReplayOptions {
 	if opts.HalfLife <= 0 {
 		opts.HalfLife = time.Hour
 	}
@@ -270,6 +271,46 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 	if !opts.Gating {
 		opts.Preemption = false
 	}
+	return opts
+}
+
+// Replay runs the jobs through the admission core on the cluster
+// TraceModel builds from the queues (as many nodes as their quotas add up
+// to, all queues in one cohort that lends without limit) and measures the
+// result. The same inputs give the same result.
+func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayResult, error) {
+	opts = opts.withDefaults()
+	if len(opts.Flavors) > 0 && !opts.Gating {
+		return ReplayResult{}, fmt.Errorf("a heterogeneous replay (%d flavors) needs gating", len(opts.Flavors))
+	}
+	m, err := TraceModel(queues, TraceCluster{NodeSize: opts.NodeSize, CapacityScale: opts.CapacityScale, Flavors: opts.Flavors,
+		PriceMicrosPerGPUHour: opts.PriceMicrosPerGPUHour, NodesPerRack: opts.NodesPerRack,
+		EnergyPriceMicrosPerKWh: opts.EnergyPriceMicrosPerKWh, PUEMicros: opts.PUEMicros})
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	return ReplayModel(m, jobs, opts)
+}
+
+// ReplayModel runs the jobs through the admission core on the model's
+// cluster and measures the result; the options that shape a trace's
+// cluster (NodeSize, CapacityScale, Flavors, PriceMicrosPerGPUHour,
+// NodesPerRack) are the model's business and unused here. The model's
+// devices record the pods' holds when the loop is closed.
+func ReplayModel(m *Model, jobs []TraceJob, opts ReplayOptions) (ReplayResult, error) {
+	r, err := newReplay(m, jobs, opts)
+	if err != nil {
+		return ReplayResult{}, err
+	}
+	if err := r.play(context.Background()); err != nil {
+		return ReplayResult{}, err
+	}
+	return r.result(len(jobs)), nil
+}
+
+// newReplay sets up a replay of jobs on m.
+func newReplay(m *Model, jobs []TraceJob, opts ReplayOptions) (*replay, error) {
+	opts = opts.withDefaults()
 	switch opts.PreemptionRules {
 	case "":
 		opts.PreemptionRules = "reclaim"
@@ -278,72 +319,40 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		}
 	case "kueue", "reclaim":
 	default:
-		return ReplayResult{}, fmt.Errorf("preemption rules %q: want kueue or reclaim", opts.PreemptionRules)
+		return nil, fmt.Errorf("preemption rules %q: want kueue or reclaim", opts.PreemptionRules)
 	}
 	switch opts.Order {
 	case "":
 		opts.Order = "fifo"
 	case "fifo", "small-first":
 	default:
-		return ReplayResult{}, fmt.Errorf("order %q: want fifo or small-first", opts.Order)
+		return nil, fmt.Errorf("order %q: want fifo or small-first", opts.Order)
 	}
-	r := &replay{opts: opts, queues: admission.NewQueues(opts.AgingAfter.Milliseconds()), usedSec: map[string]float64{}, usedCost: map[string]float64{},
-		waits: map[string][]float64{}, maxWait: map[string]float64{}, jcts: map[string]float64{}, nominal: map[string]int{}, value: map[string]float64{}, nextJain: opts.SampleEvery}
-	const res = "nvidia.com/gpu"
-	flavors := opts.Flavors
-	if len(flavors) == 0 {
-		flavors = []ReplayFlavor{{Name: "gpu", Share: 1, PriceMicrosPerGPUHour: opts.PriceMicrosPerGPUHour}}
-	} else if !opts.Gating {
-		return ReplayResult{}, fmt.Errorf("a heterogeneous replay (%d flavors) needs gating", len(flavors))
-	}
-	rates := map[admission.FlavorResource]float64{}
-	var flavorNames []string
-	for _, f := range flavors {
-		if f.Name == "" || f.Share <= 0 || f.PriceMicrosPerGPUHour <= 0 {
-			return ReplayResult{}, fmt.Errorf("flavor %q: share %g, price %d; want a name, a share > 0 and a price > 0", f.Name, f.Share, f.PriceMicrosPerGPUHour)
+	r := &replay{opts: opts, model: m, queues: admission.NewQueues(opts.AgingAfter.Milliseconds()), usedSec: map[string]float64{}, usedCost: map[string]float64{},
+		waits: map[string][]float64{}, maxWait: map[string]float64{}, jcts: map[string]float64{}, nextJain: opts.SampleEvery,
+		nominal: m.nominal, value: m.value, capacity: m.capacity, names: m.queueNames()}
+	if !opts.Gating {
+		// Without gating the scheduler places pods on whatever node has
+		// room: one resource of one flavor.
+		if len(m.Rates) != 1 {
+			return nil, fmt.Errorf("a heterogeneous replay (%d flavors and resources) needs gating", len(m.Rates))
 		}
-		if f.Model == "" {
-			f.Model = ReplayGPUModel
+		for fr := range m.Rates {
+			r.ungated = fr
 		}
-		rf := replayFlavor{ReplayFlavor: f, fr: admission.FlavorResource{Flavor: f.Name, Resource: res}, perSecond: float64(f.PriceMicrosPerGPUHour) / 3600}
-		r.flavors = append(r.flavors, rf)
-		rates[rf.fr] = rf.perSecond
-		flavorNames = append(flavorNames, f.Name)
 	}
 	var err error
 	if r.policy, err = admission.NewPolicy(opts.Policy, admission.PolicyParams{HalfLifeMs: opts.HalfLife.Milliseconds(),
-		PenaltyMs: opts.AdmissionPenalty.Milliseconds(), Rates: rates}); err != nil {
-		return ReplayResult{}, err
+		PenaltyMs: opts.AdmissionPenalty.Milliseconds(), Rates: m.Rates}); err != nil {
+		return nil, err
 	}
 	r.snap = &admission.Snapshot{Queues: map[string]*admission.ClusterQueue{}, Usage: map[string]map[admission.FlavorResource]int64{},
-		Share: map[string]float64{}}
+		Share: map[string]float64{}, Nodes: slices.Clone(m.Nodes)}
 	if opts.Preemption {
 		r.snap.Running = map[string][]*admission.Running{}
 	}
-	scale := opts.CapacityScale
-	if scale <= 0 {
-		scale = 1
-	}
-	nodeSize := opts.NodeSize
-	totalNodes := 0
-	for _, q := range queues {
-		nodes := max(int(math.Round(float64(q.NominalGPUs)/float64(nodeSize)*scale)), 1)
-		gpus := nodes * nodeSize
-		cq := &admission.ClusterQueue{Name: q.Name, Cohort: q.Cohort, Team: q.Name, Weight: 1, Flavors: flavorNames,
-			Quotas: map[admission.FlavorResource]admission.Quota{}}
-		for _, f := range r.flavors {
-			share := f.Share
-			if len(r.flavors) == 1 {
-				share = 1
-			}
-			borrow := int64(q.BorrowingLimit)
-			if q.BorrowingLimit >= 0 {
-				borrow = int64(math.Round(float64(q.BorrowingLimit) * scale * share))
-			}
-			n := int64(math.Round(float64(gpus) * share))
-			cq.Quotas[f.fr] = admission.Quota{Nominal: n, BorrowingLimit: borrow, LendingLimit: -1}
-			r.value[q.Name] += float64(n) * f.perSecond
-		}
+	for name, q := range m.Queues {
+		cq := *q // the replay sets weights and preemption on its copy
 		if opts.Preemption {
 			cq.Preemption = admission.Preemption{WithinClusterQueue: admission.LowerPriority, ReclaimWithinCohort: admission.Any}
 			if opts.Order == "small-first" {
@@ -355,44 +364,29 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		if opts.Policy == "costfair" {
 			// A team's weight is what its quota is worth: one entitled
 			// to more may spend more before it waits behind others.
-			cq.Weight = r.value[q.Name] * 3600 / 1e6 // dollars per hour
+			cq.Weight = m.value[name] * 3600 / 1e6 // dollars per hour
 		}
-		r.snap.Queues[q.Name] = cq
-		r.snap.Usage[q.Name] = map[admission.FlavorResource]int64{}
-		totalNodes += nodes
-		r.nominal[q.Name] = gpus
+		r.snap.Queues[name] = &cq
+		r.snap.Usage[name] = map[admission.FlavorResource]int64{}
 	}
-	r.capacity = totalNodes * nodeSize
-	for q := range r.nominal {
-		r.names = append(r.names, q)
+	r.nodeIdx = make(map[string]int, len(m.Nodes))
+	for i, n := range m.Nodes {
+		r.nodeIdx[n.Name] = i
 	}
-	sort.Strings(r.names)
-	r.nodeIdx = make(map[string]int, totalNodes)
-	// Nodes go to the flavors by their shares, the last taking the rest.
-	var nodeFlavor []int
-	for k, f := range r.flavors {
-		n := int(math.Round(float64(totalNodes) * f.Share))
-		if k == len(r.flavors)-1 || len(r.flavors) == 1 {
-			n = totalNodes - len(nodeFlavor)
-		}
-		for range min(n, totalNodes-len(nodeFlavor)) {
-			nodeFlavor = append(nodeFlavor, k)
-		}
-	}
-	for i := range totalNodes {
-		name := "node-" + strconv.Itoa(i)
-		r.snap.Nodes = append(r.snap.Nodes, admission.Node{Name: name, Flavor: r.flavors[nodeFlavor[i]].Name,
-			Domain: "rack-" + strconv.Itoa(i/opts.NodesPerRack), Free: int64(nodeSize)})
-		r.nodeIdx[name] = i
+	if opts.Ledger != nil || opts.recordHolds {
+		r.rec = &recorder{m: m, epoch: opts.Epoch}
 	}
 	if opts.Ledger != nil {
-		if r.loop, err = newLoop(opts.Ledger, opts.Epoch, r.flavors, nodeFlavor, nodeSize, opts.ScrapeInterval, r.snap.Queues, opts); err != nil {
-			return ReplayResult{}, err
+		if r.loop, err = newLoop(opts.Ledger, opts.Epoch, m, opts); err != nil {
+			return nil, err
 		}
 	}
-	rjobs := make([]*replayJob, len(jobs))
+	r.jobs = make([]*replayJob, len(jobs))
 	r.byID = make(map[string]*replayJob, len(jobs))
 	for i, j := range jobs {
+		if j.Resource == "" {
+			j.Resource = config.ResourceGPU
+		}
 		if j.Pods <= 0 || j.PerPod <= 0 {
 			j.Pods, j.PerPod = j.GPUs, 1
 		}
@@ -402,20 +396,25 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 			// The trace's priority first, then fewer GPUs.
 			prio = j.Priority<<12 - int32(min(j.GPUs, 1<<12-1))
 		}
-		rjobs[i] = &replayJob{TraceJob: j, queuePriority: prio, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: res, Pods: j.Pods,
+		r.jobs[i] = &replayJob{TraceJob: j, queuePriority: prio, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: j.Resource, Pods: j.Pods,
 			PerPod: int64(j.PerPod), Priority: prio, SubmittedMs: j.Submit.Milliseconds()}}
-		r.byID[j.ID] = rjobs[i]
+		r.byID[j.ID] = r.jobs[i]
 	}
 	r.decayed = admission.NewDecayed(opts.HalfLife.Milliseconds())
 	r.penalties = admission.NewDecayed(opts.HalfLife.Milliseconds())
-	ctx := context.Background()
+	return r, nil
+}
+
+// play replays until every job has finished, or until the limit.
+func (r *replay) play(ctx context.Context) error {
+	opts := r.opts
 	next := 0
 	for {
 		// Next event: a submission, a completion, a ready timeout or a
 		// requeue.
 		t := time.Duration(math.MaxInt64)
-		if next < len(rjobs) {
-			t = rjobs[next].Submit
+		if next < len(r.jobs) {
+			t = r.jobs[next].Submit
 		}
 		for len(r.run) > 0 && r.run[0].cancelled {
 			heap.Pop(&r.run)
@@ -438,12 +437,12 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		if r.loop != nil {
 			wrote, err := r.loop.advance(ctx, r.now)
 			if err != nil {
-				return ReplayResult{}, fmt.Errorf("closed loop: %w", err)
+				return fmt.Errorf("closed loop: %w", err)
 			}
 			if wrote && opts.Policy == "costfair" {
 				spent, err := r.loop.shares(ctx, r.now, opts.HalfLife, opts.IdlePenalty)
 				if err != nil {
-					return ReplayResult{}, err
+					return err
 				}
 				r.snap.Share = r.penalties.Shares(r.snap.Queues)
 				for q, v := range spent {
@@ -454,8 +453,8 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 			}
 		}
 		r.finish()
-		for next < len(rjobs) && rjobs[next].Submit <= r.now {
-			r.enqueue(rjobs[next])
+		for next < len(r.jobs) && r.jobs[next].Submit <= r.now {
+			r.enqueue(r.jobs[next])
 			next++
 		}
 		r.requeueDelayed()
@@ -469,10 +468,10 @@ func Replay(queues []TraceQueue, jobs []TraceJob, opts ReplayOptions) (ReplayRes
 		// The hours up to the end go to the ledger too.
 		end := r.now.Truncate(time.Hour) + time.Hour
 		if _, err := r.loop.advance(ctx, end); err != nil {
-			return ReplayResult{}, fmt.Errorf("closed loop: %w", err)
+			return fmt.Errorf("closed loop: %w", err)
 		}
 	}
-	return r.result(len(jobs)), nil
+	return nil
 }
 
 // advance moves the clock to t, accounting for the time in between.
@@ -490,7 +489,7 @@ func (r *replay) advance(t time.Duration) {
 				continue
 			}
 			g := float64(run.job.GPUs) * dt
-			cost := g * r.flavors[run.job.flavor].perSecond
+			cost := g * run.job.rate
 			r.usedSec[run.job.Queue] += g
 			r.usedCost[run.job.Queue] += cost
 			switch r.opts.Policy {
@@ -508,7 +507,7 @@ func (r *replay) advance(t time.Duration) {
 			case "costfair":
 				// Held, idle GPUs of a partial gang cost the queue and
 				// are penalised.
-				r.decayed.Add(p.Queue, g*r.flavors[0].perSecond*(1+r.opts.IdlePenalty))
+				r.decayed.Add(p.Queue, g*r.model.Rates[r.ungated]*(1+r.opts.IdlePenalty))
 			}
 		}
 	}
@@ -532,7 +531,7 @@ func (r *replay) finish() {
 			for _, i := range run.nodes {
 				r.snap.Nodes[i].Free += j.w.PerPod
 			}
-			r.snap.Usage[j.Queue][r.flavors[j.flavor].fr] -= int64(j.GPUs)
+			r.snap.Usage[j.Queue][j.fr] -= int64(j.GPUs)
 		}
 		r.busyGPUs -= j.GPUs
 		r.release(j)
@@ -549,17 +548,17 @@ func (r *replay) finish() {
 
 // release ends the telemetry holds of j's pods.
 func (r *replay) release(j *replayJob) {
-	if r.loop != nil {
-		r.loop.release(j.holds, r.now)
-		j.holds = j.holds[:0]
+	if r.rec != nil {
+		r.rec.release(j.holds, r.now)
+		j.holds, j.pods = j.holds[:0], 0
 	}
 }
 
 // hold starts telemetry holds for j's pods on nodes (one entry per pod).
 func (r *replay) hold(j *replayJob, nodes []int, waiting bool) {
-	if r.loop != nil {
+	if r.rec != nil {
 		for _, n := range nodes {
-			j.holds = append(j.holds, r.loop.hold(j, n, int(j.w.PerPod), r.now, waiting)...)
+			j.holds = append(j.holds, r.rec.hold(j, n, int(j.w.PerPod), r.now, waiting)...)
 		}
 	}
 }
@@ -620,7 +619,7 @@ func (r *replay) cycle() {
 	// order the policy gives (Kubernetes without Kueue, or a Kueue whose
 	// quotas exceed the GPUs that exist). Quota cannot hold back a gang
 	// that does not fit: that is what gating is for.
-	fr := r.flavors[0].fr // one flavor without gating
+	fr := r.ungated
 	for {
 		w := stream.Next()
 		if w == nil {
@@ -635,6 +634,7 @@ func (r *replay) cycle() {
 		j := r.byID[w.ID]
 		r.queues.Remove(w)
 		j.admittedAt = r.now
+		j.fr, j.rate = fr, r.model.Rates[fr]
 		if !r.placeMore(j) {
 			r.partial = append(r.partial, j)
 		}
@@ -664,7 +664,8 @@ func (r *replay) apply(ds []admission.Decision) {
 			nodes[k] = r.nodeIdx[n]
 		}
 		j.running = d.Running
-		j.flavor = slices.IndexFunc(r.flavors, func(f replayFlavor) bool { return f.Name == d.Flavor })
+		j.fr = admission.FlavorResource{Flavor: d.Flavor, Resource: j.Resource}
+		j.rate = r.model.Rates[j.fr]
 		r.queues.Remove(d.Workload)
 		r.start(j, nodes)
 	}

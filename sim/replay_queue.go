@@ -42,7 +42,7 @@ func (r *replay) progressPartial() {
 			}
 			r.release(p)
 			r.heldGPUs -= p.held
-			r.snap.Usage[p.Queue][r.flavors[0].fr] -= int64(p.GPUs)
+			r.snap.Usage[p.Queue][r.ungated] -= int64(p.GPUs)
 			p.placed, p.held = p.placed[:0], 0
 			p.requeues++
 			r.evictions++

@@ -93,8 +93,8 @@ func (r *replay) sampleJain() {
 		}
 		waiting = waiting || r.queues.In(q) > 0
 		var rate float64
-		for _, f := range r.flavors {
-			rate += float64(r.snap.Usage[q][f.fr]) * f.perSecond
+		for _, fr := range r.model.resources {
+			rate += float64(r.snap.Usage[q][fr]) * r.model.Rates[fr]
 		}
 		xs = append(xs, rate/r.value[q])
 	}

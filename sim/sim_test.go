@@ -52,13 +52,16 @@ func TestMixIsDeterministic(t *testing.T) {
 // borrowing limit.
 func TestRunKeepsQuotasAndDevices(t *testing.T) {
 	cfg := exampleConfig(t)
-	c, err := NewCluster(cfg, "")
+	m, err := NewModel(cfg, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	end := start.Add(10 * 24 * time.Hour)
 	jobs := GenerateMix(cfg, start, end.Sub(start), 0.85, 3)
-	st := c.Run(jobs, start, end)
+	st, err := m.Run(jobs, start, end)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if st.Admitted == 0 || st.Admitted > st.Submitted {
 		t.Fatalf("stats %+v", st)
 	}
@@ -74,7 +77,7 @@ func TestRunKeepsQuotasAndDevices(t *testing.T) {
 	}
 	perJob := map[int]int{}
 	var events []event
-	for _, d := range c.Devices {
+	for _, d := range m.Cluster.Devices {
 		for i, h := range d.Holds {
 			if i > 0 && h.Start.Before(d.Holds[i-1].End) {
 				t.Fatalf("device %s/%d/%s held twice: %+v and %+v", d.Node.Name, d.GPU, d.Profile, d.Holds[i-1], h)
@@ -149,13 +152,15 @@ func (s *countingSink) AddPod(attribution.PodInfo) { s.pods++ }
 // every GPU and MIG instance.
 func TestTelemetryParses(t *testing.T) {
 	cfg := exampleConfig(t)
-	c, err := NewCluster(cfg, "")
+	m, err := NewModel(cfg, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	end := start.Add(6 * time.Hour)
-	c.Run(GenerateMix(cfg, start, end.Sub(start), 0.85, 1), start, end)
-	tel := NewTelemetry(c, start, end, 15*time.Second)
+	if _, err := m.Run(GenerateMix(cfg, start, end.Sub(start), 0.85, 1), start, end); err != nil {
+		t.Fatal(err)
+	}
+	tel := NewTelemetry(m.Cluster, start, end, 15*time.Second)
 	var p ingest.Parser
 	sink := &countingSink{samples: map[attribution.Field]int{}, labels: map[string]bool{}}
 	var scrapes int

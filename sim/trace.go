@@ -23,6 +23,11 @@ type TraceJob struct {
 	Priority int32
 	// Class names the job's kind in the results; empty: by size.
 	Class string
+	// Resource is what its pods ask for; empty: nvidia.com/gpu.
+	Resource string
+	// Job, when set, is who runs it in the telemetry (namespace,
+	// LocalQueue, kind); without one the replay makes one up.
+	Job *Job
 }
 
 // TraceQueue is a queue of a trace with its nominal quota in GPUs.

@@ -1,12 +1,18 @@
-// Package sim models a GPU cluster: it generates a job mix, admits and places
-// jobs with a FIFO-within-quota policy in Kueue's terms (ClusterQueues with
-// nominal quotas, cohorts, borrowing and lending limits), and renders the
-// telemetry the real exporters would publish for it: dcgm-exporter series per
-// GPU or MIG instance and kube-state-metrics' kube_pod_labels, as Prometheus
-// text exposition at a fixed scrape interval.
+// Package sim models a GPU cluster and drives time for the admission core.
+// A Model is the cluster, built once from the YAML config or from a trace's
+// queues and flavors: the admission core's queues and nodes, the devices
+// whose telemetry is rendered, and the attribution model that prices them.
+// Jobs come from a generated mix (GenerateMix, the demo's month) or a trace
+// (Philly, Gavel, Kueue's performance configurations), and go through one
+// event loop (Replay, ReplayModel, Model.Run) whose every decision is
+// package admission's. The telemetry the real exporters would publish for
+// the pods' holds is rendered as Prometheus text exposition at a fixed
+// scrape interval: dcgm-exporter series per GPU or MIG instance and
+// kube-state-metrics' pod series.
 //
-// It owns no cost logic (package attribution) and no admission policy beyond
-// the simple one it needs to run jobs (package admission will own those).
+// It owns no cost logic (package attribution) and no admission policy
+// (package admission): it only keeps time, runs and ends what admission
+// admits, and measures.
 package sim
 
 import (

@@ -18,8 +18,9 @@ import (
 )
 
 func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("demo", `Simulates a month of the configured cluster as fast as the machine allows: a job mix is
-admitted FIFO within Kueue quotas, the cluster's dcgm-exporter and kube-state-metrics
+	fs := newFlagSet("demo", `Simulates a month of the configured cluster as fast as the machine allows: a job mix goes
+through the admission core (Kueue's BestEffortFIFO within quotas, borrowing in the cohort,
+MIG profiles as resources), the cluster's dcgm-exporter and kube-state-metrics
 telemetry is rendered every scrape interval as text exposition, parsed, attributed to
 teams and written to the embedded ledger. Then it writes the month's chargeback
 (chargeback-YYYY-MM.csv and .xlsx) into -out, prints a summary, and serves the API

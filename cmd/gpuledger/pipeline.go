@@ -34,24 +34,22 @@ type simResult struct {
 // job mix, and its exporters' telemetry, rendered as text exposition scrape
 // by scrape, goes through ingest's offline pipeline into the ledger.
 func runDemoLoop(ctx context.Context, o simOptions) (*simResult, error) {
-	cl, err := sim.NewCluster(o.cfg, o.cluster)
-	if err != nil {
-		return nil, err
-	}
-	model, err := o.cfg.AttributionModel(o.cluster)
+	m, err := sim.NewModel(o.cfg, o.cluster)
 	if err != nil {
 		return nil, err
 	}
 	jobs := sim.GenerateMix(o.cfg, o.start, o.end.Sub(o.start), o.load, o.seed)
-	res := &simResult{model: model}
-	res.sim = cl.Run(jobs, o.start, o.end)
-	tel := sim.NewTelemetry(cl, o.start, o.end, o.scrapeInterval)
+	res := &simResult{model: m.Attribution}
+	if res.sim, err = m.Run(jobs, o.start, o.end); err != nil {
+		return nil, err
+	}
+	tel := sim.NewTelemetry(m.Cluster, o.start, o.end, o.scrapeInterval)
 	tel.ExporterUpgrades = true
 	oo := ingest.OfflineOptions{Start: o.start, End: o.end, ScrapeInterval: o.scrapeInterval}
 	if o.progress != nil {
 		oo.Progress = func(reached time.Time, samples uint64) { o.progress(reached.Sub(o.start), o.end.Sub(o.start), samples) }
 	}
-	if res.offline, err = ingest.IngestScrapes(ctx, model, o.store, tel.Next, oo); err != nil {
+	if res.offline, err = ingest.IngestScrapes(ctx, m.Attribution, o.store, tel.Next, oo); err != nil {
 		return nil, err
 	}
 	return res, nil
