@@ -27,6 +27,13 @@ type Queues struct {
 	bySize map[int64]int
 	inQ    map[string]int
 	n      int
+	// deferred wait out a backoff, in the order they were deferred.
+	deferred []deferredWorkload
+}
+
+type deferredWorkload struct {
+	w    *Workload
+	atMs int64
 }
 
 type queued uint8
@@ -133,4 +140,51 @@ func (q *Queues) Stream(shares map[string]float64) Pending {
 // AgedStream offers the aged tier the same way.
 func (q *Queues) AgedStream(shares map[string]float64) Pending {
 	return Stream(shares, q.aged, nil)
+}
+
+// Backoff is how long a workload evicted for the evictions-th time waits
+// before it queues again: Kueue's waitForPodsReady requeuing strategy,
+// baseMs × 2^(evictions−1), at most maxMs (0: no cap).
+func Backoff(baseMs, maxMs int64, evictions int) int64 {
+	d := baseMs << min(max(evictions-1, 0), 20)
+	if maxMs > 0 {
+		d = min(d, maxMs)
+	}
+	return d
+}
+
+// Defer keeps w (evicted, not queued) out of the queues until atMs; Wake
+// queues it again then.
+func (q *Queues) Defer(w *Workload, atMs int64) {
+	q.deferred = append(q.deferred, deferredWorkload{w, atMs})
+}
+
+// NextWake is when the first deferred workload is due; ok is false when
+// none is deferred.
+func (q *Queues) NextWake() (atMs int64, ok bool) {
+	atMs = math.MaxInt64
+	for _, d := range q.deferred {
+		atMs = min(atMs, d.atMs)
+	}
+	return atMs, len(q.deferred) > 0
+}
+
+// Deferred is how many workloads wait out a backoff.
+func (q *Queues) Deferred() int { return len(q.deferred) }
+
+// Wake queues the deferred workloads due at nowMs, in the order they were
+// deferred, each as if created at nowMs (Kueue requeues an evicted
+// workload by its eviction time, behind the ones already waiting).
+func (q *Queues) Wake(nowMs int64) {
+	kept := q.deferred[:0]
+	for _, d := range q.deferred {
+		if d.atMs > nowMs {
+			kept = append(kept, d)
+			continue
+		}
+		d.w.SubmittedMs = nowMs
+		q.Push(d.w)
+	}
+	clear(q.deferred[len(kept):])
+	q.deferred = kept
 }

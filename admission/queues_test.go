@@ -69,3 +69,36 @@ func TestQueuesAging(t *testing.T) {
 		t.Errorf("after admitting the aged one: %d waiting", q.Len())
 	}
 }
+
+// TestQueuesDeferAndWake: an evicted workload waits out its backoff
+// (base × 2^(evictions−1), capped), then queues behind the ones already
+// waiting, as if created when it woke.
+func TestQueuesDeferAndWake(t *testing.T) {
+	for _, c := range []struct {
+		base, max int64
+		n         int
+		want      int64
+	}{{60_000, 0, 1, 60_000}, {60_000, 0, 3, 240_000}, {60_000, 3_600_000, 8, 3_600_000}, {1, 0, 100, 1 << 20}} {
+		if got := Backoff(c.base, c.max, c.n); got != c.want {
+			t.Errorf("Backoff(%d, %d, %d) = %d, want %d", c.base, c.max, c.n, got, c.want)
+		}
+	}
+	q := NewQueues(0)
+	old, evicted := wl("old", "a", 1, 1, 500), wl("evicted", "a", 1, 1, 100)
+	q.Push(old)
+	q.Defer(evicted, 1_000)
+	if at, ok := q.NextWake(); !ok || at != 1_000 || q.Deferred() != 1 || q.Len() != 1 {
+		t.Fatalf("deferred: next wake %d %v, %d deferred, %d waiting", at, ok, q.Deferred(), q.Len())
+	}
+	q.Wake(999)
+	if q.Len() != 1 {
+		t.Fatalf("woke early: %d waiting", q.Len())
+	}
+	q.Wake(1_000)
+	if _, ok := q.NextWake(); ok || q.Len() != 2 || evicted.SubmittedMs != 1_000 {
+		t.Fatalf("after wake: %d waiting, submitted %d", q.Len(), evicted.SubmittedMs)
+	}
+	if got := drain(q.Stream(nil)); got != "old,evicted" {
+		t.Errorf("order %s, want old,evicted (requeued by eviction time)", got)
+	}
+}

@@ -109,7 +109,7 @@ func (m *Model) Run(jobs []Job, start, end time.Time) (Stats, error) {
 		}
 	}
 	st.Finished = len(r.jcts)
-	st.Pending = r.queues.Len()
+	st.Pending = r.queues.Len() + r.queues.Deferred()
 	if st.Admitted > 0 {
 		st.MeanWait = waitSum / time.Duration(st.Admitted)
 	}

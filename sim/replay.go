@@ -160,10 +160,10 @@ type replayJob struct {
 	start  time.Duration
 	placed []int // nodes holding one of its pods (partial without gating)
 	// Without gating: when the gang was admitted, how often it was evicted
-	// for not getting all its pods in time, and when it comes back.
+	// for not getting all its pods in time (admission.Queues holds it out
+	// for its backoff).
 	admittedAt time.Duration
 	requeues   int
-	requeueAt  time.Duration
 	held       int // GPUs placed
 	// With preemption: its entry in the snapshot and its run.
 	running *admission.Running
@@ -210,7 +210,6 @@ type replay struct {
 	now       time.Duration
 	run       runHeap
 	partial   []*replayJob // without gating: admitted, some pods placed
-	delayed   []*replayJob // evicted, waiting for their requeue time
 	busyGPUs  int
 	heldGPUs  int // by partial gangs
 	usedSec   map[string]float64
@@ -427,8 +426,8 @@ func (r *replay) play(ctx context.Context) error {
 				t = min(t, p.admittedAt+opts.ReadyTimeout)
 			}
 		}
-		for _, d := range r.delayed {
-			t = min(t, d.requeueAt)
+		if at, ok := r.queues.NextWake(); ok {
+			t = min(t, time.Duration(at)*time.Millisecond)
 		}
 		if t == time.Duration(math.MaxInt64) || (opts.Limit > 0 && t > opts.Limit) {
 			break
@@ -457,7 +456,7 @@ func (r *replay) play(ctx context.Context) error {
 			r.enqueue(r.jobs[next])
 			next++
 		}
-		r.requeueDelayed()
+		r.queues.Wake(r.now.Milliseconds())
 		r.progressPartial()
 		if r.queues.Len() == 0 {
 			continue

@@ -1,5 +1,5 @@
-// What the replay adds to admission's queues: requeues after eviction, and
-// the placement of ungated gangs.
+// What the replay adds to admission's queues: the placement of ungated
+// gangs, pod by pod, and their eviction when not ready in time.
 
 package sim
 
@@ -12,21 +12,6 @@ import (
 func (r *replay) enqueue(j *replayJob) {
 	j.w.Priority = j.queuePriority
 	r.queues.Push(&j.w)
-}
-
-// requeueDelayed queues again the evicted gangs whose backoff is over,
-// ordered by their eviction time.
-func (r *replay) requeueDelayed() {
-	back := r.delayed[:0]
-	for _, d := range r.delayed {
-		if d.requeueAt > r.now {
-			back = append(back, d)
-			continue
-		}
-		d.w.SubmittedMs = r.now.Milliseconds()
-		r.enqueue(d)
-	}
-	r.delayed = back
 }
 
 // progressPartial (without gating) places more pods of the admitted gangs,
@@ -46,8 +31,8 @@ func (r *replay) progressPartial() {
 			p.placed, p.held = p.placed[:0], 0
 			p.requeues++
 			r.evictions++
-			p.requeueAt = r.now + r.opts.BackoffBase<<min(p.requeues-1, 20)
-			r.delayed = append(r.delayed, p)
+			p.w.Priority = p.queuePriority
+			r.queues.Defer(&p.w, r.now.Milliseconds()+admission.Backoff(r.opts.BackoffBase.Milliseconds(), 0, p.requeues))
 			continue
 		}
 		if !r.placeMore(p) {
