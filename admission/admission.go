@@ -225,6 +225,10 @@ type Options struct {
 	// order (Kueue's default: LessThanOrEqualToFinalShare, then
 	// LessThanInitialShare). Empty: classic preemption.
 	FairSharing []FairSharingStrategy
+	// Terse leaves Decision.Reason of a waiting workload empty (its Code
+	// is set): for a simulator that runs millions of cycles and reads
+	// only the codes; a controller wants the reasons people read.
+	Terse bool
 }
 
 // Policy orders the pending workloads of a cycle; the first that fits is
@@ -377,8 +381,8 @@ func (s *Snapshot) tryPreempt(q *ClusterQueue, w *Workload, opts Options, d *Dec
 			reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
 			continue
 		}
-		nodes, _, why := s.pick(f, w, opts)
-		if why != "" { // preempt checked placement: cannot happen
+		nodes, code, why := s.pick(f, w, opts)
+		if code != "" { // preempt checked placement: cannot happen
 			for _, p := range slices.Backward(victims) {
 				s.restore(p.Running)
 			}
@@ -396,8 +400,8 @@ func (s *Snapshot) tryPreempt(q *ClusterQueue, w *Workload, opts Options, d *Dec
 func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decision) (string, WaitCode) {
 	var reasons []string
 	var code WaitCode
-	note := func(f, why string, c WaitCode) {
-		reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
+	tried := false
+	note := func(c WaitCode) {
 		if code == "" {
 			code = c
 		}
@@ -407,24 +411,37 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 		if _, ok := q.Quotas[fr]; !ok {
 			continue
 		}
-		if c, why := s.fitsQuota(q, fr, w.Units()); why != "" {
-			note(f, why, c)
+		tried = true
+		if qw := s.fitsQuota(q, fr, w.Units()); qw.Code != "" {
+			note(qw.Code)
+			if !opts.Terse {
+				reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, qw))
+			}
 			continue
 		}
 		if free := s.freeFor(fr); free < w.Units() {
-			note(f, fmt.Sprintf("not enough free capacity for %s (%d free)", w.describe(), free), WaitCapacity)
+			note(WaitCapacity)
+			if !opts.Terse {
+				reasons = append(reasons, fmt.Sprintf("flavor %s: not enough free capacity for %s (%d free)", f, w.describe(), free))
+			}
 			continue
 		}
 		nodes, c, why := s.pick(f, w, opts)
-		if why != "" {
-			note(f, why, c)
+		if c != "" {
+			note(c)
+			if !opts.Terse {
+				reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
+			}
 			continue
 		}
 		s.admit(q, w, f, nodes, d)
 		return "", ""
 	}
-	if len(reasons) == 0 {
+	if !tried {
 		return fmt.Sprintf("ClusterQueue %s has no quota for %s", q.Name, w.Resource), WaitNoQuota
+	}
+	if opts.Terse {
+		return "", code
 	}
 	return fmt.Sprint(reasons), code
 }
@@ -439,8 +456,7 @@ func (s *Snapshot) FitsQuota(queue string, fr FlavorResource, n int64) string {
 	if _, ok := q.Quotas[fr]; !ok {
 		return fmt.Sprintf("ClusterQueue %s has no quota for %s", queue, fr.Resource)
 	}
-	_, why := s.fitsQuota(q, fr, n)
-	return why
+	return s.fitsQuota(q, fr, n).String()
 }
 
 // fitsQuota applies Kueue's quota rules (its resource tree with one cohort
@@ -450,22 +466,22 @@ func (s *Snapshot) FitsQuota(queue string, fr FlavorResource, n int64) string {
 // included, up to the borrowing limit. A queue under its nominal quota may
 // therefore still not admit while others borrow what it lent: it has to
 // wait for them, or reclaim by preemption, as in Kueue.
-func (s *Snapshot) fitsQuota(q *ClusterQueue, fr FlavorResource, n int64) (WaitCode, string) {
+func (s *Snapshot) fitsQuota(q *ClusterQueue, fr FlavorResource, n int64) quotaWait {
 	quota := q.Quotas[fr]
 	used := s.Usage[q.Name][fr]
 	want := used + n
 	if q.Cohort == "" {
 		if want <= quota.Nominal {
-			return "", ""
+			return quotaWait{}
 		}
-		return WaitNominalQuota, fmt.Sprintf("needs %d over nominal quota %d and the queue has no cohort", want-quota.Nominal, quota.Nominal)
+		return quotaWait{WaitNominalQuota, want - quota.Nominal, quota.Nominal, 0}
 	}
 	if quota.BorrowingLimit >= 0 && want > quota.Nominal+quota.BorrowingLimit {
-		return WaitBorrowingLimit, fmt.Sprintf("would borrow %d, over the borrowing limit %d", want-quota.Nominal, quota.BorrowingLimit)
+		return quotaWait{WaitBorrowingLimit, want - quota.Nominal, quota.BorrowingLimit, 0}
 	}
 	own := guaranteed(quota)
 	if want <= own {
-		return "", ""
+		return quotaWait{}
 	}
 	var pool, pooled int64
 	for _, o := range s.Queues {
@@ -483,11 +499,32 @@ func (s *Snapshot) fitsQuota(q *ClusterQueue, fr FlavorResource, n int64) (WaitC
 	need := want - max(own, used) // what must come from the pool
 	if free := pool - pooled; need > free {
 		if want <= quota.Nominal {
-			return WaitQuotaLent, fmt.Sprintf("needs %d within its nominal quota %d, but the cohort has lent it out (%d free in the cohort)", n, quota.Nominal, max(free, 0))
+			return quotaWait{WaitQuotaLent, n, quota.Nominal, max(free, 0)}
 		}
-		return WaitCohortQuota, fmt.Sprintf("would borrow %d; the cohort has %d free", want-quota.Nominal, max(free, 0))
+		return quotaWait{WaitCohortQuota, want - quota.Nominal, max(free, 0), 0}
 	}
-	return "", ""
+	return quotaWait{}
+}
+
+// quotaWait is why a quota check failed (Code empty: it did not), with the
+// figures its reason quotes, formatted only when someone reads it.
+type quotaWait struct {
+	Code    WaitCode
+	a, b, c int64
+}
+
+func (w quotaWait) String() string {
+	switch w.Code {
+	case WaitNominalQuota:
+		return fmt.Sprintf("needs %d over nominal quota %d and the queue has no cohort", w.a, w.b)
+	case WaitBorrowingLimit:
+		return fmt.Sprintf("would borrow %d, over the borrowing limit %d", w.a, w.b)
+	case WaitQuotaLent:
+		return fmt.Sprintf("needs %d within its nominal quota %d, but the cohort has lent it out (%d free in the cohort)", w.a, w.b, w.c)
+	case WaitCohortQuota:
+		return fmt.Sprintf("would borrow %d; the cohort has %d free", w.a, w.b)
+	}
+	return ""
 }
 
 // guaranteed is the part of a quota its queue does not lend.
@@ -598,10 +635,17 @@ func (s *Snapshot) pick(f string, w *Workload, opts Options) ([]int, WaitCode, s
 		picked = try(idx)
 	}
 	if picked == nil {
+		code := WaitCapacity
 		if opts.SameDomain {
-			return nil, WaitTopology, fmt.Sprintf("no topology domain has room for %s", w.describe())
+			code = WaitTopology
 		}
-		return nil, WaitCapacity, fmt.Sprintf("not enough free capacity for %s", w.describe())
+		if opts.Terse {
+			return nil, code, ""
+		}
+		if opts.SameDomain {
+			return nil, code, fmt.Sprintf("no topology domain has room for %s", w.describe())
+		}
+		return nil, code, fmt.Sprintf("not enough free capacity for %s", w.describe())
 	}
 	return picked, "", ""
 }

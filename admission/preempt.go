@@ -210,11 +210,11 @@ func (s *Snapshot) preempt(q *ClusterQueue, w *Workload, f string, opts Options)
 // fitsAfter says whether w fits quota and capacity in the snapshot as it
 // stands (with candidate victims already taken out).
 func (s *Snapshot) fitsAfter(q *ClusterQueue, w *Workload, fr FlavorResource, opts Options) bool {
-	if _, why := s.fitsQuota(q, fr, w.Units()); why != "" || s.freeFor(fr) < w.Units() {
+	if s.fitsQuota(q, fr, w.Units()).Code != "" || s.freeFor(fr) < w.Units() {
 		return false
 	}
-	_, _, why := s.pick(fr.Flavor, w, opts)
-	return why == ""
+	_, code, _ := s.pick(fr.Flavor, w, opts)
+	return code == ""
 }
 
 // evict takes r out of the snapshot: its usage, its nodes, its entry.

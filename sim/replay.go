@@ -588,7 +588,7 @@ func (r *replay) cycle() {
 	}
 	r.snap.NowMs = r.now.Milliseconds()
 	if r.opts.Gating {
-		aopts := admission.Options{SameDomain: r.opts.SameDomain, Policy: r.policy}
+		aopts := admission.Options{SameDomain: r.opts.SameDomain, Policy: r.policy, Terse: true}
 		if r.opts.PreemptionRules == "kueue" {
 			aopts.FairSharing = []admission.FairSharingStrategy{admission.LessThanOrEqualToFinalShare, admission.LessThanInitialShare}
 		}
