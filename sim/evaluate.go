@@ -86,8 +86,9 @@ type cell struct {
 func (r EvalRun) cell() cell { return cell{r.Workload, r.Half, r.Regime, r.Seed, r.Load} }
 
 // Evaluate replays the grid, Workers at a time; progress is told after each
-// run.
-func Evaluate(ctx context.Context, c EvalConfig, progress func(done, total int)) ([]EvalRun, error) {
+// replay of a stage: "each queue alone" (the finish-time fairness
+// baselines), then "replays" (the grid).
+func Evaluate(ctx context.Context, c EvalConfig, progress func(stage string, done, total int)) ([]EvalRun, error) {
 	type input struct {
 		queues []TraceQueue
 		jobs   []TraceJob
@@ -153,8 +154,9 @@ func Evaluate(ctx context.Context, c EvalConfig, progress func(done, total int))
 		}
 	}
 	var (
-		isoMu  sync.Mutex
-		isoErr error
+		isoMu   sync.Mutex
+		isoErr  error
+		isoDone int
 		isoWG  sync.WaitGroup
 		slots  = make(chan struct{}, workers)
 	)
@@ -171,6 +173,10 @@ func Evaluate(ctx context.Context, c EvalConfig, progress func(done, total int))
 				isoErr = err
 			}
 			iso[k] = m
+			isoDone++
+			if progress != nil {
+				progress("each queue alone", isoDone, len(bases))
+			}
 		}()
 	}
 	isoWG.Wait()
@@ -209,7 +215,7 @@ func Evaluate(ctx context.Context, c EvalConfig, progress func(done, total int))
 				run.Result = res
 				done++
 				if progress != nil {
-					progress(done, len(runs))
+					progress("replays", done, len(runs))
 				}
 				mu.Unlock()
 			}

@@ -18,7 +18,11 @@ func TestEvaluate(t *testing.T) {
 		Seeds: []uint64{1, 2}, Loads: []float64{0.9}, TuneLoads: []float64{0.9}, Regimes: []string{"none", "kueue"},
 		Candidates: DefaultCandidates(), Workers: 2}
 	var last int
-	runs, err := Evaluate(context.Background(), c, func(done, total int) { last = total })
+	runs, err := Evaluate(context.Background(), c, func(stage string, done, total int) {
+		if stage == "replays" {
+			last = total
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

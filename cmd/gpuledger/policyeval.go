@@ -71,10 +71,10 @@ same run. Writes every run to <out>/policy-eval.csv.`, stdout)
 	fmt.Fprintf(stdout, "gpuledger policy-eval %s\n\n", strings.Join(args, " "))
 	began := time.Now()
 	last := time.Now()
-	runs, err := sim.Evaluate(ctx, cfg, func(done, total int) {
+	runs, err := sim.Evaluate(ctx, cfg, func(stage string, done, total int) {
 		if time.Since(last) > 10*time.Second || done == total {
 			last = time.Now()
-			fmt.Fprintf(os.Stderr, "policy-eval: %d of %d replays, %s\n", done, total, time.Since(began).Round(time.Second))
+			fmt.Fprintf(os.Stderr, "policy-eval: %s: %d of %d, %s\n", stage, done, total, time.Since(began).Round(time.Second))
 		}
 	})
 	if err != nil {
