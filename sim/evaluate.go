@@ -157,8 +157,8 @@ func Evaluate(ctx context.Context, c EvalConfig, progress func(stage string, don
 		isoMu   sync.Mutex
 		isoErr  error
 		isoDone int
-		isoWG  sync.WaitGroup
-		slots  = make(chan struct{}, workers)
+		isoWG   sync.WaitGroup
+		slots   = make(chan struct{}, workers)
 	)
 	for _, k := range bases {
 		in := inputs[cell{k.workload, k.half, c.Regimes[0], k.seed, k.load}]
