@@ -32,11 +32,13 @@ var allowed = map[string][]string{
 	"ingest":            {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib"},
 	// sim's closed loop feeds its telemetry through ingest's pipeline,
 	// which takes attribution's cost model.
-	"sim":           {"config", "admission", "ledger", "ingest", "attribution"},
-	"admission":     {"ledger"},
-	"reports":       {"ledger", "github.com/xuri/excelize/v2"},
-	"api":           {"ledger", "reports", "ingest", "attribution", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
-	"cmd/gpuledger": {"*"},
+	"sim":               {"config", "admission", "ledger", "ingest", "attribution"},
+	"admission":         {"ledger"},
+	"admission/kube":    {"admission", "ledger", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
+	"internal/kubetest": {"internal/testenv", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
+	"reports":           {"ledger", "github.com/xuri/excelize/v2"},
+	"api":               {"ledger", "reports", "ingest", "attribution", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
+	"cmd/gpuledger":     {"*"},
 }
 
 // impure are standard packages attribution may not import: it does no I/O

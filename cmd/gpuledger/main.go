@@ -26,6 +26,7 @@ type command struct {
 var commands = []command{
 	{"demo", "simulate a month of the example cluster through the whole loop, write reports, serve the API", runDemo},
 	{"serve", "serve the cost API and report downloads; take remote write and scrape exporters into the ledger", runServe},
+	{"controller", "steer Kueue with the ledger: fair-sharing weights by money, the gpuledger.io/budget AdmissionCheck", runController},
 	{"ingest", "backfill the ledger from VictoriaMetrics, Prometheus or files, resumably", runIngest},
 	{"report", "write a month's chargeback (CSV and XLSX) from a ledger", runReport},
 	{"simulate", "replay the Philly-derived traces through the admission policies side by side", runSimulate},

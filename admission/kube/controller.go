@@ -1,0 +1,570 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuledger/gpuledger/admission"
+	"github.com/gpuledger/gpuledger/ledger"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// ControllerName is the AdmissionCheck spec.controllerName gpuledger
+// answers for.
+const ControllerName = "gpuledger.io/budget"
+
+// fieldManager owns what gpuledger writes (server-side apply).
+const fieldManager = "gpuledger"
+
+var (
+	kueueGroup     = "kueue.x-k8s.io"
+	workloadsGVR   = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "workloads"}
+	checksGVR      = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "admissionchecks"}
+	localQueuesGVR = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "localqueues"}
+	clusterQsGVR   = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "clusterqueues"}
+)
+
+// Options configures a Controller.
+type Options struct {
+	Teams Teams
+	// Store is the ledger the money comes from.
+	Store ledger.Store
+	// Interval between weight updates. Default 2 minutes.
+	Interval time.Duration
+	// HalfLife of the decayed spend and IdlePenalty (an idle GPU-hour
+	// counts 1 + IdlePenalty), as in the simulator. Defaults 7 days, 1.
+	HalfLife    time.Duration
+	IdlePenalty float64
+	// Hysteresis: a weight is written when it moves by more than this
+	// fraction. Default 0.1.
+	Hysteresis float64
+	// DryRun computes and reports (logs, Events) but writes no weight.
+	DryRun bool
+	// DefaultDuration prices a workload without
+	// maximumExecutionTimeSeconds. Default 24 h.
+	DefaultDuration time.Duration
+	// RetryAfter is the requeueAfterSeconds of a held workload. Default 5 min.
+	RetryAfter time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Stats counts what the controller did, for its metrics.
+type Stats struct {
+	WeightChanges, ChecksReady, ChecksHeld, ChecksFailedOpen, Errors atomic.Int64
+}
+
+// Controller steers one cluster's Kueue.
+type Controller struct {
+	o      Options
+	dyn    dynamic.Interface
+	core   kubernetes.Interface
+	Stats  Stats
+	mu     sync.Mutex
+	teams  Teams
+	checks map[string]bool // our AdmissionChecks by name
+	diffs  string
+}
+
+// New makes a controller for the cluster cfg reaches.
+func New(cfg *rest.Config, o Options) (*Controller, error) {
+	if o.Store == nil {
+		return nil, errors.New("the controller needs a ledger Store")
+	}
+	if o.Interval <= 0 {
+		o.Interval = 2 * time.Minute
+	}
+	if o.HalfLife <= 0 {
+		o.HalfLife = 7 * 24 * time.Hour
+	}
+	if o.IdlePenalty == 0 {
+		o.IdlePenalty = 1
+	}
+	if o.Hysteresis <= 0 {
+		o.Hysteresis = 0.1
+	}
+	if o.DefaultDuration <= 0 {
+		o.DefaultDuration = 24 * time.Hour
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = 5 * time.Minute
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	core, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Controller{o: o, dyn: dyn, core: core, teams: o.Teams, checks: map[string]bool{}}, nil
+}
+
+// SetTeams replaces the business data (a configuration reload); held
+// workloads are checked again at once.
+func (c *Controller) SetTeams(ctx context.Context, t Teams) {
+	c.mu.Lock()
+	c.teams = t
+	c.mu.Unlock()
+	c.recheck(ctx)
+}
+
+func (c *Controller) currentTeams() *Teams {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.teams
+	return &t
+}
+
+// Run answers the budget check as workloads come and updates the weights
+// every Interval, until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := c.syncChecks(ctx); err != nil {
+		return err
+	}
+	work := make(chan *unstructured.Unstructured, 1024)
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, 10*time.Minute)
+	wl := factory.ForResource(workloadsGVR).Informer()
+	enqueue := func(obj any) {
+		if u, ok := obj.(*unstructured.Unstructured); ok && c.pendingCheck(u) != "" {
+			select {
+			case work <- u:
+			case <-ctx.Done():
+			}
+		}
+	}
+	if _, err := wl.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }}); err != nil {
+		return err
+	}
+	ac := factory.ForResource(checksGVR).Informer()
+	if _, err := ac.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.syncChecks(ctx) },
+		UpdateFunc: func(o, n any) { c.syncChecks(ctx) },
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case u := <-work:
+				c.answer(ctx, u)
+			}
+		}
+	}()
+	tick := time.NewTicker(c.o.Interval)
+	defer tick.Stop()
+	for {
+		if err := c.UpdateWeights(ctx); err != nil && ctx.Err() == nil {
+			c.Stats.Errors.Add(1)
+			c.o.Log.Warn("fair-sharing weights not updated", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// RunElected runs the controller while it holds the Lease
+// namespace/name, so that of several replicas one acts.
+func RunElected(ctx context.Context, cfg *rest.Config, c *Controller, namespace, name, identity string) error {
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Client: c.core.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: identity}}
+	var runErr error
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{Lock: lock, ReleaseOnCancel: true,
+		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second, Name: name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				c.o.Log.Info("leading", "lease", namespace+"/"+name, "identity", identity)
+				runErr = c.Run(ctx)
+			},
+			OnStoppedLeading: func() { c.o.Log.Info("stopped leading", "identity", identity) },
+		}})
+	return runErr
+}
+
+// syncChecks finds the AdmissionChecks gpuledger answers for and marks
+// them Active (Kueue waits for that before it uses a check).
+func (c *Controller) syncChecks(ctx context.Context) error {
+	list, err := c.dyn.Resource(checksGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list AdmissionChecks: %w", err)
+	}
+	ours := map[string]bool{}
+	for _, ac := range list.Items {
+		if name, _, _ := unstructured.NestedString(ac.Object, "spec", "controllerName"); name != ControllerName {
+			continue
+		}
+		ours[ac.GetName()] = true
+		if conditionTrue(&ac, "Active") {
+			continue
+		}
+		patch := map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "AdmissionCheck", "metadata": map[string]any{"name": ac.GetName()},
+			"status": map[string]any{"conditions": []any{map[string]any{"type": "Active", "status": "True", "reason": "Active",
+				"message": "gpuledger answers this check from the cost ledger", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}}
+		if err := c.applyStatus(ctx, checksGVR, "", ac.GetName(), patch); err != nil {
+			return fmt.Errorf("mark AdmissionCheck %s active: %w", ac.GetName(), err)
+		}
+	}
+	c.mu.Lock()
+	c.checks = ours
+	c.mu.Unlock()
+	return nil
+}
+
+// pendingCheck returns the name of one of our checks that is Pending on
+// the workload, which must hold quota it reserved after its last
+// eviction (Kueue resets the checks to Pending as it evicts: an answer
+// then would overwrite the reset); "" when none.
+func (c *Controller) pendingCheck(u *unstructured.Unstructured) string {
+	reserved, ok := condition(u, "QuotaReserved")
+	if !ok {
+		return ""
+	}
+	if evicted, ok := condition(u, "Evicted"); ok && !reserved.After(evicted) {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	states, _, _ := unstructured.NestedSlice(u.Object, "status", "admissionChecks")
+	for _, s := range states {
+		m, _ := s.(map[string]any)
+		name, _ := m["name"].(string)
+		if c.checks[name] && m["state"] == "Pending" {
+			return name
+		}
+	}
+	return ""
+}
+
+// recheck answers again every workload whose check is Pending.
+func (c *Controller) recheck(ctx context.Context) {
+	list, err := c.dyn.Resource(workloadsGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		c.o.Log.Warn("list workloads", "err", err)
+		return
+	}
+	for i := range list.Items {
+		if c.pendingCheck(&list.Items[i]) != "" {
+			c.answer(ctx, &list.Items[i])
+		}
+	}
+}
+
+// answer decides a workload's budget check and writes it. It fails open:
+// when the ledger cannot be read the workload is let through and the
+// message says so.
+func (c *Controller) answer(ctx context.Context, u *unstructured.Unstructured) {
+	check := c.pendingCheck(u)
+	if check == "" {
+		return
+	}
+	t := c.currentTeams()
+	cq, _, _ := unstructured.NestedString(u.Object, "status", "admission", "clusterQueue")
+	team := t.Team(u.GetNamespace(), cq)
+	d := demand(u)
+	now := c.o.Now()
+	var v Verdict
+	mtd, err := c.monthToDate(ctx, t, team, now)
+	if err != nil {
+		c.Stats.ChecksFailedOpen.Add(1)
+		v = Verdict{Ready: true, Message: fmt.Sprintf("gpuledger: budget not checked, let through: the ledger cannot be read (%v)", err)}
+	} else {
+		v = Budget(t, team, d, mtd, c.o.DefaultDuration, c.o.RetryAfter)
+	}
+	// Kueue requeues a Retry at lastTransitionTime + requeueAfterSeconds:
+	// the time stamps are the wall clock's, whatever Now says.
+	state := map[string]any{"name": check, "state": "Ready", "message": truncate(v.Message, 32768),
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+	if !v.Ready {
+		state["state"] = "Retry"
+		state["requeueAfterSeconds"] = int64(v.RetryAfter.Seconds())
+	}
+	patch := map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "Workload",
+		"metadata": map[string]any{"name": u.GetName(), "namespace": u.GetNamespace()},
+		"status":   map[string]any{"admissionChecks": []any{state}}}
+	if err := c.applyStatus(ctx, workloadsGVR, u.GetNamespace(), u.GetName(), patch); err != nil {
+		c.Stats.Errors.Add(1)
+		c.o.Log.Warn("write the budget check", "workload", u.GetNamespace()+"/"+u.GetName(), "err", err)
+		return
+	}
+	if v.Ready {
+		c.Stats.ChecksReady.Add(1)
+	} else {
+		c.Stats.ChecksHeld.Add(1)
+	}
+	c.o.Log.Info("budget check", "workload", u.GetNamespace()+"/"+u.GetName(), "team", team, "state", state["state"], "message", v.Message)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// monthToDate is the team's cost so far this month in the ledger.
+func (c *Controller) monthToDate(ctx context.Context, t *Teams, team string, now time.Time) (int64, error) {
+	if team == "" {
+		return 0, nil
+	}
+	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	rows, err := c.o.Store.Query(ctx, ledger.Query{From: from, To: now.Truncate(time.Hour).Add(time.Hour), Step: ledger.StepMonth,
+		GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: t.Cluster, Team: team})
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, r := range rows {
+		sum += r.CostMicros
+	}
+	return sum, nil
+}
+
+// demand reads what a workload asks for per flavor from its admission.
+func demand(u *unstructured.Unstructured) Demand {
+	d := Demand{GPUsByFlavor: map[string]float64{}}
+	if s, ok, _ := unstructured.NestedInt64(u.Object, "spec", "maximumExecutionTimeSeconds"); ok {
+		d.MaxDuration = time.Duration(s) * time.Second
+	}
+	sets, _, _ := unstructured.NestedSlice(u.Object, "spec", "podSets")
+	assign, _, _ := unstructured.NestedSlice(u.Object, "status", "admission", "podSetAssignments")
+	flavorOf := map[string]map[string]any{}
+	for _, a := range assign {
+		m, _ := a.(map[string]any)
+		name, _ := m["name"].(string)
+		f, _ := m["flavors"].(map[string]any)
+		flavorOf[name] = f
+	}
+	for _, s := range sets {
+		m, _ := s.(map[string]any)
+		name, _ := m["name"].(string)
+		count, _ := m["count"].(int64)
+		containers, _, _ := unstructured.NestedSlice(m, "template", "spec", "containers")
+		for _, ct := range containers {
+			req, _, _ := unstructured.NestedStringMap(ct.(map[string]any), "resources", "requests")
+			for res, qty := range req {
+				share := 1.0
+				if res != "nvidia.com/gpu" {
+					var ok bool
+					if share, ok = MIGShare(res); !ok {
+						continue
+					}
+				}
+				q, err := resource.ParseQuantity(qty)
+				if err != nil {
+					continue
+				}
+				flavor, _ := flavorOf[name][res].(string)
+				d.GPUsByFlavor[flavor] += float64(count) * q.AsApproximateFloat64() * share
+			}
+		}
+	}
+	return d
+}
+
+// UpdateWeights sets every LocalQueue's fairSharing.weight from the
+// ledger (Weights), with hysteresis; each change gets an Event on the
+// LocalQueue. In dry-run mode only the Events are written.
+func (c *Controller) UpdateWeights(ctx context.Context) error {
+	t := c.currentTeams()
+	list, err := c.dyn.Resource(localQueuesGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list LocalQueues: %w", err)
+	}
+	cqs, err := c.dyn.Resource(clusterQsGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list ClusterQueues: %w", err)
+	}
+	c.reportDifferences(t, list.Items, cqs.Items)
+	var queues []LocalQueue
+	for _, u := range list.Items {
+		q := LocalQueue{Namespace: u.GetNamespace(), Name: u.GetName(), Weight: 1}
+		q.ClusterQueue, _, _ = unstructured.NestedString(u.Object, "spec", "clusterQueue")
+		q.Team = t.Team(q.Namespace, q.ClusterQueue)
+		if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
+			q.Weight = quantity(w)
+		}
+		used, _, _ := unstructured.NestedMap(u.Object, "status", "fairSharing", "admissionFairSharingStatus", "consumedResources")
+		for _, v := range used {
+			q.Consumed += quantity(v)
+		}
+		queues = append(queues, q)
+	}
+	now := c.o.Now()
+	spend, err := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife, IdlePenalty: c.o.IdlePenalty}.Spend(ctx, now, now)
+	if err != nil {
+		return err
+	}
+	share := map[string]float64{}
+	for team, v := range spend {
+		e := t.Entitlement[team]
+		if e <= 0 {
+			e = 1
+		}
+		share[team] = v / e
+	}
+	target := Weights(queues, share)
+	for _, q := range queues {
+		w := target[q.Key()]
+		if !Changed(q.Weight, w, c.o.Hysteresis) {
+			continue
+		}
+		msg := fmt.Sprintf("fairSharing.weight %.3g → %.3g: Kueue's consumed usage %.4g over team %s's decayed spend per entitlement %.4g, so that Admission Fair Sharing orders by money",
+			q.Weight, w, q.Consumed, q.Team, share[q.Team])
+		reason := "FairSharingWeight"
+		if c.o.DryRun {
+			reason = "FairSharingWeightDryRun"
+		} else {
+			patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"fairSharing": map[string]any{"weight": FormatWeight(w)}}})
+			if _, err := c.dyn.Resource(localQueuesGVR).Namespace(q.Namespace).Patch(ctx, q.Name, types.MergePatchType, patch,
+				metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+				return fmt.Errorf("set the weight of LocalQueue %s: %w", q.Key(), err)
+			}
+			c.Stats.WeightChanges.Add(1)
+		}
+		c.event(ctx, q, reason, msg)
+		c.o.Log.Info("fair-sharing weight", "localQueue", q.Key(), "team", q.Team, "from", q.Weight, "to", w, "dryRun", c.o.DryRun)
+	}
+	return nil
+}
+
+func quantity(v any) float64 {
+	switch x := v.(type) {
+	case string:
+		q, err := resource.ParseQuantity(x)
+		if err != nil {
+			return 0
+		}
+		return q.AsApproximateFloat64()
+	case int64:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return 0
+}
+
+// reportDifferences logs where the cluster and the configuration disagree
+// (a ClusterQueue or a LocalQueue no team owns, a configured ClusterQueue
+// the cluster lacks), when that changes; it guesses nothing.
+func (c *Controller) reportDifferences(t *Teams, lqs, cqs []unstructured.Unstructured) {
+	var diffs []string
+	seen := map[string]bool{}
+	for _, cq := range cqs {
+		seen[cq.GetName()] = true
+		if _, ok := t.ByClusterQueue[cq.GetName()]; !ok {
+			diffs = append(diffs, fmt.Sprintf("ClusterQueue %s belongs to no team in the configuration", cq.GetName()))
+		}
+	}
+	for name := range t.ByClusterQueue {
+		if !seen[name] {
+			diffs = append(diffs, fmt.Sprintf("the configuration's ClusterQueue %s is not in the cluster", name))
+		}
+	}
+	for _, lq := range lqs {
+		cq, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
+		if t.Team(lq.GetNamespace(), cq) == "" {
+			diffs = append(diffs, fmt.Sprintf("LocalQueue %s/%s (ClusterQueue %s) belongs to no team: its weight is left alone", lq.GetNamespace(), lq.GetName(), cq))
+		}
+	}
+	sort.Strings(diffs)
+	s := strings.Join(diffs, "; ")
+	c.mu.Lock()
+	changed := s != c.diffs
+	c.diffs = s
+	c.mu.Unlock()
+	if changed && s != "" {
+		c.o.Log.Warn("the cluster and the configuration differ", "differences", s)
+	}
+}
+
+// Differences is the last report of where the cluster and the
+// configuration disagree ("" when they agree).
+func (c *Controller) Differences() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.diffs
+}
+
+func (c *Controller) event(ctx context.Context, q LocalQueue, reason, msg string) {
+	now := metav1.NewTime(c.o.Now())
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: q.Name + ".", Namespace: q.Namespace},
+		InvolvedObject: corev1.ObjectReference{APIVersion: kueueGroup + "/v1beta2", Kind: "LocalQueue", Namespace: q.Namespace, Name: q.Name},
+		Reason:         reason, Message: msg, Type: corev1.EventTypeNormal, Source: corev1.EventSource{Component: "gpuledger"},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	if _, err := c.core.CoreV1().Events(q.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		c.o.Log.Warn("write an Event", "localQueue", q.Key(), "err", err)
+	}
+}
+
+func (c *Controller) applyStatus(ctx context.Context, gvr schema.GroupVersionResource, ns, name string, obj map[string]any) error {
+	u := &unstructured.Unstructured{Object: obj}
+	opts := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
+	var err error
+	if ns == "" {
+		_, err = c.dyn.Resource(gvr).ApplyStatus(ctx, name, u, opts)
+	} else {
+		_, err = c.dyn.Resource(gvr).Namespace(ns).ApplyStatus(ctx, name, u, opts)
+	}
+	return err
+}
+
+// condition returns when condition typ became True, and whether it is.
+func condition(u *unstructured.Unstructured, typ string) (time.Time, bool) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ && m["status"] == "True" {
+			s, _ := m["lastTransitionTime"].(string)
+			at, _ := time.Parse(time.RFC3339, s)
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func conditionTrue(u *unstructured.Unstructured, typ string) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/gpuledger/gpuledger/admission/kube"
+	"github.com/gpuledger/gpuledger/config"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func runController(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("controller", `Steers the cluster's Kueue with the ledger's money, through Kueue's own extension points:
+
+- every -interval it sets each LocalQueue's spec.fairSharing.weight so that Kueue's
+  Admission Fair Sharing (admissionScope.admissionMode: UsageBasedAdmissionFairSharing
+  on the ClusterQueue) orders the teams of a ClusterQueue by their decayed spend per
+  entitlement (the monthly budget) instead of by GPU-seconds; a weight is written when
+  it moves by more than -hysteresis, with an Event on the LocalQueue (-dryRun: Events only);
+- it answers the AdmissionChecks whose spec.controllerName is gpuledger.io/budget: Ready
+  when the team's month-to-date cost plus the workload's worst case (its GPUs at their
+  flavor's price for maximumExecutionTimeSeconds, else -defaultDuration) stays within the
+  team's monthlyBudget, else Retry with requeueAfterSeconds and a message; when the
+  ledger cannot be read it lets the workload through (fail open) and says so.
+
+It reads the ledger serve or ingest writes (-ledger.*), and the cluster from
+-kubeconfig, $KUBECONFIG or the in-cluster service account. With -leaderElect several
+replicas run and one acts.`, stdout)
+	cfgPath := configFlag(fs, "business-data configuration file (teams, prices, budgets)")
+	cluster := fs.String("cluster", "", "cluster of the configuration this Kueue runs; empty for the only one")
+	openStore := storeFlags(fs, defaultLedgerPath)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; default $KUBECONFIG, else the in-cluster service account")
+	interval := fs.Duration("interval", 2*time.Minute, "how often the fair-sharing weights are computed")
+	halfLife := fs.Duration("halfLife", 7*24*time.Hour, "half-life of the decayed spend the weights follow")
+	idlePenalty := fs.Float64("idlePenalty", 1, "an idle GPU-hour counts 1+this GPU-hours of spend")
+	hysteresis := fs.Float64("hysteresis", 0.1, "write a weight only when it moves by more than this fraction")
+	dryRun := fs.Bool("dryRun", false, "compute the weights and write Events, but change no weight")
+	defaultDuration := fs.Duration("defaultDuration", 24*time.Hour, "how long a workload without maximumExecutionTimeSeconds is priced for by the budget check")
+	retryAfter := fs.Duration("retryAfter", 5*time.Minute, "requeueAfterSeconds of a workload held over its team's limit")
+	leaderElect := fs.Bool("leaderElect", false, "hold a Lease so that of several replicas one acts")
+	leaseNS := fs.String("leaderElection.namespace", "gpuledger", "namespace of the Lease")
+	newLogger := logFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := newLogger()
+	cfg, _, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	teams, err := kubeTeams(cfg, *cluster)
+	if err != nil {
+		return err
+	}
+	rc, err := restConfig(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	c, err := kube.New(rc, kube.Options{Teams: teams, Store: store, Interval: *interval, HalfLife: *halfLife, IdlePenalty: *idlePenalty,
+		Hysteresis: *hysteresis, DryRun: *dryRun, DefaultDuration: *defaultDuration, RetryAfter: *retryAfter, Log: log})
+	if err != nil {
+		return err
+	}
+	log.Info("controller started", "cluster", teams.Cluster, "dryRun", *dryRun, "leaderElect", *leaderElect)
+	if *leaderElect {
+		host, _ := os.Hostname()
+		return kube.RunElected(ctx, rc, c, *leaseNS, "gpuledger-controller", fmt.Sprintf("%s-%d", host, os.Getpid()))
+	}
+	return c.Run(ctx)
+}
+
+// kubeTeams takes what the controller needs from the configuration.
+func kubeTeams(cfg *config.Config, cluster string) (kube.Teams, error) {
+	cl, err := cfg.Cluster(cluster)
+	if err != nil {
+		return kube.Teams{}, err
+	}
+	t := kube.Teams{Cluster: cl.Name, Currency: cfg.Currency, ByNamespace: map[string]string{}, ByClusterQueue: map[string]string{},
+		LimitMicros: map[string]int64{}, Entitlement: map[string]float64{}, PriceMicrosPerGPUHour: map[string]int64{}}
+	for _, team := range cfg.Teams {
+		for _, ns := range team.Namespaces {
+			t.ByNamespace[ns] = team.Name
+		}
+		for _, cq := range team.ClusterQueues {
+			t.ByClusterQueue[cq] = team.Name
+		}
+		if team.MonthlyBudget.Micros > 0 {
+			t.LimitMicros[team.Name] = team.MonthlyBudget.Micros
+			t.Entitlement[team.Name] = float64(team.MonthlyBudget.Micros)
+		}
+	}
+	for _, f := range cfg.ResourceFlavors {
+		t.PriceMicrosPerGPUHour[f.Name] = cfg.PriceMicros(f.Name)
+	}
+	return t, nil
+}
+
+// restConfig reaches the API server: -kubeconfig, $KUBECONFIG, or the
+// in-cluster service account.
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		path = os.Getenv("KUBECONFIG")
+	}
+	if path == "" {
+		rc, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, usageError{fmt.Sprintf("no cluster to talk to: pass -kubeconfig, set KUBECONFIG, or run in a pod with a service account (%v)", err)}
+		}
+		return rc, nil
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	return rc, nil
+}

@@ -1,0 +1,565 @@
+// Package kubetest starts a real Kubernetes control plane for tests, all on
+// 127.0.0.1: etcd, kube-apiserver and an unmodified Kueue controller with its
+// CRDs and webhooks, built from the Go module proxy by
+// tools/build-k8s-stack.sh (the folder it prints goes in
+// $GPULEDGER_K8S_STACK). No kubelet or scheduler runs: pods stay Pending,
+// which is all admission needs. Only tests import it.
+package kubetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuledger/gpuledger/internal/testenv"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Env names the variable that locates the built stack.
+const Env = "GPULEDGER_K8S_STACK"
+
+// Options tunes the Kueue the stack runs.
+type Options struct {
+	// KueueConfig is appended to Kueue's Configuration (YAML at the top
+	// level), for example an admissionFairSharing or fairSharing block.
+	KueueConfig string
+}
+
+// Stack is a running control plane.
+type Stack struct {
+	// Config reaches the API server as a cluster admin.
+	Config *rest.Config
+	// Kubeconfig is a file with the same credentials, for a process.
+	Kubeconfig string
+	Dir        string
+	Client     kubernetes.Interface
+	Dynamic    dynamic.Interface
+
+	procs []*exec.Cmd
+	bin   string
+	t     testing.TB
+}
+
+// Start brings the stack up and stops it when the test ends; it ends the
+// test (testenv.Missing) when the binaries are not built.
+func Start(t testing.TB, o Options) *Stack {
+	t.Helper()
+	bin := os.Getenv(Env)
+	for _, b := range []string{"etcd", "kube-apiserver", "kueue", "kueue-webhooks.yaml"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); bin == "" || err != nil {
+			testenv.Missing(t, "the Kubernetes test stack is not built (%s %q has no %s); run tools/build-k8s-stack.sh and set %s to the folder it prints", Env, bin, b, Env)
+		}
+	}
+	s := &Stack{Dir: t.TempDir(), bin: bin, t: t}
+	t.Cleanup(s.stop)
+	if err := s.start(o); err != nil {
+		t.Fatalf("start the Kubernetes test stack: %v (logs in %s)", err, s.Dir)
+	}
+	return s
+}
+
+func (s *Stack) stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		p := s.procs[i]
+		if p.Process != nil && p.ProcessState == nil {
+			p.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { p.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				p.Process.Kill()
+				<-done
+			}
+		}
+	}
+	if s.t.Failed() {
+		for _, name := range []string{"etcd", "kube-apiserver", "kueue"} {
+			if b, err := os.ReadFile(filepath.Join(s.Dir, name+".log")); err == nil {
+				s.t.Logf("%s log, its errors (first 10):\n%s", name, errorLines(b, 10))
+			}
+		}
+	}
+}
+
+// errorLines picks a log's first n error lines (JSON "level":"error" or
+// klog E), each cut to 600 bytes.
+func errorLines(b []byte, n int) string {
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if len(out) == n {
+			break
+		}
+		if strings.Contains(l, `"level":"error"`) || strings.HasPrefix(l, "E") {
+			if i := strings.Index(l, `"stacktrace"`); i > 0 {
+				l = l[:i]
+			}
+			out = append(out, l[:min(len(l), 600)])
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func (s *Stack) run(name string, args ...string) (*exec.Cmd, error) {
+	log, err := os.Create(filepath.Join(s.Dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(s.bin, name), args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s.procs = append(s.procs, cmd)
+	return cmd, nil
+}
+
+func (s *Stack) start(o Options) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	port := func() string { return strconv.Itoa(testenv.FreePort(s.t)) }
+	client, peer, metrics := port(), port(), port()
+	if _, err := s.run("etcd", "--name=test", "--data-dir="+filepath.Join(s.Dir, "etcd"),
+		"--listen-client-urls=http://127.0.0.1:"+client, "--advertise-client-urls=http://127.0.0.1:"+client,
+		"--listen-peer-urls=http://127.0.0.1:"+peer, "--initial-advertise-peer-urls=http://127.0.0.1:"+peer,
+		"--initial-cluster=test=http://127.0.0.1:"+peer, "--listen-metrics-urls=http://127.0.0.1:"+metrics); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, "http://127.0.0.1:"+client+"/health", nil); err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	// The API server: a token for the tests, a service-account key.
+	token := randomHex(16)
+	tokenFile := filepath.Join(s.Dir, "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(token+",admin,admin-uid,system:masters\n"), 0o600); err != nil {
+		return err
+	}
+	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	saPub, _ := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err := writePEM(filepath.Join(s.Dir, "sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)); err != nil {
+		return err
+	}
+	if err := writePEM(filepath.Join(s.Dir, "sa.pub"), "PUBLIC KEY", saPub); err != nil {
+		return err
+	}
+	certDir := filepath.Join(s.Dir, "apiserver-certs")
+	secure := port()
+	if _, err := s.run("kube-apiserver", "--etcd-servers=http://127.0.0.1:"+client, "--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1", "--secure-port="+secure, "--cert-dir="+certDir, "--token-auth-file="+tokenFile,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+filepath.Join(s.Dir, "sa.pub"), "--service-account-signing-key-file="+filepath.Join(s.Dir, "sa.key"),
+		"--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=RBAC", "--endpoint-reconciler-type=none"); err != nil {
+		return err
+	}
+	host := "https://127.0.0.1:" + secure
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: insecureTLS()}}
+	if err := waitHTTP(ctx, host+"/readyz", func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+token) }, insecure); err != nil {
+		return fmt.Errorf("kube-apiserver: %w", err)
+	}
+	ca, err := os.ReadFile(filepath.Join(certDir, "apiserver.crt"))
+	if err != nil {
+		return err
+	}
+	s.Config = &rest.Config{Host: host, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAData: ca}, QPS: 200, Burst: 400}
+	s.Kubeconfig = filepath.Join(s.Dir, "kubeconfig")
+	if err := os.WriteFile(s.Kubeconfig, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: %q, certificate-authority-data: %s}}]
+users: [{name: admin, user: {token: %q}}]
+contexts: [{name: test, context: {cluster: test, user: admin}}]
+current-context: test
+`, host, base64.StdEncoding.EncodeToString(ca), token)), 0o600); err != nil {
+		return err
+	}
+	if s.Client, err = kubernetes.NewForConfig(s.Config); err != nil {
+		return err
+	}
+	if s.Dynamic, err = dynamic.NewForConfig(s.Config); err != nil {
+		return err
+	}
+	return s.startKueue(ctx, o)
+}
+
+// startKueue gives Kueue its webhook certificates, CRDs (conversion through
+// its webhook on 127.0.0.1) and webhook configurations, and starts it.
+func (s *Stack) startKueue(ctx context.Context, o Options) error {
+	const ns, svc = "kueue-system", "kueue-webhook-service"
+	caCert, caKey, serverCert, serverKey, err := webhookCerts(svc + "." + ns + ".svc")
+	if err != nil {
+		return err
+	}
+	certDir := filepath.Join(s.Dir, "kueue-certs")
+	if err := os.MkdirAll(certDir, 0o700); err != nil {
+		return err
+	}
+	files := map[string][]byte{"ca.crt": caCert, "ca.key": caKey, "tls.crt": serverCert, "tls.key": serverKey}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(certDir, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	if _, err := s.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if _, err := s.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kueue-webhook-server-cert"}, Data: files},
+		metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	webhookPort := testenv.FreePort(s.t)
+	base := "https://127.0.0.1:" + strconv.Itoa(webhookPort)
+	crds, err := filepath.Glob(filepath.Join(s.bin, "kueue-crds", "*.yaml"))
+	if err != nil || len(crds) == 0 {
+		return fmt.Errorf("no Kueue CRDs in %s/kueue-crds", s.bin)
+	}
+	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	for _, f := range crds {
+		objs, err := readObjects(f)
+		if err != nil {
+			return err
+		}
+		for _, u := range objs {
+			// Kueue's kustomization converts these between v1beta1 and
+			// v1beta2 through its webhook; the bases lack it.
+			switch u.GetName() {
+			case "localqueues.kueue.x-k8s.io", "clusterqueues.kueue.x-k8s.io", "cohorts.kueue.x-k8s.io", "workloads.kueue.x-k8s.io",
+				"multikueueclusters.kueue.x-k8s.io":
+				unstructured.SetNestedField(u.Object, map[string]any{"strategy": "Webhook", "webhook": map[string]any{
+					"conversionReviewVersions": []any{"v1"}, "clientConfig": map[string]any{
+						"url": base + "/convert", "caBundle": base64.StdEncoding.EncodeToString(caCert)}}}, "spec", "conversion")
+			}
+			if _, err := s.Dynamic.Resource(crdGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("CRD %s: %w", u.GetName(), err)
+			}
+		}
+	}
+	hooks, err := readObjects(filepath.Join(s.bin, "kueue-webhooks.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, u := range hooks {
+		// The kustomization prefixes the names; Kueue's rotator looks
+		// for the prefixed ones.
+		if !strings.HasPrefix(u.GetName(), "kueue-") {
+			u.SetName("kueue-" + u.GetName())
+		}
+		for _, kind := range []string{"webhooks"} {
+			list, _, _ := unstructured.NestedSlice(u.Object, kind)
+			for i, h := range list {
+				m := h.(map[string]any)
+				cc, _ := m["clientConfig"].(map[string]any)
+				path := "/"
+				if svcRef, ok := cc["service"].(map[string]any); ok {
+					if p, ok := svcRef["path"].(string); ok {
+						path = p
+					}
+				}
+				m["clientConfig"] = map[string]any{"url": base + path, "caBundle": base64.StdEncoding.EncodeToString(caCert)}
+				list[i] = m
+			}
+			unstructured.SetNestedSlice(u.Object, list, kind)
+		}
+		gvr := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: strings.ToLower(u.GetKind()) + "s"}
+		if _, err := s.Dynamic.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	health, metricsPort := testenv.FreePort(s.t), testenv.FreePort(s.t)
+	cfg := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: %s
+health:
+  healthProbeBindAddress: 127.0.0.1:%d
+metrics:
+  bindAddress: 127.0.0.1:%d
+webhook:
+  host: 127.0.0.1
+  port: %d
+  certDir: %s
+leaderElection:
+  leaderElect: false
+internalCertManagement:
+  enable: true
+  webhookServiceName: %s
+  webhookSecretName: kueue-webhook-server-cert
+integrations:
+  frameworks: [batch/job]
+%s`, ns, health, metricsPort, webhookPort, certDir, svc, o.KueueConfig)
+	cfgFile := filepath.Join(s.Dir, "kueue.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		return err
+	}
+	if _, err := s.run("kueue", "--config="+cfgFile, "--kubeconfig="+s.Kubeconfig, "--feature-gates=VisibilityOnDemand=false"); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, "http://127.0.0.1:"+strconv.Itoa(health)+"/healthz", nil); err != nil {
+		return fmt.Errorf("kueue: %w", err)
+	}
+	// The webhooks answer once Kueue serves them: a ResourceFlavor goes
+	// through the validating webhook.
+	rf := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+		"metadata": map[string]any{"name": "kubetest-probe"}}}
+	gvr := schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "resourceflavors"}
+	for {
+		_, err := s.Dynamic.Resource(gvr).Create(ctx, rf, metav1.CreateOptions{})
+		if err == nil {
+			return s.Dynamic.Resource(gvr).Delete(ctx, "kubetest-probe", metav1.DeleteOptions{})
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kueue's webhooks: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Apply creates every object of a multi-document YAML (kueue.x-k8s.io
+// objects at v1beta2, core objects at v1), in order.
+func (s *Stack) Apply(ctx context.Context, doc string) error {
+	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); err != nil {
+			if err.Error() == "EOF" {
+				return nil
+			}
+			return err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		gvk := u.GroupVersionKind()
+		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: Plural(gvk.Kind)}
+		var err error
+		if ns := u.GetNamespace(); ns != "" {
+			_, err = s.Dynamic.Resource(gvr).Namespace(ns).Create(ctx, &u, metav1.CreateOptions{})
+		} else {
+			_, err = s.Dynamic.Resource(gvr).Create(ctx, &u, metav1.CreateOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("create %s %s: %w", gvk.Kind, u.GetName(), err)
+		}
+	}
+}
+
+// Plural is the resource name of a kind (lower case, plural).
+func Plural(kind string) string {
+	k := strings.ToLower(kind)
+	switch {
+	case strings.HasSuffix(k, "s"):
+		return k + "es"
+	case strings.HasSuffix(k, "y"):
+		return k[:len(k)-1] + "ies"
+	}
+	return k + "s"
+}
+
+func insecureTLS() *tls.Config {
+	// Only to poll /readyz before the server's self-signed certificate,
+	// which then serves as the CA, exists.
+	return &tls.Config{InsecureSkipVerify: true}
+}
+
+func readObjects(path string) ([]*unstructured.Unstructured, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if err.Error() == "EOF" {
+				return out, nil
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+func waitHTTP(ctx context.Context, url string, setup func(*http.Request), clients ...*http.Client) error {
+	c := http.DefaultClient
+	if len(clients) > 0 {
+		c = clients[0]
+	}
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if setup != nil {
+			setup(req)
+		}
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ready: %w", last)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+func writePEM(path, typ string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
+}
+
+// webhookCerts makes a CA (PKCS#1 key, as Kueue's rotator reads it) and a
+// server certificate for dnsName and 127.0.0.1, PEM-encoded, valid for ten
+// years, the CA named kueue-ca: Kueue's rotator replaces a CA not valid for
+// that name and certificates that expire within 90
+// days (and its own are not valid for 127.0.0.1).
+func webhookCerts(dnsName string) (caCert, caKey, cert, key []byte, err error) {
+	caPriv, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kueue-ca", Organization: []string{"kueue"}}, DNSNames: []string{"kueue-ca"}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(10 * 365 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caPriv.PublicKey, caPriv)
+	if err != nil {
+		return
+	}
+	priv, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: dnsName}, NotBefore: now.Add(-time.Hour),
+		NotAfter: now.Add(10 * 365 * 24 * time.Hour), DNSNames: []string{dnsName}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	ca, _ := x509.ParseCertificate(caDER)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &priv.PublicKey, caPriv)
+	if err != nil {
+		return
+	}
+	enc := func(typ string, b []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}) }
+	return enc("CERTIFICATE", caDER), enc("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(caPriv)),
+		enc("CERTIFICATE", der), enc("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(priv)), nil
+}
+
+// Workload is the YAML of a Kueue Workload in namespace ns queued in
+// LocalQueue queue: pods pods of gpus nvidia.com/gpu each, at priority.
+func Workload(ns, name, queue string, pods, gpus int, priority int32) string {
+	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: %s, namespace: %s}
+spec:
+  queueName: %s
+  priority: %d
+  podSets:
+  - name: main
+    count: %d
+    template:
+      spec:
+        restartPolicy: Never
+        containers:
+        - name: trainer
+          image: registry.k8s.io/pause:3.10
+          resources: {requests: {nvidia.com/gpu: "%d"}, limits: {nvidia.com/gpu: "%d"}}
+`, name, ns, queue, priority, pods, gpus, gpus)
+}
+
+// Condition says whether an object's status has condition typ True.
+func Condition(u *unstructured.Unstructured, typ string) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// Admitted says whether a Workload is admitted.
+func Admitted(u *unstructured.Unstructured) bool { return Condition(u, "Admitted") }
+
+// WorkloadsGVR is Kueue's Workload resource.
+var WorkloadsGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
+
+// Job is the YAML of a suspended batch/v1 Job queued in LocalQueue queue
+// (Kueue makes its Workload and unsuspends it when admitted): one pod of
+// gpus nvidia.com/gpu, with a run-time limit of maxSeconds when > 0.
+func Job(ns, name, queue string, gpus, maxSeconds int) string {
+	limit := ""
+	if maxSeconds > 0 {
+		limit = fmt.Sprintf(", kueue.x-k8s.io/max-exec-time-seconds: %q", strconv.Itoa(maxSeconds))
+	}
+	return fmt.Sprintf(`apiVersion: batch/v1
+kind: Job
+metadata: {name: %s, namespace: %s, labels: {kueue.x-k8s.io/queue-name: %s%s}}
+spec:
+  suspend: true
+  parallelism: 1
+  completions: 1
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: trainer
+        image: registry.k8s.io/pause:3.10
+        resources: {requests: {nvidia.com/gpu: "%d"}, limits: {nvidia.com/gpu: "%d"}}
+`, name, ns, queue, limit, gpus, gpus)
+}
+
+// JobWorkload returns the Workload Kueue made for Job ns/job, or nil
+// while there is none.
+func (s *Stack) JobWorkload(ctx context.Context, ns, job string) (*unstructured.Unstructured, error) {
+	list, err := s.Dynamic.Resource(WorkloadsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		for _, o := range list.Items[i].GetOwnerReferences() {
+			if o.Kind == "Job" && o.Name == job {
+				return &list.Items[i], nil
+			}
+		}
+	}
+	return nil, nil
+}

@@ -1,0 +1,75 @@
+package kubetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gpuledger/gpuledger/internal/testenv"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// TestStackAdmits: the real Kueue admits Workloads within quota: two of
+// 4 GPUs in a queue of 8, the third waits.
+func TestStackAdmits(t *testing.T) {
+	testenv.Slow(t, "a Kubernetes control plane")
+	s := Start(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Apply(ctx, `
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: q, namespace: team-a}
+spec: {clusterQueue: team-a}
+`); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"w1", "w2", "w3"} {
+		if err := s.Apply(ctx, Workload("team-a", name, "q", 1, 4, 0)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	gvr := schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
+	for {
+		list, err := s.Dynamic.Resource(gvr).Namespace("team-a").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		admitted := map[string]bool{}
+		for _, w := range list.Items {
+			admitted[w.GetName()] = Admitted(&w)
+		}
+		if admitted["w1"] && admitted["w2"] {
+			if admitted["w3"] {
+				t.Fatalf("w3 admitted over the quota")
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("not admitted in time: %v", admitted)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
