@@ -494,14 +494,21 @@ spec:
   podSets:
   - name: main
     count: %d
-    template:
-      spec:
-        restartPolicy: Never
-        containers:
-        - name: trainer
-          image: registry.k8s.io/pause:3.10
-          resources: {requests: {nvidia.com/gpu: "%d"}, limits: {nvidia.com/gpu: "%d"}}
-`, name, ns, queue, priority, pods, gpus, gpus)
+%s`, name, ns, queue, priority, pods, podTemplate("    ", gpus))
+}
+
+// podTemplate is a pod template of one pause container asking for gpus
+// nvidia.com/gpu, indented by indent.
+func podTemplate(indent string, gpus int) string {
+	t := fmt.Sprintf(`template:
+  spec:
+    restartPolicy: Never
+    containers:
+    - name: trainer
+      image: registry.k8s.io/pause:3.10
+      resources: {requests: {nvidia.com/gpu: "%d"}, limits: {nvidia.com/gpu: "%d"}}
+`, gpus, gpus)
+	return indent + strings.ReplaceAll(strings.TrimSuffix(t, "\n"), "\n", "\n"+indent) + "\n"
 }
 
 // Condition says whether an object's status has condition typ True.
@@ -537,14 +544,7 @@ spec:
   suspend: true
   parallelism: 1
   completions: 1
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: trainer
-        image: registry.k8s.io/pause:3.10
-        resources: {requests: {nvidia.com/gpu: "%d"}, limits: {nvidia.com/gpu: "%d"}}
-`, name, ns, queue, limit, gpus, gpus)
+%s`, name, ns, queue, limit, podTemplate("  ", gpus))
 }
 
 // JobWorkload returns the Workload Kueue made for Job ns/job, or nil
