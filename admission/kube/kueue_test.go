@@ -114,37 +114,14 @@ func checkState(u *unstructured.Unstructured, check string) (state, message stri
 	return state, message
 }
 
-const budgetCluster = `
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: h100}
----
-apiVersion: kueue.x-k8s.io/v1beta2
+// budgetCluster: a ClusterQueue of 16 H100s with the budget check, used by
+// namespace nlp's LocalQueue q.
+var budgetCluster = `apiVersion: kueue.x-k8s.io/v1beta2
 kind: AdmissionCheck
 metadata: {name: budget}
 spec: {controllerName: gpuledger.io/budget}
 ---
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: shared}
-spec:
-  namespaceSelector: {}
-  admissionChecksStrategy: {admissionChecks: [{name: budget}]}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 16}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: nlp}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: q, namespace: nlp}
-spec: {clusterQueue: shared}
-`
+` + kubetest.ClusterQueue("shared", "h100", 16, "  admissionChecksStrategy: {admissionChecks: [{name: budget}]}\n") + "---\n" + kubetest.Namespace("nlp", "q", "shared")
 
 func withDuration(doc string, seconds int) string {
 	return strings.Replace(doc, "  queueName:", fmt.Sprintf("  maximumExecutionTimeSeconds: %d\n  queueName:", seconds), 1)
@@ -184,7 +161,7 @@ func TestBudgetCheckHoldsOverLimit(t *testing.T) {
 	if err := s.Apply(ctx, kubetest.Job("nlp", "small", "q", 4, 3600)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the small job admitted", func() bool { return kubetest.Admitted(jobWorkload(t, s, "nlp", "small")) })
+	waitFor(t, time.Minute, "the small job admitted", func() bool { return kubetest.Admitted(jobWorkload(t, s, "nlp", "small")) })
 	if st, msg := checkState(jobWorkload(t, s, "nlp", "small"), "budget"); st != "Ready" || !strings.Contains(msg, "within team nlp's monthly limit") {
 		t.Errorf("small: %s %q", st, msg)
 	}
@@ -193,7 +170,7 @@ func TestBudgetCheckHoldsOverLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	var msg string
-	waitFor(t, 30*time.Second, "the large job held", func() bool {
+	waitFor(t, time.Minute, "the large job held", func() bool {
 		st, m := checkState(jobWorkload(t, s, "nlp", "large"), "budget")
 		if st == "Retry" || strings.Contains(m, "held") {
 			msg = m
@@ -221,7 +198,7 @@ func TestBudgetCheckHoldsOverLimit(t *testing.T) {
 	// The limit is raised: admitted at its next retry.
 	teams.LimitMicros = map[string]int64{"nlp": 2_000_000_000}
 	c.SetTeams(ctx, teams)
-	waitFor(t, 30*time.Second, "the large job admitted after the raise", func() bool { return kubetest.Admitted(jobWorkload(t, s, "nlp", "large")) })
+	waitFor(t, time.Minute, "the large job admitted after the raise", func() bool { return kubetest.Admitted(jobWorkload(t, s, "nlp", "large")) })
 
 	// Scenario d: the controller goes away and a new one takes over.
 	stop()
@@ -233,7 +210,7 @@ func TestBudgetCheckHoldsOverLimit(t *testing.T) {
 		t.Fatal("admitted with nobody answering its budget check")
 	}
 	startController(t, s, Options{Teams: teams, Store: store, RetryAfter: 2 * time.Second, Interval: time.Hour})
-	waitFor(t, 30*time.Second, "the job submitted while the controller was down admitted", func() bool {
+	waitFor(t, time.Minute, "the job submitted while the controller was down admitted", func() bool {
 		return kubetest.Admitted(jobWorkload(t, s, "nlp", "later"))
 	})
 }
@@ -255,7 +232,7 @@ func TestBudgetCheckFailsOpen(t *testing.T) {
 	if err := s.Apply(ctx, kubetest.Workload("nlp", "w", "q", 1, 4, 0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "admitted with the ledger down", func() bool { return kubetest.Admitted(workload(t, s, "nlp", "w")) })
+	waitFor(t, time.Minute, "admitted with the ledger down", func() bool { return kubetest.Admitted(workload(t, s, "nlp", "w")) })
 	if _, msg := checkState(workload(t, s, "nlp", "w"), "budget"); !strings.Contains(msg, "budget not checked, let through") {
 		t.Errorf("message %q", msg)
 	}
@@ -270,14 +247,13 @@ func TestGangNeverPartlyAdmitted(t *testing.T) {
 	testenv.Slow(t, "a Kubernetes control plane")
 	s := kubetest.Start(t, kubetest.Options{})
 	ctx := context.Background()
-	if err := s.Apply(ctx, strings.Replace(strings.Replace(budgetCluster, "nominalQuota: 16", "nominalQuota: 3", 1),
-		"  admissionChecksStrategy: {admissionChecks: [{name: budget}]}\n", "", 1)); err != nil {
+	if err := s.Apply(ctx, kubetest.ClusterQueue("shared", "h100", 3, "")+"---\n"+kubetest.Namespace("nlp", "q", "shared")); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Apply(ctx, kubetest.Workload("nlp", "gang", "q", 4, 1, 0)+"---\n"+kubetest.Workload("nlp", "three", "q", 3, 1, 0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the 3-pod workload admitted", func() bool { return kubetest.Admitted(workload(t, s, "nlp", "three")) })
+	waitFor(t, time.Minute, "the 3-pod workload admitted", func() bool { return kubetest.Admitted(workload(t, s, "nlp", "three")) })
 	time.Sleep(2 * time.Second)
 	g := workload(t, s, "nlp", "gang")
 	if kubetest.Admitted(g) || kubetest.Condition(g, "QuotaReserved") {
@@ -286,37 +262,6 @@ func TestGangNeverPartlyAdmitted(t *testing.T) {
 	if _, ok, _ := unstructured.NestedMap(g.Object, "status", "admission"); ok {
 		t.Fatalf("the gang has an admission: %v", g.Object["status"])
 	}
-}
-
-const afsCluster = `
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: h100}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: shared}
-spec:
-  namespaceSelector: {}
-  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
-`
-
-func afsNamespace(ns string) string {
-	return fmt.Sprintf(`
-apiVersion: v1
-kind: Namespace
-metadata: {name: %[1]s}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: q, namespace: %[1]s}
-spec: {clusterQueue: shared}
-`, ns)
 }
 
 // consumed reads Kueue's decayed usage of a LocalQueue from its status.
@@ -347,14 +292,18 @@ func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := kubetest.Start(t, kubetest.Options{KueueConfig: "admissionFairSharing:\n  usageHalfLifeTime: 1h\n  usageSamplingInterval: 1s\n"})
 			ctx := context.Background()
-			if err := s.Apply(ctx, afsCluster+"---"+afsNamespace("a")+"---"+afsNamespace("b")+"---"+afsNamespace("c")); err != nil {
+			doc := kubetest.ClusterQueue("shared", "h100", 4, "  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}\n")
+			for _, ns := range []string{"a", "b"} {
+				doc += "---\n" + kubetest.Namespace(ns, "q", "shared")
+			}
+			if err := s.Apply(ctx, doc); err != nil {
 				t.Fatal(err)
 			}
 			// Warm-up: a runs 1 GPU briefly, b runs 3 GPUs three times as long.
 			if err := s.Apply(ctx, kubetest.Workload("a", "a0", "q", 1, 1, 0)+"---\n"+kubetest.Workload("b", "b0", "q", 1, 3, 0)); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 30*time.Second, "the warm-up admitted", func() bool {
+			waitFor(t, time.Minute, "the warm-up admitted", func() bool {
 				return kubetest.Admitted(workload(t, s, "a", "a0")) && kubetest.Admitted(workload(t, s, "b", "b0"))
 			})
 			// They end (deleted: Kueue releases their quota).
@@ -364,7 +313,7 @@ func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, 30*time.Second, "the warm-up gone", func() bool {
+			waitFor(t, time.Minute, "the warm-up gone", func() bool {
 				for _, w := range [][2]string{{"a", "a0"}, {"b", "b0"}} {
 					if _, err := s.Dynamic.Resource(workloadsGVR).Namespace(w[0]).Get(ctx, w[1], metav1.GetOptions{}); err == nil {
 						return false
@@ -380,7 +329,7 @@ func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 					}
 				}
 			}()
-			waitFor(t, 30*time.Second, "Kueue's usage: b above a", func() bool {
+			waitFor(t, time.Minute, "Kueue's usage: b above a", func() bool {
 				ca, cb := consumed(t, s, "a"), consumed(t, s, "b")
 				return ca > 0 && cb > 1.5*ca
 			})
@@ -427,7 +376,7 @@ func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 			}
 			hold("None")
 			var first string
-			waitFor(t, 30*time.Second, "a's or b's workload admitted", func() bool {
+			waitFor(t, time.Minute, "a's or b's workload admitted", func() bool {
 				switch {
 				case kubetest.Admitted(workload(t, s, "a", "a1")):
 					first = "a"

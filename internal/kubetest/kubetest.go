@@ -563,3 +563,37 @@ func (s *Stack) JobWorkload(ctx context.Context, ns, job string) (*unstructured.
 	}
 	return nil, nil
 }
+
+// ClusterQueue is the YAML of ResourceFlavor flavor and of ClusterQueue
+// name with gpus nvidia.com/gpu of it as nominal quota, open to every
+// namespace; spec adds lines to its spec (indented by two spaces).
+func ClusterQueue(name, flavor string, gpus int, spec string) string {
+	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: %[2]s}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: %[1]s}
+spec:
+  namespaceSelector: {}
+%[4]s  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: %[2]s
+      resources: [{name: nvidia.com/gpu, nominalQuota: %[3]d}]
+`, name, flavor, gpus, spec)
+}
+
+// Namespace is the YAML of namespace ns with LocalQueue lq of ClusterQueue cq.
+func Namespace(ns, lq, cq string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: %[2]s, namespace: %[1]s}
+spec: {clusterQueue: %[3]s}
+`, ns, lq, cq)
+}

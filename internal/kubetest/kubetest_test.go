@@ -17,31 +17,7 @@ func TestStackAdmits(t *testing.T) {
 	s := Start(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.Apply(ctx, `
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: h100}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: team-a}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: team-a}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: q, namespace: team-a}
-spec: {clusterQueue: team-a}
-`); err != nil {
+	if err := s.Apply(ctx, ClusterQueue("team-a", "h100", 8, "")+"---\n"+Namespace("team-a", "q", "team-a")); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"w1", "w2", "w3"} {
