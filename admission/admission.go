@@ -446,19 +446,6 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 	return fmt.Sprint(reasons), code
 }
 
-// FitsQuota says why n more units of fr would break queue's quota, or ""
-// when they fit.
-func (s *Snapshot) FitsQuota(queue string, fr FlavorResource, n int64) string {
-	q := s.Queues[queue]
-	if q == nil {
-		return fmt.Sprintf("ClusterQueue %q does not exist", queue)
-	}
-	if _, ok := q.Quotas[fr]; !ok {
-		return fmt.Sprintf("ClusterQueue %s has no quota for %s", queue, fr.Resource)
-	}
-	return s.fitsQuota(q, fr, n).String()
-}
-
 // fitsQuota applies Kueue's quota rules (its resource tree with one cohort
 // level): the part of a queue's nominal quota it may not lend (nominal −
 // lending limit) is its own; the rest of every queue's nominal quota forms
