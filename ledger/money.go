@@ -77,6 +77,34 @@ func AppendMicros(dst []byte, v int64) []byte {
 	return dst
 }
 
+// MicrosPerCent is the number of micro-units in one cent.
+const MicrosPerCent = MicrosPerUnit / 100
+
+// Cents rounds micro-units to whole cents, halves to even.
+func Cents(v int64) int64 {
+	q := v / MicrosPerCent
+	if v%MicrosPerCent != 0 && v < 0 {
+		q-- // floor
+	}
+	rem := v - q*MicrosPerCent
+	switch {
+	case 2*rem > MicrosPerCent, 2*rem == MicrosPerCent && q%2 != 0:
+		return q + 1
+	}
+	return q
+}
+
+// FormatCents formats micro-units as an amount in whole cents, rounded
+// half to even, such as "6.88" or "-0.50".
+func FormatCents(v int64) string {
+	c := Cents(v)
+	sign := ""
+	if c < 0 {
+		sign, c = "-", -c
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, c/100, c%100)
+}
+
 // MicrosToFloat converts micro-units to a float64 amount, for charts and
 // display only; never compute money with its result.
 func MicrosToFloat(v int64) float64 {

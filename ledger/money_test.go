@@ -86,3 +86,21 @@ func TestStepTruncate(t *testing.T) {
 	f(StepDay, "2026-10-05T13:45:00+02:00", "2026-10-05T00:00:00Z")
 	f(StepMonth, "2026-10-31T23:59:59Z", "2026-10-01T00:00:00Z")
 }
+
+func TestCents(t *testing.T) {
+	for _, c := range []struct {
+		micros int64
+		cents  int64
+		text   string
+	}{
+		{6_880_000, 688, "6.88"}, {5_000, 0, "0.00"}, {15_000, 2, "0.02"}, {25_000, 2, "0.02"}, {25_001, 3, "0.03"},
+		{-5_000, 0, "0.00"}, {-15_000, -2, "-0.02"}, {-14_999, -1, "-0.01"}, {-1_234_567_890, -123457, "-1234.57"},
+	} {
+		if got := Cents(c.micros); got != c.cents {
+			t.Errorf("Cents(%d) = %d, want %d", c.micros, got, c.cents)
+		}
+		if got := FormatCents(c.micros); got != c.text {
+			t.Errorf("FormatCents(%d) = %q, want %q", c.micros, got, c.text)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package reports
 import (
 	"math"
 	"sort"
+
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 // RoundCents rounds a column of micro-unit amounts whose last element is
@@ -11,13 +13,13 @@ import (
 // rows' cents are the largest-remainder split of it (each row is its amount
 // rounded down or up). Negative amounts are fine.
 func RoundCents(col []int64) []int64 {
-	const unit = 10_000 // micro-units per cent
+	const unit = ledger.MicrosPerCent
 	out := make([]int64, len(col))
 	if len(col) == 0 {
 		return out
 	}
 	rows, total := col[:len(col)-1], col[len(col)-1]
-	out[len(out)-1] = roundHalfEven(total, unit)
+	out[len(out)-1] = ledger.Cents(total)
 	var floorSum int64
 	rems := make([]int64, len(rows))
 	for i, v := range rows {
@@ -76,23 +78,6 @@ func floorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && (a < 0) != (b < 0) {
 		q--
-	}
-	return q
-}
-
-// roundHalfEven returns v / unit rounded to the nearest integer, halves to
-// even.
-func roundHalfEven(v, unit int64) int64 {
-	q := floorDiv(v, unit)
-	rem := v - q*unit
-	switch {
-	case 2*rem > unit:
-		return q + 1
-	case 2*rem < unit:
-		return q
-	}
-	if q%2 != 0 {
-		return q + 1
 	}
 	return q
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"text/tabwriter"
+
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 // WriteFiles writes the chargeback into dir in each format (csv, xlsx),
@@ -43,16 +45,10 @@ func (cb *Chargeback) WriteFiles(dir string, formats []string) ([]string, error)
 
 // FormatMoney formats micro-units as a whole-cent amount for display,
 // rounded half to even.
-func FormatMoney(v int64) string { return cents(RoundCents([]int64{v})[0]) }
+func FormatMoney(v int64) string { return ledger.FormatCents(v) }
 
-// cents formats a number of cents.
-func cents(c int64) string {
-	sign := ""
-	if c < 0 {
-		sign, c = "-", -c
-	}
-	return fmt.Sprintf("%s%d.%02d", sign, c/100, c%100)
-}
+// cents formats a number of cents (exact: whole cents need no rounding).
+func cents(c int64) string { return ledger.FormatCents(c * ledger.MicrosPerCent) }
 
 // WriteTable prints the chargeback's lines and TOTAL as a text table
 // whose columns add up: each column's TOTAL is rounded half to even and its rows

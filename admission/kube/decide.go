@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 // Teams is the business data the controller takes from the configuration:
@@ -142,20 +144,6 @@ func MIGShare(resource string) (float64, bool) {
 	return float64(n) / 7, true
 }
 
-// cents writes micro-units as currency with two decimals, rounded half up.
-func cents(micros int64) string {
-	neg := micros < 0
-	if neg {
-		micros = -micros
-	}
-	c := (micros + 5_000) / 10_000
-	s := fmt.Sprintf("%d.%02d", c/100, c%100)
-	if neg {
-		s = "-" + s
-	}
-	return s
-}
-
 // Verdict is the budget check's answer for one workload.
 type Verdict struct {
 	// Ready: the workload may start; otherwise Retry after RetryAfter.
@@ -192,7 +180,7 @@ func Budget(t *Teams, team string, d Demand, monthToDate int64, defaultDuration,
 		g := d.GPUsByFlavor[f]
 		price := t.PriceMicrosPerGPUHour[f]
 		cost += g * float64(price) * dur.Hours()
-		parts = append(parts, fmt.Sprintf("%g GPUs of %s at %s/GPU-hour", g, f, cents(price)))
+		parts = append(parts, fmt.Sprintf("%g GPUs of %s at %s/GPU-hour", g, f, ledger.FormatCents(price)))
 	}
 	estimate := int64(math.Ceil(cost))
 	what := strings.Join(parts, " + ")
@@ -202,8 +190,8 @@ func Budget(t *Teams, team string, d Demand, monthToDate int64, defaultDuration,
 	cur := t.Currency
 	if monthToDate+estimate <= limit {
 		return Verdict{Ready: true, Message: fmt.Sprintf("gpuledger: within team %s's monthly limit: %s %s spent this month + up to %s for this workload (%s for %s, %s) ≤ %s",
-			team, cents(monthToDate), cur, cents(estimate), what, dur, how, cents(limit))}
+			team, ledger.FormatCents(monthToDate), cur, ledger.FormatCents(estimate), what, dur, how, ledger.FormatCents(limit))}
 	}
 	return Verdict{RetryAfter: retryAfter, Message: fmt.Sprintf("gpuledger: held: team %s has spent %s %s this month; this workload could cost up to %s more (%s for %s, %s), past its monthly limit of %s. Raise the team's monthlyBudget in the gpuledger configuration, shorten maximumExecutionTimeSeconds or ask for fewer GPUs; retried every %s",
-		team, cents(monthToDate), cur, cents(estimate), what, dur, how, cents(limit), retryAfter)}
+		team, ledger.FormatCents(monthToDate), cur, ledger.FormatCents(estimate), what, dur, how, ledger.FormatCents(limit), retryAfter)}
 }
