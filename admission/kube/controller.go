@@ -149,13 +149,21 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.syncChecks(ctx); err != nil {
 		return err
 	}
-	work := make(chan *unstructured.Unstructured, 1024)
+	type pending struct {
+		wl    *unstructured.Unstructured
+		check string
+	}
+	work := make(chan pending, 1024)
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, 10*time.Minute)
 	wl := factory.ForResource(workloadsGVR).Informer()
 	enqueue := func(obj any) {
-		if u, ok := obj.(*unstructured.Unstructured); ok && c.pendingCheck(u) != "" {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		if check := c.pendingCheck(u); check != "" {
 			select {
-			case work <- u:
+			case work <- pending{u, check}:
 			case <-ctx.Done():
 			}
 		}
@@ -165,8 +173,18 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	ac := factory.ForResource(checksGVR).Informer()
 	if _, err := ac.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.syncChecks(ctx) },
-		UpdateFunc: func(o, n any) { c.syncChecks(ctx) },
+		AddFunc:    func(obj any) { c.syncCheck(ctx, obj) },
+		UpdateFunc: func(_, n any) { c.syncCheck(ctx, n) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				c.mu.Lock()
+				delete(c.checks, u.GetName())
+				c.mu.Unlock()
+			}
+		},
 	}); err != nil {
 		return err
 	}
@@ -177,8 +195,8 @@ func (c *Controller) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return
-			case u := <-work:
-				c.answer(ctx, u)
+			case p := <-work:
+				c.answer(ctx, p.wl, p.check)
 			}
 		}
 	}()
@@ -199,7 +217,7 @@ func (c *Controller) Run(ctx context.Context) error {
 
 // RunElected runs the controller while it holds the Lease
 // namespace/name, so that of several replicas one acts.
-func RunElected(ctx context.Context, cfg *rest.Config, c *Controller, namespace, name, identity string) error {
+func RunElected(ctx context.Context, c *Controller, namespace, name, identity string) error {
 	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
 		Client: c.core.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: identity}}
 	var runErr error
@@ -215,32 +233,52 @@ func RunElected(ctx context.Context, cfg *rest.Config, c *Controller, namespace,
 	return runErr
 }
 
-// syncChecks finds the AdmissionChecks gpuledger answers for and marks
-// them Active (Kueue waits for that before it uses a check).
+// syncChecks finds the AdmissionChecks gpuledger answers for, before the
+// informers run, and marks them Active (Kueue waits for that before it
+// uses a check); syncCheck then follows each change.
 func (c *Controller) syncChecks(ctx context.Context) error {
 	list, err := c.dyn.Resource(checksGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list AdmissionChecks: %w", err)
 	}
-	ours := map[string]bool{}
-	for _, ac := range list.Items {
-		if name, _, _ := unstructured.NestedString(ac.Object, "spec", "controllerName"); name != ControllerName {
-			continue
-		}
-		ours[ac.GetName()] = true
-		if conditionTrue(&ac, "Active") {
-			continue
-		}
-		patch := map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "AdmissionCheck", "metadata": map[string]any{"name": ac.GetName()},
-			"status": map[string]any{"conditions": []any{map[string]any{"type": "Active", "status": "True", "reason": "Active",
-				"message": "gpuledger answers this check from the cost ledger", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}}
-		if err := c.applyStatus(ctx, checksGVR, "", ac.GetName(), patch); err != nil {
-			return fmt.Errorf("mark AdmissionCheck %s active: %w", ac.GetName(), err)
+	for i := range list.Items {
+		if err := c.markCheck(ctx, &list.Items[i]); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// syncCheck takes one AdmissionCheck from the informer.
+func (c *Controller) syncCheck(ctx context.Context, obj any) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		if err := c.markCheck(ctx, u); err != nil {
+			c.Stats.Errors.Add(1)
+			c.o.Log.Warn("AdmissionCheck", "err", err)
+		}
+	}
+}
+
+// markCheck records whether an AdmissionCheck is gpuledger's and, if it
+// is, marks it Active.
+func (c *Controller) markCheck(ctx context.Context, ac *unstructured.Unstructured) error {
+	name, _, _ := unstructured.NestedString(ac.Object, "spec", "controllerName")
 	c.mu.Lock()
-	c.checks = ours
+	if name == ControllerName {
+		c.checks[ac.GetName()] = true
+	} else {
+		delete(c.checks, ac.GetName())
+	}
 	c.mu.Unlock()
+	if _, active := condition(ac, "Active"); name != ControllerName || active {
+		return nil
+	}
+	patch := map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "AdmissionCheck", "metadata": map[string]any{"name": ac.GetName()},
+		"status": map[string]any{"conditions": []any{map[string]any{"type": "Active", "status": "True", "reason": "Active",
+			"message": "gpuledger answers this check from the cost ledger", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}}
+	if err := c.applyStatus(ctx, checksGVR, "", ac.GetName(), patch); err != nil {
+		return fmt.Errorf("mark AdmissionCheck %s active: %w", ac.GetName(), err)
+	}
 	return nil
 }
 
@@ -277,20 +315,16 @@ func (c *Controller) recheck(ctx context.Context) {
 		return
 	}
 	for i := range list.Items {
-		if c.pendingCheck(&list.Items[i]) != "" {
-			c.answer(ctx, &list.Items[i])
+		if check := c.pendingCheck(&list.Items[i]); check != "" {
+			c.answer(ctx, &list.Items[i], check)
 		}
 	}
 }
 
-// answer decides a workload's budget check and writes it. It fails open:
-// when the ledger cannot be read the workload is let through and the
-// message says so.
-func (c *Controller) answer(ctx context.Context, u *unstructured.Unstructured) {
-	check := c.pendingCheck(u)
-	if check == "" {
-		return
-	}
+// answer decides a workload's Pending budget check and writes it. It
+// fails open: when the ledger cannot be read the workload is let through
+// and the message says so.
+func (c *Controller) answer(ctx context.Context, u *unstructured.Unstructured, check string) {
 	t := c.currentTeams()
 	cq, _, _ := unstructured.NestedString(u.Object, "status", "admission", "clusterQueue")
 	team := t.Team(u.GetNamespace(), cq)
@@ -340,8 +374,7 @@ func (c *Controller) monthToDate(ctx context.Context, t *Teams, team string, now
 	if team == "" {
 		return 0, nil
 	}
-	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	rows, err := c.o.Store.Query(ctx, ledger.Query{From: from, To: now.Truncate(time.Hour).Add(time.Hour), Step: ledger.StepMonth,
+	rows, err := c.o.Store.Query(ctx, ledger.Query{From: ledger.StepMonth.Truncate(now), To: now.Truncate(time.Hour).Add(time.Hour), Step: ledger.StepMonth,
 		GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: t.Cluster, Team: team})
 	if err != nil {
 		return 0, err
@@ -417,10 +450,7 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 		if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
 			q.Weight = quantity(w)
 		}
-		used, _, _ := unstructured.NestedMap(u.Object, "status", "fairSharing", "admissionFairSharingStatus", "consumedResources")
-		for _, v := range used {
-			q.Consumed += quantity(v)
-		}
+		q.Consumed = consumedUsage(&u)
 		queues = append(queues, q)
 	}
 	now := c.o.Now()
@@ -459,6 +489,17 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 		c.o.Log.Info("fair-sharing weight", "localQueue", q.Key(), "team", q.Team, "from", q.Weight, "to", w, "dryRun", c.o.DryRun)
 	}
 	return nil
+}
+
+// consumedUsage is Kueue's decayed usage of a LocalQueue, all resources
+// weighed 1 (status.fairSharing.admissionFairSharingStatus.consumedResources).
+func consumedUsage(lq *unstructured.Unstructured) float64 {
+	used, _, _ := unstructured.NestedMap(lq.Object, "status", "fairSharing", "admissionFairSharingStatus", "consumedResources")
+	var sum float64
+	for _, v := range used {
+		sum += quantity(v)
+	}
+	return sum
 }
 
 func quantity(v any) float64 {
@@ -556,15 +597,4 @@ func condition(u *unstructured.Unstructured, typ string) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
-}
-
-func conditionTrue(u *unstructured.Unstructured, typ string) bool {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ && m["status"] == "True" {
-			return true
-		}
-	}
-	return false
 }

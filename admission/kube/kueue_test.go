@@ -270,12 +270,7 @@ func consumed(t *testing.T, s *kubetest.Stack, ns string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	used, _, _ := unstructured.NestedMap(u.Object, "status", "fairSharing", "admissionFairSharingStatus", "consumedResources")
-	var sum float64
-	for _, v := range used {
-		sum += quantity(v)
-	}
-	return sum
+	return consumedUsage(u)
 }
 
 // TestWeightsSteerAdmissionFairSharing (scenario a): teams a and b share a

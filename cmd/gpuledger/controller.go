@@ -73,29 +73,25 @@ replicas run and one acts.`, stdout)
 	log.Info("controller started", "cluster", teams.Cluster, "dryRun", *dryRun, "leaderElect", *leaderElect)
 	if *leaderElect {
 		host, _ := os.Hostname()
-		return kube.RunElected(ctx, rc, c, *leaseNS, "gpuledger-controller", fmt.Sprintf("%s-%d", host, os.Getpid()))
+		return kube.RunElected(ctx, c, *leaseNS, "gpuledger-controller", fmt.Sprintf("%s-%d", host, os.Getpid()))
 	}
 	return c.Run(ctx)
 }
 
-// kubeTeams takes what the controller needs from the configuration.
+// kubeTeams takes what the controller needs from the configuration: the
+// queue and namespace owners of the cluster's cost model, the budgets (a
+// team's limit, and its entitlement in the fair share) and the prices.
 func kubeTeams(cfg *config.Config, cluster string) (kube.Teams, error) {
-	cl, err := cfg.Cluster(cluster)
+	am, err := cfg.AttributionModel(cluster)
 	if err != nil {
 		return kube.Teams{}, err
 	}
-	t := kube.Teams{Cluster: cl.Name, Currency: cfg.Currency, ByNamespace: map[string]string{}, ByClusterQueue: map[string]string{},
+	t := kube.Teams{Cluster: am.Cluster, Currency: cfg.Currency, ByNamespace: am.NamespaceTeams, ByClusterQueue: am.ClusterQueueTeams,
 		LimitMicros: map[string]int64{}, Entitlement: map[string]float64{}, PriceMicrosPerGPUHour: map[string]int64{}}
-	for _, team := range cfg.Teams {
-		for _, ns := range team.Namespaces {
-			t.ByNamespace[ns] = team.Name
-		}
-		for _, cq := range team.ClusterQueues {
-			t.ByClusterQueue[cq] = team.Name
-		}
-		if team.MonthlyBudget.Micros > 0 {
-			t.LimitMicros[team.Name] = team.MonthlyBudget.Micros
-			t.Entitlement[team.Name] = float64(team.MonthlyBudget.Micros)
+	for team, budget := range cfg.TeamBudgets() {
+		if budget > 0 {
+			t.LimitMicros[team] = budget
+			t.Entitlement[team] = float64(budget)
 		}
 	}
 	for _, f := range cfg.ResourceFlavors {
