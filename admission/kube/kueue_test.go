@@ -90,18 +90,6 @@ func workload(t *testing.T, s *kubetest.Stack, ns, name string) *unstructured.Un
 	return u
 }
 
-// waitFor polls cond every 100 ms until it holds or the time is up.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func checkState(u *unstructured.Unstructured, check string) (state, message string) {
 	states, _, _ := unstructured.NestedSlice(u.Object, "status", "admissionChecks")
 	for _, s := range states {
@@ -161,7 +149,7 @@ func TestBudgetCheckHoldsOverLimit(t *testing.T) {
 	if err := s.Apply(ctx, kubetest.Job("nlp", "small", "q", 4, 3600)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the small job admitted", func() bool { return kubetest.Admitted(jobWorkload(t, s, "nlp", "small")) })
+	kubetest.WaitFor(t, time.Minute, "the small job admitted", func() bool { return kubetest.Admitted(jobWorkload(t, s, "nlp", "small")) })
 	if st, msg := checkState(jobWorkload(t, s, "nlp", "small"), "budget"); st != "Ready" || !strings.Contains(msg, "within team nlp's monthly limit") {
 		t.Errorf("small: %s %q", st, msg)
 	}
@@ -170,7 +158,7 @@ func TestBudgetCheckHoldsOverLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	var msg string
-	waitFor(t, time.Minute, "the large job held", func() bool {
+	kubetest.WaitFor(t, time.Minute, "the large job held", func() bool {
 		st, m := checkState(jobWorkload(t, s, "nlp", "large"), "budget")
 		if st == "Retry" || strings.Contains(m, "held") {
 			msg = m
@@ -198,7 +186,7 @@ func TestBudgetCheckHoldsOverLimit(t *testing.T) {
 	// The limit is raised: admitted at its next retry.
 	teams.LimitMicros = map[string]int64{"nlp": 2_000_000_000}
 	c.SetTeams(ctx, teams)
-	waitFor(t, time.Minute, "the large job admitted after the raise", func() bool { return kubetest.Admitted(jobWorkload(t, s, "nlp", "large")) })
+	kubetest.WaitFor(t, time.Minute, "the large job admitted after the raise", func() bool { return kubetest.Admitted(jobWorkload(t, s, "nlp", "large")) })
 
 	// Scenario d: the controller goes away and a new one takes over.
 	stop()
@@ -210,7 +198,7 @@ func TestBudgetCheckHoldsOverLimit(t *testing.T) {
 		t.Fatal("admitted with nobody answering its budget check")
 	}
 	startController(t, s, Options{Teams: teams, Store: store, RetryAfter: 2 * time.Second, Interval: time.Hour})
-	waitFor(t, time.Minute, "the job submitted while the controller was down admitted", func() bool {
+	kubetest.WaitFor(t, time.Minute, "the job submitted while the controller was down admitted", func() bool {
 		return kubetest.Admitted(jobWorkload(t, s, "nlp", "later"))
 	})
 }
@@ -232,7 +220,7 @@ func TestBudgetCheckFailsOpen(t *testing.T) {
 	if err := s.Apply(ctx, kubetest.Workload("nlp", "w", "q", 1, 4, 0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "admitted with the ledger down", func() bool { return kubetest.Admitted(workload(t, s, "nlp", "w")) })
+	kubetest.WaitFor(t, time.Minute, "admitted with the ledger down", func() bool { return kubetest.Admitted(workload(t, s, "nlp", "w")) })
 	if _, msg := checkState(workload(t, s, "nlp", "w"), "budget"); !strings.Contains(msg, "budget not checked, let through") {
 		t.Errorf("message %q", msg)
 	}
@@ -253,7 +241,7 @@ func TestGangNeverPartlyAdmitted(t *testing.T) {
 	if err := s.Apply(ctx, kubetest.Workload("nlp", "gang", "q", 4, 1, 0)+"---\n"+kubetest.Workload("nlp", "three", "q", 3, 1, 0)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the 3-pod workload admitted", func() bool { return kubetest.Admitted(workload(t, s, "nlp", "three")) })
+	kubetest.WaitFor(t, time.Minute, "the 3-pod workload admitted", func() bool { return kubetest.Admitted(workload(t, s, "nlp", "three")) })
 	time.Sleep(2 * time.Second)
 	g := workload(t, s, "nlp", "gang")
 	if kubetest.Admitted(g) || kubetest.Condition(g, "QuotaReserved") {
@@ -298,7 +286,7 @@ func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 			if err := s.Apply(ctx, kubetest.Workload("a", "a0", "q", 1, 1, 0)+"---\n"+kubetest.Workload("b", "b0", "q", 1, 3, 0)); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, time.Minute, "the warm-up admitted", func() bool {
+			kubetest.WaitFor(t, time.Minute, "the warm-up admitted", func() bool {
 				return kubetest.Admitted(workload(t, s, "a", "a0")) && kubetest.Admitted(workload(t, s, "b", "b0"))
 			})
 			// They end (deleted: Kueue releases their quota).
@@ -308,7 +296,7 @@ func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			waitFor(t, time.Minute, "the warm-up gone", func() bool {
+			kubetest.WaitFor(t, time.Minute, "the warm-up gone", func() bool {
 				for _, w := range [][2]string{{"a", "a0"}, {"b", "b0"}} {
 					if _, err := s.Dynamic.Resource(workloadsGVR).Namespace(w[0]).Get(ctx, w[1], metav1.GetOptions{}); err == nil {
 						return false
@@ -324,7 +312,7 @@ func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 					}
 				}
 			}()
-			waitFor(t, time.Minute, "Kueue's usage: b above a", func() bool {
+			kubetest.WaitFor(t, time.Minute, "Kueue's usage: b above a", func() bool {
 				ca, cb := consumed(t, s, "a"), consumed(t, s, "b")
 				return ca > 0 && cb > 1.5*ca
 			})
@@ -371,7 +359,7 @@ func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 			}
 			hold("None")
 			var first string
-			waitFor(t, time.Minute, "a's or b's workload admitted", func() bool {
+			kubetest.WaitFor(t, time.Minute, "a's or b's workload admitted", func() bool {
 				switch {
 				case kubetest.Admitted(workload(t, s, "a", "a1")):
 					first = "a"

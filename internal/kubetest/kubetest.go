@@ -7,7 +7,6 @@
 package kubetest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -16,7 +15,9 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -32,6 +33,7 @@ import (
 	"github.com/gpuledger/gpuledger/internal/testenv"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -241,7 +243,6 @@ func (s *Stack) startKueue(ctx context.Context, o Options) error {
 	if err != nil || len(crds) == 0 {
 		return fmt.Errorf("no Kueue CRDs in %s/kueue-crds", s.bin)
 	}
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	for _, f := range crds {
 		objs, err := readObjects(f)
 		if err != nil {
@@ -257,40 +258,37 @@ func (s *Stack) startKueue(ctx context.Context, o Options) error {
 					"conversionReviewVersions": []any{"v1"}, "clientConfig": map[string]any{
 						"url": base + "/convert", "caBundle": base64.StdEncoding.EncodeToString(caCert)}}}, "spec", "conversion")
 			}
-			if _, err := s.Dynamic.Resource(crdGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("CRD %s: %w", u.GetName(), err)
+			if err := s.create(ctx, u); err != nil {
+				return err
 			}
 		}
 	}
-	hooks, err := readObjects(filepath.Join(s.bin, "kueue-webhooks.yaml"))
+	configs, err := readObjects(filepath.Join(s.bin, "kueue-webhooks.yaml"))
 	if err != nil {
 		return err
 	}
-	for _, u := range hooks {
+	for _, u := range configs {
 		// The kustomization prefixes the names; Kueue's rotator looks
 		// for the prefixed ones.
 		if !strings.HasPrefix(u.GetName(), "kueue-") {
 			u.SetName("kueue-" + u.GetName())
 		}
-		for _, kind := range []string{"webhooks"} {
-			list, _, _ := unstructured.NestedSlice(u.Object, kind)
-			for i, h := range list {
-				m := h.(map[string]any)
-				cc, _ := m["clientConfig"].(map[string]any)
-				path := "/"
-				if svcRef, ok := cc["service"].(map[string]any); ok {
-					if p, ok := svcRef["path"].(string); ok {
-						path = p
-					}
+		hooks, _, _ := unstructured.NestedSlice(u.Object, "webhooks")
+		for i, h := range hooks {
+			m := h.(map[string]any)
+			cc, _ := m["clientConfig"].(map[string]any)
+			path := "/"
+			if svcRef, ok := cc["service"].(map[string]any); ok {
+				if p, ok := svcRef["path"].(string); ok {
+					path = p
 				}
-				m["clientConfig"] = map[string]any{"url": base + path, "caBundle": base64.StdEncoding.EncodeToString(caCert)}
-				list[i] = m
 			}
-			unstructured.SetNestedSlice(u.Object, list, kind)
+			m["clientConfig"] = map[string]any{"url": base + path, "caBundle": base64.StdEncoding.EncodeToString(caCert)}
+			hooks[i] = m
 		}
-		gvr := schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: strings.ToLower(u.GetKind()) + "s"}
-		if _, err := s.Dynamic.Resource(gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		unstructured.SetNestedSlice(u.Object, hooks, "webhooks")
+		if err := s.create(ctx, u); err != nil {
+			return err
 		}
 	}
 	health, metricsPort := testenv.FreePort(s.t), testenv.FreePort(s.t)
@@ -345,42 +343,31 @@ integrations:
 // Apply creates every object of a multi-document YAML (kueue.x-k8s.io
 // objects at v1beta2, core objects at v1), in order.
 func (s *Stack) Apply(ctx context.Context, doc string) error {
-	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096)
-	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); err != nil {
-			if err.Error() == "EOF" {
-				return nil
-			}
+	objs, err := decodeObjects(strings.NewReader(doc))
+	if err != nil {
+		return err
+	}
+	for _, u := range objs {
+		if err := s.create(ctx, u); err != nil {
 			return err
 		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		gvk := u.GroupVersionKind()
-		gvr := schema.GroupVersionResource{Group: gvk.Group, Version: gvk.Version, Resource: Plural(gvk.Kind)}
-		var err error
-		if ns := u.GetNamespace(); ns != "" {
-			_, err = s.Dynamic.Resource(gvr).Namespace(ns).Create(ctx, &u, metav1.CreateOptions{})
-		} else {
-			_, err = s.Dynamic.Resource(gvr).Create(ctx, &u, metav1.CreateOptions{})
-		}
-		if err != nil {
-			return fmt.Errorf("create %s %s: %w", gvk.Kind, u.GetName(), err)
-		}
 	}
+	return nil
 }
 
-// Plural is the resource name of a kind (lower case, plural).
-func Plural(kind string) string {
-	k := strings.ToLower(kind)
-	switch {
-	case strings.HasSuffix(k, "s"):
-		return k + "es"
-	case strings.HasSuffix(k, "y"):
-		return k[:len(k)-1] + "ies"
+// create creates one object, at the resource its kind guesses.
+func (s *Stack) create(ctx context.Context, u *unstructured.Unstructured) error {
+	gvr, _ := meta.UnsafeGuessKindToResource(u.GroupVersionKind())
+	var err error
+	if ns := u.GetNamespace(); ns != "" {
+		_, err = s.Dynamic.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
+	} else {
+		_, err = s.Dynamic.Resource(gvr).Create(ctx, u, metav1.CreateOptions{})
 	}
-	return k + "s"
+	if err != nil {
+		return fmt.Errorf("create %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
 }
 
 func insecureTLS() *tls.Config {
@@ -390,19 +377,30 @@ func insecureTLS() *tls.Config {
 }
 
 func readObjects(path string) ([]*unstructured.Unstructured, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	objs, err := decodeObjects(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return objs, nil
+}
+
+// decodeObjects reads the objects of a multi-document YAML, skipping
+// empty documents.
+func decodeObjects(r io.Reader) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	dec := yaml.NewYAMLOrJSONDecoder(r, 4096)
 	for {
 		u := &unstructured.Unstructured{}
 		if err := dec.Decode(&u.Object); err != nil {
-			if err.Error() == "EOF" {
+			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, err
 		}
 		if len(u.Object) > 0 {
 			out = append(out, u)
@@ -596,4 +594,17 @@ kind: LocalQueue
 metadata: {name: %[2]s, namespace: %[1]s}
 spec: {clusterQueue: %[3]s}
 `, ns, lq, cq)
+}
+
+// WaitFor polls cond every 100 ms until it holds, or ends the test after
+// within.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -41,17 +41,7 @@ func TestStackAdmits(t *testing.T) {
 		}
 		return n, admitted
 	}
-	for {
-		n, admitted := count()
-		if n >= 2 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("not admitted in time: %v", admitted)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	WaitFor(t, time.Minute, "two workloads admitted", func() bool { n, _ := count(); return n >= 2 })
 	time.Sleep(2 * time.Second)
 	if n, admitted := count(); n != 2 {
 		t.Fatalf("%d admitted in a quota of two 4-GPU workloads: %v", n, admitted)
