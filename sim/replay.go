@@ -199,11 +199,8 @@ type replay struct {
 	// from the ledger (which knows what was spent, not what was charged).
 	penalties *admission.Decayed
 	loop      *loop
-	rec       *recorder          // the pods' holds on the devices
-	nominal   map[string]int     // GPUs, all flavors
-	names     []string           // the queues, sorted: sums in one order
-	value     map[string]float64 // the quota's price per second, micros
-	capacity  int
+	rec       *recorder // the pods' holds on the devices
+	names     []string  // the queues, sorted: sums in one order
 	// The workloads waiting, per queue (admission's queue manager).
 	queues *admission.Queues
 
@@ -329,7 +326,7 @@ func newReplay(m *Model, jobs []TraceJob, opts ReplayOptions) (*replay, error) {
 	}
 	r := &replay{opts: opts, model: m, queues: admission.NewQueues(opts.AgingAfter.Milliseconds()), usedSec: map[string]float64{}, usedCost: map[string]float64{},
 		waits: map[string][]float64{}, maxWait: map[string]float64{}, jcts: map[string]float64{}, nextJain: opts.SampleEvery,
-		nominal: m.nominal, value: m.value, capacity: m.capacity, names: m.queueNames()}
+		names: m.queueNames()}
 	if !opts.Gating {
 		// Without gating the scheduler places pods on whatever node has
 		// room: one resource of one flavor.
@@ -680,7 +677,7 @@ func (r *replay) mayReclaim() bool {
 		return false
 	}
 	under, over := false, false
-	for q, n := range r.nominal {
+	for q, n := range r.model.nominal {
 		u := r.held(q)
 		under = under || (r.queues.In(q) > 0 && u < int64(n))
 		over = over || u > int64(n)

@@ -86,7 +86,7 @@ func (r *replay) sampleJain() {
 	var xs []float64
 	waiting := false
 	for _, q := range r.names {
-		nominal := r.nominal[q]
+		nominal := r.model.nominal[q]
 		used := r.held(q)
 		if r.queues.In(q) <= 0 && used <= int64(nominal) {
 			continue
@@ -96,7 +96,7 @@ func (r *replay) sampleJain() {
 		for _, fr := range r.model.resources {
 			rate += float64(r.snap.Usage[q][fr]) * r.model.Rates[fr]
 		}
-		xs = append(xs, rate/r.value[q])
+		xs = append(xs, rate/r.model.value[q])
 	}
 	if !waiting {
 		return
@@ -149,12 +149,12 @@ func (r *replay) result(jobs int) ReplayResult {
 		res.WaitBySize[c] = sum / float64(len(ws))
 	}
 	if r.now > 0 {
-		res.Utilization = r.busySec / (float64(r.capacity) * r.now.Seconds())
+		res.Utilization = r.busySec / (float64(r.model.capacity) * r.now.Seconds())
 	}
 	var byTime, byCost []float64
 	for _, q := range r.names {
-		byTime = append(byTime, r.usedSec[q]/float64(r.nominal[q]))
-		byCost = append(byCost, r.usedCost[q]/r.value[q])
+		byTime = append(byTime, r.usedSec[q]/float64(r.model.nominal[q]))
+		byCost = append(byCost, r.usedCost[q]/r.model.value[q])
 		res.CostMicrosByQueue[q] = int64(math.Round(r.usedCost[q]))
 	}
 	for _, w := range r.maxWait {
