@@ -85,6 +85,8 @@ type Controller struct {
 	teams  Teams
 	checks map[string]bool // our AdmissionChecks by name
 	diffs  string
+	// weights is what UpdateWeights last decided, by LocalQueue key.
+	weights map[string]*queueWeight
 }
 
 // New makes a controller for the cluster cfg reaches.
@@ -124,7 +126,7 @@ func New(cfg *rest.Config, o Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{o: o, dyn: dyn, core: core, teams: o.Teams, checks: map[string]bool{}}, nil
+	return &Controller{o: o, dyn: dyn, core: core, teams: o.Teams, checks: map[string]bool{}, weights: map[string]*queueWeight{}}, nil
 }
 
 // SetTeams replaces the business data (a configuration reload); held
@@ -467,6 +469,19 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 		share[team] = v / e
 	}
 	target := Weights(queues, share)
+	// The metrics follow the LocalQueues that exist now.
+	c.mu.Lock()
+	weights := make(map[string]*queueWeight, len(queues))
+	for _, q := range queues {
+		qw := c.weights[q.Key()]
+		if qw == nil {
+			qw = &queueWeight{}
+		}
+		qw.team, qw.weight = q.Team, target[q.Key()]
+		weights[q.Key()] = qw
+	}
+	c.weights = weights
+	c.mu.Unlock()
 	for _, q := range queues {
 		w := target[q.Key()]
 		if !Changed(q.Weight, w, c.o.Hysteresis) {
@@ -485,6 +500,9 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 			}
 			c.Stats.WeightChanges.Add(1)
 		}
+		c.mu.Lock()
+		c.weights[q.Key()].changes++
+		c.mu.Unlock()
 		c.event(ctx, q, reason, msg)
 		c.o.Log.Info("fair-sharing weight", "localQueue", q.Key(), "team", q.Team, "from", q.Weight, "to", w, "dryRun", c.o.DryRun)
 	}

@@ -24,21 +24,26 @@ import (
 
 var testNow = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 
-// ledgerWith is an embedded ledger holding, for each team, one hour this
-// month (at testNow's month) that cost micros.
+// ledgerWith is an embedded ledger holding, for each team, one H100 hour
+// this month (at testNow's month) that cost micros.
 func ledgerWith(t *testing.T, spend map[string]int64) ledger.Store {
+	t.Helper()
+	var rows []ledger.Row
+	for team, m := range spend {
+		rows = append(rows, ledger.Row{Key: ledger.Key{Hour: testNow.Add(-2 * time.Hour).Truncate(time.Hour), Cluster: "test", Team: team,
+			Namespace: team, LocalQueue: "q", ClusterQueue: "shared", Flavor: "h100"}, GPUSeconds: float64(m) / 6.88 * 3600 / 1e6, CostMicros: m})
+	}
+	return ledgerRows(t, rows...)
+}
+
+// ledgerRows is an embedded ledger holding rows.
+func ledgerRows(t *testing.T, rows ...ledger.Row) ledger.Store {
 	t.Helper()
 	s, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	var rows []ledger.Row
-	for team, m := range spend {
-		rows = append(rows, ledger.Row{Key: ledger.Key{Hour: testNow.Add(-2 * time.Hour).Truncate(time.Hour), Cluster: "test", Team: team,
-			Namespace: team, LocalQueue: "q", ClusterQueue: "shared", Flavor: "h100"}, GPUSeconds: float64(m) / 6.88 * 3600 / 1e6, CostMicros: m,
-			IdleCostMicros: 0})
-	}
 	if err := s.WriteHours(context.Background(), rows, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +266,117 @@ func consumed(t *testing.T, s *kubetest.Stack, ns string) float64 {
 	return consumedUsage(u)
 }
 
+// afsKueue is Kueue with Admission Fair Sharing on a compressed clock.
+var afsKueue = kubetest.Options{KueueConfig: "admissionFairSharing:\n  usageHalfLifeTime: 1h\n  usageSamplingInterval: 1s\n"}
+
+// afsQueue is the admissionScope of a ClusterQueue ordered by Admission
+// Fair Sharing.
+const afsQueue = "  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}\n"
+
+// warmUp runs the workloads docs (namespace, name, YAML) together for 2 s
+// and deletes them (Kueue releases their quota), so that Kueue has seen
+// each LocalQueue use what they held.
+func warmUp(t *testing.T, s *kubetest.Stack, docs ...[3]string) {
+	t.Helper()
+	ctx := context.Background()
+	var all []string
+	for _, d := range docs {
+		all = append(all, d[2])
+	}
+	if err := s.Apply(ctx, strings.Join(all, "---\n")); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.WaitFor(t, time.Minute, "the warm-up admitted", func() bool {
+		for _, d := range docs {
+			if !kubetest.Admitted(workload(t, s, d[0], d[1])) {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(2 * time.Second)
+	for _, d := range docs {
+		if err := s.Dynamic.Resource(workloadsGVR).Namespace(d[0]).Delete(ctx, d[1], metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubetest.WaitFor(t, time.Minute, "the warm-up gone", func() bool {
+		for _, d := range docs {
+			if _, err := s.Dynamic.Resource(workloadsGVR).Namespace(d[0]).Get(ctx, d[1], metav1.GetOptions{}); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// race creates two workloads (namespace, name, YAML) that wait together,
+// the ClusterQueue shared on hold, first one then the other a second later
+// (creation order alone would pick the first), and lifts the hold when
+// there is room for one: it returns the namespace Kueue admitted first.
+func race(t *testing.T, s *kubetest.Stack, first, second [3]string) string {
+	t.Helper()
+	ctx := context.Background()
+	hold := func(policy string) {
+		patch := []byte(`{"spec":{"stopPolicy":"` + policy + `"}}`)
+		if _, err := s.Dynamic.Resource(clusterQsGVR).Patch(ctx, "shared", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold("Hold")
+	if err := s.Apply(ctx, first[2]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // creation times are in seconds
+	if err := s.Apply(ctx, second[2]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if kubetest.Admitted(workload(t, s, first[0], first[1])) || kubetest.Admitted(workload(t, s, second[0], second[1])) {
+		t.Fatal("admitted while the ClusterQueue is on hold")
+	}
+	hold("None")
+	var winner string
+	kubetest.WaitFor(t, time.Minute, "one of the two admitted", func() bool {
+		for _, w := range [][3]string{first, second} {
+			if kubetest.Admitted(workload(t, s, w[0], w[1])) {
+				winner = w[0]
+			}
+		}
+		return winner != ""
+	})
+	for _, w := range [][3]string{first, second} {
+		t.Logf("%s/%s: %v", w[0], w[1], workload(t, s, w[0], w[1]).Object["status"])
+	}
+	return winner
+}
+
+// logQueues logs the LocalQueues q of namespaces when the test has failed.
+func logQueues(t *testing.T, s *kubetest.Stack, namespaces ...string) {
+	if !t.Failed() {
+		return
+	}
+	for _, ns := range namespaces {
+		if u, err := s.Dynamic.Resource(localQueuesGVR).Namespace(ns).Get(context.Background(), "q", metav1.GetOptions{}); err == nil {
+			t.Logf("LocalQueue %s: spec %v status %v", ns, u.Object["spec"], u.Object["status"])
+		}
+	}
+}
+
+// steer starts a controller on the ledger store and has it write the
+// weights once; it fails the test when it writes none.
+func steer(t *testing.T, s *kubetest.Stack, store ledger.Store, teams Teams) *Controller {
+	t.Helper()
+	c, _ := startController(t, s, Options{Teams: teams, Store: store, Interval: time.Hour})
+	if err := c.UpdateWeights(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c.Stats.WeightChanges.Load() == 0 {
+		t.Fatal("no weight written")
+	}
+	return c
+}
+
 // TestWeightsSteerAdmissionFairSharing (scenario a): teams a and b share a
 // ClusterQueue with Admission Fair Sharing. Kueue has seen b use more GPU
 // time, but the ledger says a spent far more money (say, on idle
@@ -270,112 +386,125 @@ func consumed(t *testing.T, s *kubetest.Stack, ns string) float64 {
 // admits b's (its team's spend per entitlement is lower).
 func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 	testenv.Slow(t, "a Kubernetes control plane")
-	for _, steer := range []bool{false, true} {
-		name := map[bool]string{false: "plain Kueue", true: "gpuledger weights"}[steer]
+	for _, steered := range []bool{false, true} {
+		name := map[bool]string{false: "plain Kueue", true: "gpuledger weights"}[steered]
 		t.Run(name, func(t *testing.T) {
-			s := kubetest.Start(t, kubetest.Options{KueueConfig: "admissionFairSharing:\n  usageHalfLifeTime: 1h\n  usageSamplingInterval: 1s\n"})
+			s := kubetest.Start(t, afsKueue)
 			ctx := context.Background()
-			doc := kubetest.ClusterQueue("shared", "h100", 4, "  admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}\n")
+			doc := kubetest.ClusterQueue("shared", "h100", 4, afsQueue)
 			for _, ns := range []string{"a", "b"} {
 				doc += "---\n" + kubetest.Namespace(ns, "q", "shared")
 			}
 			if err := s.Apply(ctx, doc); err != nil {
 				t.Fatal(err)
 			}
-			// Warm-up: a runs 1 GPU briefly, b runs 3 GPUs three times as long.
-			if err := s.Apply(ctx, kubetest.Workload("a", "a0", "q", 1, 1, 0)+"---\n"+kubetest.Workload("b", "b0", "q", 1, 3, 0)); err != nil {
-				t.Fatal(err)
-			}
-			kubetest.WaitFor(t, time.Minute, "the warm-up admitted", func() bool {
-				return kubetest.Admitted(workload(t, s, "a", "a0")) && kubetest.Admitted(workload(t, s, "b", "b0"))
-			})
-			// They end (deleted: Kueue releases their quota).
-			time.Sleep(2 * time.Second)
-			for _, w := range [][2]string{{"a", "a0"}, {"b", "b0"}} {
-				if err := s.Dynamic.Resource(workloadsGVR).Namespace(w[0]).Delete(ctx, w[1], metav1.DeleteOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			kubetest.WaitFor(t, time.Minute, "the warm-up gone", func() bool {
-				for _, w := range [][2]string{{"a", "a0"}, {"b", "b0"}} {
-					if _, err := s.Dynamic.Resource(workloadsGVR).Namespace(w[0]).Get(ctx, w[1], metav1.GetOptions{}); err == nil {
-						return false
-					}
-				}
-				return true
-			})
-			defer func() {
-				if t.Failed() {
-					for _, ns := range []string{"a", "b"} {
-						u, _ := s.Dynamic.Resource(localQueuesGVR).Namespace(ns).Get(ctx, "q", metav1.GetOptions{})
-						t.Logf("LocalQueue %s: %v", ns, u.Object["status"])
-					}
-				}
-			}()
+			defer logQueues(t, s, "a", "b")
+			// a runs 1 GPU, b 3 GPUs for as long.
+			warmUp(t, s, [3]string{"a", "a0", kubetest.Workload("a", "a0", "q", 1, 1, 0)}, [3]string{"b", "b0", kubetest.Workload("b", "b0", "q", 1, 3, 0)})
 			kubetest.WaitFor(t, time.Minute, "Kueue's usage: b above a", func() bool {
 				ca, cb := consumed(t, s, "a"), consumed(t, s, "b")
 				return ca > 0 && cb > 1.5*ca
 			})
-			if steer {
+			if steered {
 				store := ledgerWith(t, map[string]int64{"a": 900_000_000, "b": 100_000_000})
-				teams := Teams{Cluster: "test", ByNamespace: map[string]string{"a": "a", "b": "b"}, ByClusterQueue: map[string]string{"shared": ""}}
-				c, _ := startController(t, s, Options{Teams: teams, Store: store, Interval: time.Hour})
-				if err := c.UpdateWeights(ctx); err != nil {
-					t.Fatal(err)
-				}
-				if c.Stats.WeightChanges.Load() == 0 {
-					t.Fatal("no weight written")
-				}
+				c := steer(t, s, store, Teams{Cluster: "test", ByNamespace: map[string]string{"a": "a", "b": "b"}, ByClusterQueue: map[string]string{"shared": ""}})
 				evs, err := s.Client.CoreV1().Events("b").List(ctx, metav1.ListOptions{FieldSelector: "reason=FairSharingWeight"})
 				if err != nil || len(evs.Items) == 0 {
 					t.Fatalf("no FairSharingWeight Event on b's LocalQueue: %v %v", err, evs)
 				}
 				t.Logf("weights set; event: %s", evs.Items[0].Message)
-				for _, ns := range []string{"a", "b"} {
-					u, _ := s.Dynamic.Resource(localQueuesGVR).Namespace(ns).Get(ctx, "q", metav1.GetOptions{})
-					t.Logf("LocalQueue %s spec: %v", ns, u.Object["spec"])
-				}
-			}
-			// Their next workloads wait together (the ClusterQueue on
-			// hold), then there is room for one: Kueue picks by its order.
-			hold := func(policy string) {
-				patch := []byte(`{"spec":{"stopPolicy":"` + policy + `"}}`)
-				if _, err := s.Dynamic.Resource(clusterQsGVR).Patch(ctx, "shared", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				var m strings.Builder
+				if err := c.WriteMetrics(&m); err != nil {
 					t.Fatal(err)
 				}
-			}
-			hold("Hold")
-			// b's first: creation order (FIFO) alone would pick b's.
-			if err := s.Apply(ctx, kubetest.Workload("b", "b1", "q", 1, 4, 0)); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(1100 * time.Millisecond) // creation times are in seconds
-			if err := s.Apply(ctx, kubetest.Workload("a", "a1", "q", 1, 4, 0)); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(time.Second)
-			if kubetest.Admitted(workload(t, s, "a", "a1")) || kubetest.Admitted(workload(t, s, "b", "b1")) {
-				t.Fatal("admitted while the ClusterQueue is on hold")
-			}
-			hold("None")
-			var first string
-			kubetest.WaitFor(t, time.Minute, "a's or b's workload admitted", func() bool {
-				switch {
-				case kubetest.Admitted(workload(t, s, "a", "a1")):
-					first = "a"
-				case kubetest.Admitted(workload(t, s, "b", "b1")):
-					first = "b"
+				for _, want := range []string{`gpuledger_controller_weight_changes_total{namespace="b",localqueue="q",team="b"} 1`,
+					`gpuledger_controller_localqueue_weight{namespace="a",localqueue="q",team="a"} `} {
+					if !strings.Contains(m.String(), want) {
+						t.Errorf("metrics lack %q:\n%s", want, m.String())
+					}
 				}
-				return first != ""
-			})
-			for _, w := range [][2]string{{"a", "a1"}, {"b", "b1"}} {
-				t.Logf("%s: %v", w[1], workload(t, s, w[0], w[1]).Object["status"])
 			}
-			want := map[bool]string{false: "a", true: "b"}[steer]
+			first := race(t, s, [3]string{"b", "b1", kubetest.Workload("b", "b1", "q", 1, 4, 0)}, [3]string{"a", "a1", kubetest.Workload("a", "a1", "q", 1, 4, 0)})
+			want := map[bool]string{false: "a", true: "b"}[steered]
 			t.Logf("%s: consumed a %.4g, b %.4g; %s admitted first", name, consumed(t, s, "a"), consumed(t, s, "b"), first)
 			if first != want {
 				t.Fatalf("%s admitted %s's workload first, want %s's", name, first, want)
 			}
 		})
+	}
+}
+
+// pinned is a workload of gpus GPUs on the nodes of one GPU type (label
+// gpu=<flavor>), which Kueue assigns to the ResourceFlavor of those nodes.
+func pinned(ns, name string, gpus int, flavor string) [3]string {
+	doc := strings.Replace(kubetest.Workload(ns, name, "q", 1, gpus, 0), "restartPolicy: Never", "restartPolicy: Never\n        nodeSelector: {gpu: "+flavor+"}", 1)
+	return [3]string{ns, name, doc}
+}
+
+// TestWeightsPriceFlavors (scenario b): flavors at different prices. Teams
+// h and t share a ClusterQueue of 4 H100s and 4 T4s; each ran 4 GPUs for
+// the same time, h on H100s and t on T4s, so Kueue, which weighs a GPU the
+// same on every flavor, sees the same usage. The ledger prices h's hours
+// at 6.88 and t's at 0.526. Both then want the same 4 H100s, h's created
+// first: with gpuledger's weights the team burning H100s yields to the team
+// on T4s.
+func TestWeightsPriceFlavors(t *testing.T) {
+	testenv.Slow(t, "a Kubernetes control plane")
+	s := kubetest.Start(t, afsKueue)
+	ctx := context.Background()
+	doc := `apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+spec: {nodeLabels: {gpu: h100}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: t4}
+spec: {nodeLabels: {gpu: t4}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: shared}
+spec:
+  namespaceSelector: {}
+` + afsQueue + `  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
+    - name: t4
+      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
+`
+	for _, ns := range []string{"h", "t"} {
+		doc += "---\n" + kubetest.Namespace(ns, "q", "shared")
+	}
+	if err := s.Apply(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	defer logQueues(t, s, "h", "t")
+	warmUp(t, s, pinned("h", "h0", 4, "h100"), pinned("t", "t0", 4, "t4"))
+	var ch, ct float64
+	kubetest.WaitFor(t, time.Minute, "Kueue's usage of both", func() bool {
+		ch, ct = consumed(t, s, "h"), consumed(t, s, "t")
+		return ch > 0 && ct > 0
+	})
+	if r := ch / ct; r < 0.7 || r > 1.4 {
+		t.Fatalf("Kueue's usage h %.4g, t %.4g: the warm-up should give them the same", ch, ct)
+	}
+	// The ledger: 4 GPU-hours each, at the flavors' prices.
+	hour := testNow.Add(-2 * time.Hour).Truncate(time.Hour)
+	row := func(team, flavor string, price int64) ledger.Row {
+		return ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "test", Team: team, Namespace: team, LocalQueue: "q", ClusterQueue: "shared", Flavor: flavor},
+			GPUSeconds: 4 * 3600, CostMicros: 4 * price}
+	}
+	store := ledgerRows(t, row("h", "h100", 6_880_000), row("t", "t4", 526_000))
+	c := steer(t, s, store, Teams{Cluster: "test", ByNamespace: map[string]string{"h": "h", "t": "t"}, ByClusterQueue: map[string]string{"shared": ""}})
+	var m strings.Builder
+	c.WriteMetrics(&m)
+	t.Logf("metrics:\n%s", m.String())
+	first := race(t, s, pinned("h", "h1", 4, "h100"), pinned("t", "t1", 4, "h100"))
+	t.Logf("consumed h %.4g, t %.4g; %s admitted first", consumed(t, s, "h"), consumed(t, s, "t"), first)
+	if first != "t" {
+		t.Fatalf("the H100 team's workload was admitted before the T4 team's with the same GPU-seconds")
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -29,7 +31,8 @@ func runController(ctx context.Context, args []string, stdout io.Writer) error {
 
 It reads the ledger serve or ingest writes (-ledger.*), and the cluster from
 -kubeconfig, $KUBECONFIG or the in-cluster service account. With -leaderElect several
-replicas run and one acts.`, stdout)
+replicas run and one acts. Its own metrics (checks answered, weights and their
+changes, errors) and /healthz are served on -http.listenAddr.`, stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (teams, prices, budgets)")
 	cluster := fs.String("cluster", "", "cluster of the configuration this Kueue runs; empty for the only one")
 	openStore := storeFlags(fs, defaultLedgerPath)
@@ -43,6 +46,7 @@ replicas run and one acts.`, stdout)
 	retryAfter := fs.Duration("retryAfter", 5*time.Minute, "requeueAfterSeconds of a workload held over its team's limit")
 	leaderElect := fs.Bool("leaderElect", false, "hold a Lease so that of several replicas one acts")
 	leaseNS := fs.String("leaderElection.namespace", "gpuledger", "namespace of the Lease")
+	listen := fs.String("http.listenAddr", "127.0.0.1:9402", "address of /metrics and /healthz (\":9402\" in a pod, for scraping); empty for none")
 	newLogger := logFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -70,7 +74,14 @@ replicas run and one acts.`, stdout)
 	if err != nil {
 		return err
 	}
-	log.Info("controller started", "cluster", teams.Cluster, "dryRun", *dryRun, "leaderElect", *leaderElect)
+	if *listen != "" {
+		stop, err := serveControllerMetrics(ctx, *listen, c)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	log.Info("controller started", "cluster", teams.Cluster, "dryRun", *dryRun, "leaderElect", *leaderElect, "metrics", *listen)
 	if *leaderElect {
 		host, _ := os.Hostname()
 		return kube.RunElected(ctx, c, *leaseNS, "gpuledger-controller", fmt.Sprintf("%s-%d", host, os.Getpid()))
@@ -118,4 +129,22 @@ func restConfig(path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	return rc, nil
+}
+
+// serveControllerMetrics serves the controller's /metrics and /healthz on
+// addr until stop is called.
+func serveControllerMetrics(ctx context.Context, addr string, c *kube.Controller) (stop func(), err error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		c.WriteMetrics(w)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w; pass another -http.listenAddr, or an empty one for no metrics", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	go srv.Serve(l)
+	return func() { srv.Close() }, nil
 }

@@ -1,0 +1,64 @@
+package kube
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+)
+
+// queueWeight is what the controller last decided for one LocalQueue.
+type queueWeight struct {
+	team    string
+	weight  float64 // the target, written or (dry run) not
+	changes int64   // writes (or, dry run, would-be writes)
+}
+
+// labelValue escapes a Prometheus label value.
+var labelValue = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+// WriteMetrics writes the controller's own metrics in the Prometheus text
+// format: what it answered, what it changed, and each LocalQueue's weight.
+func (c *Controller) WriteMetrics(w io.Writer) error {
+	var b strings.Builder
+	counter := func(name, help string, samples ...string) {
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n", name, help, name)
+		for _, s := range samples {
+			b.WriteString(name + s + "\n")
+		}
+	}
+	st := &c.Stats
+	counter("gpuledger_controller_budget_checks_total", "Budget AdmissionCheck answers written, by result.",
+		fmt.Sprintf(`{result="ready"} %d`, st.ChecksReady.Load()),
+		fmt.Sprintf(`{result="held"} %d`, st.ChecksHeld.Load()),
+		fmt.Sprintf(`{result="failed_open"} %d`, st.ChecksFailedOpen.Load()))
+	counter("gpuledger_controller_errors_total", "Failed API or ledger operations (each is logged).", fmt.Sprintf(" %d", st.Errors.Load()))
+	c.mu.Lock()
+	keys := make([]string, 0, len(c.weights))
+	for k := range c.weights {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	label := func(k string) string {
+		ns, name, _ := strings.Cut(k, "/")
+		return fmt.Sprintf(`{namespace="%s",localqueue="%s",team="%s"}`, labelValue.Replace(ns), labelValue.Replace(name), labelValue.Replace(c.weights[k].team))
+	}
+	var changes, weights []string
+	for _, k := range keys {
+		changes = append(changes, fmt.Sprintf("%s %d", label(k), c.weights[k].changes))
+		weights = append(weights, fmt.Sprintf("%s %g", label(k), c.weights[k].weight))
+	}
+	dry := 0
+	if c.o.DryRun {
+		dry = 1
+	}
+	c.mu.Unlock()
+	counter("gpuledger_controller_weight_changes_total", "fairSharing.weight changes per LocalQueue (in dry-run mode: the changes it would have written).", changes...)
+	fmt.Fprintf(&b, "# HELP gpuledger_controller_localqueue_weight The fairSharing.weight gpuledger wants for the LocalQueue.\n# TYPE gpuledger_controller_localqueue_weight gauge\n")
+	for _, s := range weights {
+		b.WriteString("gpuledger_controller_localqueue_weight" + s + "\n")
+	}
+	fmt.Fprintf(&b, "# HELP gpuledger_controller_dry_run 1 when weights are computed but not written.\n# TYPE gpuledger_controller_dry_run gauge\ngpuledger_controller_dry_run %d\n", dry)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
