@@ -6,7 +6,7 @@ PKGS    ?= ./...
 RUNARGS ?=
 FUZZTIME ?= 10s
 
-.PHONY: run build test bench policy-eval lint fuzz clean
+.PHONY: run build test bench policy-eval sim-to-real lint fuzz clean
 
 # Simulates last month of examples/cluster.yaml through the whole loop, writes
 # gpuledger-demo/chargeback-YYYY-MM.{csv,xlsx}, then serves the API on
@@ -43,6 +43,14 @@ POLICY_EVAL_ARGS ?=
 policy-eval: build
 	./bin/gpuledger policy-eval -workloads philly $(POLICY_EVAL_ARGS) -out gpuledger-sim/philly
 	./bin/gpuledger policy-eval -workloads gavel $(POLICY_EVAL_ARGS) -out gpuledger-sim/gavel
+
+# The simulator against a real Kueue (not in `make test`): the same trace
+# window replayed on etcd + kube-apiserver + Kueue on 127.0.0.1 (built and
+# cached by tools/build-k8s-stack.sh) and in the simulator, plain Kueue and
+# gpuledger's weights, side by side with the simulator's error.
+SIM_TO_REAL_ARGS ?= -runs 3
+sim-to-real: build
+	GPULEDGER_K8S_STACK=$${GPULEDGER_K8S_STACK:-$$(bash tools/build-k8s-stack.sh)} ./bin/gpuledger sim-to-real $(SIM_TO_REAL_ARGS)
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -163,6 +163,15 @@ func (m *Model) addNode(n admission.Node, ref nodeRef) {
 	m.NodeUnits = max(m.NodeUnits, int(n.Free))
 }
 
+// FlavorCapacity is the units of each flavor's nodes.
+func (m *Model) FlavorCapacity() map[string]int {
+	out := map[string]int{}
+	for _, n := range m.Nodes {
+		out[n.Flavor] += int(n.Free)
+	}
+	return out
+}
+
 // TraceCluster says how a trace's queues become a cluster (TraceModel).
 type TraceCluster struct {
 	// NodeSize is the GPUs of a node. Default 8.
@@ -178,6 +187,13 @@ type TraceCluster struct {
 	NodesPerRack int
 	// Energy prices for attribution (0: none).
 	EnergyPriceMicrosPerKWh, PUEMicros int64
+	// SharedGPUs, when > 0, makes the queues LocalQueues of one
+	// ClusterQueue of this many GPUs (split between the flavors by their
+	// shares) instead of ClusterQueues of their own quotas: each queue may
+	// use every GPU, so only the capacity bounds it, and each flavor is one
+	// node, since Kueue without topology-aware scheduling admits by quota
+	// alone. NodeSize and CapacityScale are then unused.
+	SharedGPUs int
 }
 
 // TraceModel builds the cluster a trace's queues run on: each queue gets
@@ -219,13 +235,33 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 		m.price(admission.FlavorResource{Flavor: f.Name, Resource: res}, float64(f.PriceMicrosPerGPUHour)/3600)
 		flavorNames = append(flavorNames, f.Name)
 	}
+	// Shared: each flavor's GPUs, the last taking the rest.
+	var flavorGPUs []int
+	if tc.SharedGPUs > 0 {
+		left := tc.SharedGPUs
+		for k, f := range flavors {
+			n := int(math.Round(float64(tc.SharedGPUs) * f.Share))
+			if k == len(flavors)-1 || len(flavors) == 1 {
+				n = left
+			}
+			n = min(n, left)
+			if n <= 0 {
+				return nil, fmt.Errorf("flavor %s: share %g of %d GPUs leaves it none; want more GPUs or a larger share", f.Name, f.Share, tc.SharedGPUs)
+			}
+			flavorGPUs = append(flavorGPUs, n)
+			left -= n
+		}
+	}
 	totalNodes := 0
 	for _, q := range queues {
 		nodes := max(int(math.Round(float64(q.NominalGPUs)/float64(tc.NodeSize)*scale)), 1)
 		gpus := nodes * tc.NodeSize
+		if flavorGPUs != nil {
+			nodes, gpus = 0, tc.SharedGPUs
+		}
 		cq := &admission.ClusterQueue{Name: q.Name, Cohort: q.Cohort, Team: q.Name, Weight: 1, Flavors: flavorNames,
 			Quotas: map[admission.FlavorResource]admission.Quota{}}
-		for _, f := range flavors {
+		for k, f := range flavors {
 			share := f.Share
 			if len(flavors) == 1 {
 				share = 1
@@ -236,6 +272,9 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 			}
 			fr := admission.FlavorResource{Flavor: f.Name, Resource: res}
 			n := int64(math.Round(float64(gpus) * share))
+			if flavorGPUs != nil {
+				n = int64(flavorGPUs[k])
+			}
 			cq.Quotas[fr] = admission.Quota{Nominal: n, BorrowingLimit: borrow, LendingLimit: -1}
 			m.value[q.Name] += float64(n) * m.Rates[fr]
 			am.Quotas[attribution.QuotaRef{ClusterQueue: q.Name, Flavor: f.Name}] = n * attribution.QuotaUnitsPerGPU
@@ -259,18 +298,26 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 			nodeFlavor = append(nodeFlavor, k)
 		}
 	}
+	size := func(int) int { return tc.NodeSize }
+	if flavorGPUs != nil {
+		nodeFlavor = nodeFlavor[:0]
+		for k := range flavors {
+			nodeFlavor = append(nodeFlavor, k)
+		}
+		size = func(k int) int { return flavorGPUs[k] }
+	}
 	for i, fi := range nodeFlavor {
 		f := flavors[fi]
 		name := "node-" + strconv.Itoa(i)
-		n := &NodeInfo{Name: name, Model: f.Model, Flavor: f.Name, GPUs: tc.NodeSize, Rack: "rack-" + strconv.Itoa(i/tc.NodesPerRack)}
-		for g := range tc.NodeSize {
+		n := &NodeInfo{Name: name, Model: f.Model, Flavor: f.Name, GPUs: size(fi), Rack: "rack-" + strconv.Itoa(i/tc.NodesPerRack)}
+		for g := range n.GPUs {
 			n.Devices = append(n.Devices, &Device{Node: n, GPU: g})
 			am.GPUs = append(am.GPUs, attribution.GPU{Node: name, Index: strconv.Itoa(g), Model: f.Model,
 				Flavor: f.Name, RateMicrosPerHour: f.PriceMicrosPerGPUHour})
 		}
 		m.Cluster.Nodes = append(m.Cluster.Nodes, n)
 		m.Cluster.Devices = append(m.Cluster.Devices, n.Devices...)
-		m.addNode(admission.Node{Name: name, Flavor: f.Name, Resource: res, Domain: n.Rack, Free: int64(tc.NodeSize)}, nodeRef{node: i})
+		m.addNode(admission.Node{Name: name, Flavor: f.Name, Resource: res, Domain: n.Rack, Free: int64(n.GPUs)}, nodeRef{node: i})
 	}
 	return m, nil
 }

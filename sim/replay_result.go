@@ -64,7 +64,20 @@ type ReplayResult struct {
 	LedgerHours int           `json:"ledgerHours,omitempty"`
 	Scrapes     int           `json:"scrapes,omitempty"`
 	Makespan    time.Duration `json:"-"`
-	jct         map[string]float64
+	// Outcomes are the jobs that started, in submission order, on the
+	// replay's clock: for comparing the replay with another run of the
+	// same jobs (a real Kueue) job by job.
+	Outcomes []JobOutcome `json:"-"`
+	jct      map[string]float64
+}
+
+// JobOutcome is what became of one job: when it was submitted, started
+// (its last start) and finished (0: still running at the end), on which
+// flavor.
+type JobOutcome struct {
+	ID, Queue, Flavor     string
+	GPUs                  int
+	Submit, Start, Finish time.Duration
 }
 
 func sizeClass(gpus int) string {
@@ -193,6 +206,16 @@ func (r *replay) result(jobs int) ReplayResult {
 				res.FTFMaxQueue = max(res.FTFMaxQueue, v[0]/v[1])
 			}
 		}
+	}
+	for _, j := range r.jobs {
+		if j.run == nil {
+			continue
+		}
+		o := JobOutcome{ID: j.ID, Queue: j.Queue, Flavor: j.fr.Flavor, GPUs: j.GPUs, Submit: j.Submit, Start: j.start}
+		if jct, ok := r.jcts[j.ID]; ok {
+			o.Finish = j.Submit + time.Duration(jct*float64(time.Second))
+		}
+		res.Outcomes = append(res.Outcomes, o)
 	}
 	if r.loop != nil {
 		res.LedgerHours = int(r.loop.written.Sub(o.Epoch) / time.Hour)

@@ -508,3 +508,58 @@ spec:
 		t.Fatalf("the H100 team's workload was admitted before the T4 team's with the same GPU-seconds")
 	}
 }
+
+// TestReplayOnKueue: a replay on the real Kueue admits each workload when
+// quota frees, marks it Finished after its duration (which releases the
+// quota), and reports what happened on the trace's clock: three jobs of
+// the whole ClusterQueue run one after another.
+func TestReplayOnKueue(t *testing.T) {
+	testenv.Slow(t, "a Kubernetes control plane")
+	s := kubetest.Start(t, kubetest.Options{KueueConfig: "admissionFairSharing:\n  usageHalfLifeTime: 10s\n  usageSamplingInterval: 1s\n"})
+	const speedup = 600 // a trace hour in 6 s
+	jobs := []ReplayJob{
+		{ID: "first", Team: "a", Submit: 0, Duration: time.Hour, Pods: 1, PerPod: 4},
+		{ID: "second", Team: "b", Submit: 10 * time.Minute, Duration: time.Hour, Pods: 2, PerPod: 2},
+		{ID: "third", Team: "a", Submit: 20 * time.Minute, Duration: 30 * time.Minute, Pods: 4, PerPod: 1},
+	}
+	store := ledgerRows(t)
+	outs, err := ReplayOnKueue(context.Background(), s.Config, jobs, ReplayOptions{Flavors: []ReplayFlavor{{Name: "h100", GPUs: 4, PriceMicrosPerGPUHour: 6_880_000}},
+		Speedup: speedup, Steer: true, Store: store, HalfLife: time.Hour, WeightInterval: 10 * time.Minute, Epoch: testNow.Truncate(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 3 {
+		t.Fatalf("%d outcomes, want 3: %+v", len(outs), outs)
+	}
+	// Kueue's latency is seconds of trace per millisecond: 10 trace
+	// minutes (1 s) of slack.
+	slack := 10 * time.Minute
+	want := []struct{ admitted, finished time.Duration }{{0, time.Hour}, {time.Hour, 2 * time.Hour}, {2 * time.Hour, 150 * time.Minute}}
+	for i, o := range outs {
+		t.Logf("%s: admitted %s, finished %s on %s", o.ID, o.Admitted.Round(time.Minute), o.Finished.Round(time.Minute), o.Flavor)
+		if o.ID != jobs[i].ID || o.Flavor != "h100" || o.GPUs != 4 {
+			t.Errorf("outcome %d: %+v", i, o)
+		}
+		if o.Admitted < want[i].admitted || o.Admitted > want[i].admitted+time.Duration(i+1)*slack {
+			t.Errorf("%s admitted at %s, want %s (+ Kueue's latency)", o.ID, o.Admitted, want[i].admitted)
+		}
+		if d := o.Finished - o.Admitted; d < jobs[i].Duration || d > jobs[i].Duration+slack {
+			t.Errorf("%s ran %s, want %s", o.ID, d, jobs[i].Duration)
+		}
+	}
+	// The ledger has the trace hours the jobs held the GPUs.
+	rows, err := store.Query(context.Background(), ledger.Query{From: testNow.Truncate(time.Hour), To: testNow.Add(3 * time.Hour), Step: ledger.StepMonth,
+		GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: "replay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gpuHours float64
+	for _, r := range rows {
+		gpuHours += r.GPUSeconds / 3600
+	}
+	// 4 GPUs for 2 h of the first two hours is written; the third's hour
+	// ends after the replay.
+	if gpuHours < 7 || gpuHours > 8.01 {
+		t.Errorf("the ledger holds %.2f GPU-hours of the first two trace hours, want about 8: %+v", gpuHours, rows)
+	}
+}

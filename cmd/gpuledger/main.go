@@ -31,6 +31,7 @@ var commands = []command{
 	{"report", "write a month's chargeback (CSV and XLSX) from a ledger", runReport},
 	{"simulate", "replay the Philly-derived traces through the admission policies side by side", runSimulate},
 	{"policy-eval", "evaluate the admission policies at stated offered loads, tuned on one half of the VCs and reported on the other", runPolicyEval},
+	{"sim-to-real", "replay a trace window on a real Kueue and in the simulator, and compare them", runSimToReal},
 	{"validate", "check a configuration file and list every problem", runValidate},
 	{"token", "make an API token: its secret, and the hashed entry for the configuration", runToken},
 	{"version", "print the version, commit and Go version", runVersion},

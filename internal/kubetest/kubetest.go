@@ -3,7 +3,8 @@
 // CRDs and webhooks, built from the Go module proxy by
 // tools/build-k8s-stack.sh (the folder it prints goes in
 // $GPULEDGER_K8S_STACK). No kubelet or scheduler runs: pods stay Pending,
-// which is all admission needs. Only tests import it.
+// which is all admission needs. Tests start it with Start; `gpuledger
+// sim-to-real` with Launch.
 package kubetest
 
 import (
@@ -65,28 +66,58 @@ type Stack struct {
 
 	procs []*exec.Cmd
 	bin   string
-	t     testing.TB
 }
 
 // Start brings the stack up and stops it when the test ends; it ends the
 // test (testenv.Missing) when the binaries are not built.
 func Start(t testing.TB, o Options) *Stack {
 	t.Helper()
-	bin := os.Getenv(Env)
-	for _, b := range []string{"etcd", "kube-apiserver", "kueue", "kueue-webhooks.yaml"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); bin == "" || err != nil {
-			testenv.Missing(t, "the Kubernetes test stack is not built (%s %q has no %s); run tools/build-k8s-stack.sh and set %s to the folder it prints", Env, bin, b, Env)
-		}
+	if err := Built(); err != nil {
+		testenv.Missing(t, "%v", err)
 	}
-	s := &Stack{Dir: t.TempDir(), bin: bin, t: t}
-	t.Cleanup(s.stop)
-	if err := s.start(o); err != nil {
-		t.Fatalf("start the Kubernetes test stack: %v (logs in %s)", err, s.Dir)
+	s, err := Launch(t.TempDir(), o)
+	if s != nil {
+		t.Cleanup(func() {
+			s.Close()
+			if t.Failed() {
+				t.Log(s.Errors())
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	return s
 }
 
-func (s *Stack) stop() {
+// Built says whether the stack's binaries are where $GPULEDGER_K8S_STACK
+// points, and how to build them when they are not.
+func Built() error {
+	bin := os.Getenv(Env)
+	for _, b := range []string{"etcd", "kube-apiserver", "kueue", "kueue-webhooks.yaml"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); bin == "" || err != nil {
+			return fmt.Errorf("the Kubernetes test stack is not built (%s %q has no %s); run tools/build-k8s-stack.sh and set %s to the folder it prints", Env, bin, b, Env)
+		}
+	}
+	return nil
+}
+
+// Launch starts the stack with its data and logs in dir; Close stops it.
+// On an error the stack is stopped, except for what Close still has to
+// stop when s is not nil.
+func Launch(dir string, o Options) (*Stack, error) {
+	if err := Built(); err != nil {
+		return nil, err
+	}
+	s := &Stack{Dir: dir, bin: os.Getenv(Env)}
+	if err := s.start(o); err != nil {
+		return s, fmt.Errorf("start the Kubernetes test stack: %w (logs in %s)", err, s.Dir)
+	}
+	return s, nil
+}
+
+// Close stops the processes, newest first.
+func (s *Stack) Close() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		p := s.procs[i]
 		if p.Process != nil && p.ProcessState == nil {
@@ -101,13 +132,28 @@ func (s *Stack) stop() {
 			}
 		}
 	}
-	if s.t.Failed() {
-		for _, name := range []string{"etcd", "kube-apiserver", "kueue"} {
-			if b, err := os.ReadFile(filepath.Join(s.Dir, name+".log")); err == nil {
-				s.t.Logf("%s log, its errors (first 10):\n%s", name, errorLines(b, 10))
-			}
+}
+
+// Errors is the first error lines of each process's log.
+func (s *Stack) Errors() string {
+	var b strings.Builder
+	for _, name := range []string{"etcd", "kube-apiserver", "kueue"} {
+		if log, err := os.ReadFile(filepath.Join(s.Dir, name+".log")); err == nil {
+			fmt.Fprintf(&b, "%s log, its errors (first 10):\n%s\n", name, errorLines(log, 10))
 		}
 	}
+	return b.String()
+}
+
+// freePort is a TCP port of 127.0.0.1 that was free a moment ago; 0 (a
+// process then fails to start, and says so) when none can be had.
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // errorLines picks a log's first n error lines (JSON "level":"error" or
@@ -146,7 +192,7 @@ func (s *Stack) run(name string, args ...string) (*exec.Cmd, error) {
 func (s *Stack) start(o Options) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	port := func() string { return strconv.Itoa(testenv.FreePort(s.t)) }
+	port := func() string { return strconv.Itoa(freePort()) }
 	client, peer, metrics := port(), port(), port()
 	if _, err := s.run("etcd", "--name=test", "--data-dir="+filepath.Join(s.Dir, "etcd"),
 		"--listen-client-urls=http://127.0.0.1:"+client, "--advertise-client-urls=http://127.0.0.1:"+client,
@@ -237,7 +283,7 @@ func (s *Stack) startKueue(ctx context.Context, o Options) error {
 		metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	webhookPort := testenv.FreePort(s.t)
+	webhookPort := freePort()
 	base := "https://127.0.0.1:" + strconv.Itoa(webhookPort)
 	crds, err := filepath.Glob(filepath.Join(s.bin, "kueue-crds", "*.yaml"))
 	if err != nil || len(crds) == 0 {
@@ -291,7 +337,7 @@ func (s *Stack) startKueue(ctx context.Context, o Options) error {
 			return err
 		}
 	}
-	health, metricsPort := testenv.FreePort(s.t), testenv.FreePort(s.t)
+	health, metricsPort := freePort(), freePort()
 	cfg := fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: %s

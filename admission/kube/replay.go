@@ -1,0 +1,493 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// A trace replayed on a real Kueue, the way Kueue's scheduler performance
+// runner drives it: Workloads are created at their submission times on a
+// compressed clock, and each admitted one is marked Finished after its
+// duration, which releases its quota. Every team is a namespace with a
+// LocalQueue "q" of one ClusterQueue "replay" that orders its LocalQueues
+// by Admission Fair Sharing; with Steer the controller sets their weights
+// from a ledger the replay writes each trace hour with what the admitted
+// workloads cost. The outcomes are on the trace's clock, for comparison
+// with the simulator on the same jobs.
+
+// ReplayJob is one job of the trace.
+type ReplayJob struct {
+	ID, Team         string
+	Submit, Duration time.Duration
+	Pods, PerPod     int
+}
+
+// ReplayFlavor is one ResourceFlavor of the replay's ClusterQueue, in the
+// order Kueue tries them.
+type ReplayFlavor struct {
+	Name                  string
+	GPUs                  int
+	PriceMicrosPerGPUHour int64
+}
+
+// ReplayOptions configures ReplayOnKueue.
+type ReplayOptions struct {
+	Flavors []ReplayFlavor
+	// Speedup is trace seconds per real second.
+	Speedup float64
+	// Limit ends the replay this long after the start (trace clock); 0:
+	// when every job has finished.
+	Limit time.Duration
+	// Steer runs gpuledger's weights: every WeightInterval (trace clock)
+	// the controller sets the LocalQueues' fairSharing.weight from Store,
+	// decayed with HalfLife, into which the replay writes each trace hour
+	// the cost of the GPUs the admitted workloads held. Epoch is the
+	// trace's start as a ledger hour.
+	Steer          bool
+	WeightInterval time.Duration
+	HalfLife       time.Duration
+	Store          ledger.Store
+	Epoch          time.Time
+	// Progress, when set, is told every few seconds how far the replay is.
+	Progress func(created, admitted, finished, total int)
+	Log      *slog.Logger
+}
+
+// ReplayOutcome is what became of a job that was admitted, on the trace's
+// clock: Finished is 0 when it still ran at the end.
+type ReplayOutcome struct {
+	ID, Team, Flavor   string
+	GPUs               int
+	Submit             time.Duration
+	Admitted, Finished time.Duration
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// replayQueue is the ClusterQueue the replay creates.
+const replayQueue = "replay"
+
+// ReplayOnKueue replays jobs on the Kueue that cfg reaches (a cluster of
+// its own: it creates the flavors, a ClusterQueue, a namespace per team,
+// and a Workload per job) and returns the outcomes of the admitted jobs
+// in submission order. The Kueue must run Admission Fair Sharing with its
+// usage half-life and sampling interval compressed by Speedup too.
+func ReplayOnKueue(ctx context.Context, cfg *rest.Config, jobs []ReplayJob, o ReplayOptions) ([]ReplayOutcome, error) {
+	if o.Speedup <= 0 || len(o.Flavors) == 0 {
+		return nil, fmt.Errorf("replay: speedup %g with %d flavors: want a speedup > 0 and a flavor", o.Speedup, len(o.Flavors))
+	}
+	if o.Steer && (o.Store == nil || o.WeightInterval <= 0 || o.HalfLife <= 0) {
+		return nil, errors.New("replay: steering needs a Store, a WeightInterval and a HalfLife")
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	jobs = append([]ReplayJob(nil), jobs...)
+	sort.SliceStable(jobs, func(i, k int) bool { return jobs[i].Submit < jobs[k].Submit })
+	teams := map[string]bool{}
+	for _, j := range jobs {
+		if !dnsLabel.MatchString(j.Team) || len(j.Team) > 63 {
+			return nil, fmt.Errorf("replay: job %s: team %q is not a namespace name (a DNS label)", j.ID, j.Team)
+		}
+		if j.Pods <= 0 || j.PerPod <= 0 {
+			return nil, fmt.Errorf("replay: job %s: %d pods of %d GPUs: want at least one of one", j.ID, j.Pods, j.PerPod)
+		}
+		teams[j.Team] = true
+	}
+	tc := &Teams{Cluster: replayQueue, ByNamespace: map[string]string{}, PriceMicrosPerGPUHour: map[string]int64{}}
+	for t := range teams {
+		tc.ByNamespace[t] = t
+	}
+	for _, f := range o.Flavors {
+		tc.PriceMicrosPerGPUHour[f.Name] = f.PriceMicrosPerGPUHour
+	}
+	c, err := New(cfg, Options{Teams: *tc, Store: nopStore(o.Store), HalfLife: o.HalfLife, Log: o.Log})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.createReplayQueues(ctx, o.Flavors, teams); err != nil {
+		return nil, err
+	}
+	r := &kueueReplay{c: c, o: o, jobs: jobs, byName: map[string]int{}, out: make([]ReplayOutcome, len(jobs)),
+		admitted: make([]bool, len(jobs)), done: make(chan struct{})}
+	for i := range jobs {
+		r.byName[jobName(i)] = i
+	}
+	return r.run(ctx)
+}
+
+// nopStore stands in for the ledger when the replay does not steer.
+func nopStore(s ledger.Store) ledger.Store {
+	if s != nil {
+		return s
+	}
+	return emptyStore{}
+}
+
+type emptyStore struct{ ledger.Store }
+
+func (emptyStore) Close() error { return nil }
+
+func jobName(i int) string { return "j" + strconv.Itoa(i) }
+
+// createReplayQueues creates the flavors, the ClusterQueue and a namespace
+// with a LocalQueue per team, and waits until Kueue has them active.
+func (c *Controller) createReplayQueues(ctx context.Context, flavors []ReplayFlavor, teams map[string]bool) error {
+	var fl []any
+	for _, f := range flavors {
+		if err := c.create(ctx, schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "resourceflavors"}, "",
+			map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": f.Name}}); err != nil {
+			return err
+		}
+		fl = append(fl, map[string]any{"name": f.Name, "resources": []any{map[string]any{"name": "nvidia.com/gpu", "nominalQuota": int64(f.GPUs)}}})
+	}
+	if err := c.create(ctx, clusterQsGVR, "", map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": replayQueue},
+		"spec": map[string]any{"namespaceSelector": map[string]any{}, "admissionScope": map[string]any{"admissionMode": "UsageBasedAdmissionFairSharing"},
+			"resourceGroups": []any{map[string]any{"coveredResources": []any{"nvidia.com/gpu"}, "flavors": fl}}}}); err != nil {
+		return err
+	}
+	names := make([]string, 0, len(teams))
+	for t := range teams {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	for _, t := range names {
+		if err := c.create(ctx, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "",
+			map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": t}}); err != nil {
+			return err
+		}
+		if err := c.create(ctx, localQueuesGVR, t, map[string]any{"kind": "LocalQueue", "metadata": map[string]any{"name": "q", "namespace": t},
+			"spec": map[string]any{"clusterQueue": replayQueue}}); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		cq, err := c.dyn.Resource(clusterQsGVR).Get(ctx, replayQueue, metav1.GetOptions{})
+		if err == nil {
+			if _, ok := condition(cq, "Active"); ok {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the ClusterQueue %s is not active after a minute: %v", replayQueue, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (c *Controller) create(ctx context.Context, gvr schema.GroupVersionResource, ns string, obj map[string]any) error {
+	if _, ok := obj["apiVersion"]; !ok {
+		obj["apiVersion"] = kueueGroup + "/v1beta2"
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	var err error
+	if ns == "" {
+		_, err = c.dyn.Resource(gvr).Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+	} else {
+		_, err = c.dyn.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{FieldManager: fieldManager})
+	}
+	if err != nil {
+		return fmt.Errorf("create %s %s: %w", obj["kind"], u.GetName(), err)
+	}
+	return nil
+}
+
+// kueueReplay is the state of one ReplayOnKueue.
+type kueueReplay struct {
+	c      *Controller
+	o      ReplayOptions
+	jobs   []ReplayJob
+	byName map[string]int
+	begin  time.Time
+
+	mu                          sync.Mutex
+	out                         []ReplayOutcome
+	admitted                    []bool
+	created, nAdmitted, nFinish int
+	err                         error
+	done                        chan struct{}
+	closed                      bool
+}
+
+// clock is the trace's time now.
+func (r *kueueReplay) clock() time.Duration {
+	return time.Duration(float64(time.Since(r.begin)) * r.o.Speedup)
+}
+
+// real is the wall time at trace time d.
+func (r *kueueReplay) real(d time.Duration) time.Time {
+	return r.begin.Add(time.Duration(float64(d) / r.o.Speedup))
+}
+
+func (r *kueueReplay) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.finishLocked()
+}
+
+func (r *kueueReplay) finishLocked() {
+	if !r.closed {
+		r.closed = true
+		close(r.done)
+	}
+}
+
+func (r *kueueReplay) run(parent context.Context) ([]ReplayOutcome, error) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(r.c.dyn, 0)
+	inf := factory.ForResource(workloadsGVR).Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { r.observe(ctx, obj) },
+		UpdateFunc: func(_, obj any) { r.observe(ctx, obj) },
+	}); err != nil {
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	r.begin = time.Now()
+	// The controller's clock is the trace's: the ledger's hours are.
+	r.c.o.Now = func() time.Time { return r.o.Epoch.Add(r.clock()) }
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.submit(ctx) }()
+	if r.o.Steer {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.steer(ctx) }()
+	}
+	var limit <-chan time.Time
+	if r.o.Limit > 0 {
+		t := time.NewTimer(time.Until(r.real(r.o.Limit)))
+		defer t.Stop()
+		limit = t.C
+	}
+	progress := time.NewTicker(15 * time.Second)
+	defer progress.Stop()
+	report := func() {
+		if r.o.Progress != nil {
+			r.mu.Lock()
+			c, a, f := r.created, r.nAdmitted, r.nFinish
+			r.mu.Unlock()
+			r.o.Progress(c, a, f, len(r.jobs))
+		}
+	}
+loop:
+	for {
+		select {
+		case <-parent.Done():
+			r.fail(parent.Err())
+			break loop
+		case <-r.done:
+			break loop
+		case <-limit:
+			break loop
+		case <-progress.C:
+			report()
+		}
+	}
+	end := r.clock()
+	report()
+	cancel()
+	wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.finishLocked()
+	if r.err != nil && parent.Err() == nil {
+		return nil, r.err
+	}
+	var out []ReplayOutcome
+	for i, o := range r.out {
+		if !r.admitted[i] {
+			continue
+		}
+		if o.Finished > end {
+			o.Finished = 0
+		}
+		out = append(out, o)
+	}
+	return out, parent.Err()
+}
+
+// submit creates each job's Workload at its submission time.
+func (r *kueueReplay) submit(ctx context.Context) {
+	for i, j := range r.jobs {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(r.real(j.Submit))):
+		}
+		wl := map[string]any{"kind": "Workload", "metadata": map[string]any{"name": jobName(i), "namespace": j.Team},
+			"spec": map[string]any{"queueName": "q", "podSets": []any{map[string]any{"name": "main", "count": int64(j.Pods),
+				"template": map[string]any{"spec": map[string]any{"restartPolicy": "Never", "containers": []any{map[string]any{
+					"name": "trainer", "image": "registry.k8s.io/pause:3.10",
+					"resources": map[string]any{"requests": map[string]any{"nvidia.com/gpu": strconv.Itoa(j.PerPod)},
+						"limits": map[string]any{"nvidia.com/gpu": strconv.Itoa(j.PerPod)}}}}}}}}}}
+		if err := r.c.create(ctx, workloadsGVR, j.Team, wl); err != nil {
+			if ctx.Err() == nil {
+				r.fail(fmt.Errorf("job %s: %w", j.ID, err))
+			}
+			return
+		}
+		r.mu.Lock()
+		r.created++
+		r.mu.Unlock()
+	}
+}
+
+// observe records a Workload's admission and marks it Finished after its
+// duration.
+func (r *kueueReplay) observe(ctx context.Context, obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	i, ok := r.byName[u.GetName()]
+	if !ok || !r.isAdmitted(u) {
+		return
+	}
+	now := r.clock()
+	r.mu.Lock()
+	if r.admitted[i] {
+		r.mu.Unlock()
+		return
+	}
+	j := r.jobs[i]
+	r.admitted[i] = true
+	r.nAdmitted++
+	r.out[i] = ReplayOutcome{ID: j.ID, Team: j.Team, Flavor: admittedFlavor(u), GPUs: j.Pods * j.PerPod, Submit: j.Submit, Admitted: now}
+	r.mu.Unlock()
+	time.AfterFunc(time.Until(r.real(now+j.Duration)), func() { r.finish(ctx, i, u.GetNamespace(), u.GetName()) })
+}
+
+func (r *kueueReplay) isAdmitted(u *unstructured.Unstructured) bool {
+	_, ok := condition(u, "Admitted")
+	return ok
+}
+
+// admittedFlavor is the flavor Kueue assigned the workload's GPUs.
+func admittedFlavor(u *unstructured.Unstructured) string {
+	assign, _, _ := unstructured.NestedSlice(u.Object, "status", "admission", "podSetAssignments")
+	for _, a := range assign {
+		m, _ := a.(map[string]any)
+		if f, ok, _ := unstructured.NestedString(m, "flavors", "nvidia.com/gpu"); ok {
+			return f
+		}
+	}
+	return ""
+}
+
+// finish sets the Workload's Finished condition, as a job integration
+// does when its pods succeed: Kueue then releases the quota.
+func (r *kueueReplay) finish(ctx context.Context, i int, ns, name string) {
+	if ctx.Err() != nil {
+		return
+	}
+	patch := map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "Workload", "metadata": map[string]any{"name": name, "namespace": ns},
+		"status": map[string]any{"conditions": []any{map[string]any{"type": "Finished", "status": "True", "reason": "Succeeded",
+			"message": "the replayed job ran its duration", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}}
+	if err := r.c.applyStatus(ctx, workloadsGVR, ns, name, patch); err != nil {
+		if ctx.Err() == nil {
+			r.fail(fmt.Errorf("mark workload %s/%s finished: %w", ns, name, err))
+		}
+		return
+	}
+	now := r.clock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.out[i].Finished = now
+	r.nFinish++
+	if r.nFinish == len(r.jobs) {
+		r.finishLocked()
+	}
+}
+
+// steer writes each trace hour's cost into the ledger as it ends and has
+// the controller update the weights every WeightInterval.
+func (r *kueueReplay) steer(ctx context.Context) {
+	nextHour, nextWeights := time.Hour, time.Duration(0)
+	for {
+		at := min(nextHour, nextWeights)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(r.real(at))):
+		}
+		if at == nextHour {
+			if err := r.writeHour(ctx, nextHour-time.Hour); err != nil {
+				if ctx.Err() == nil {
+					r.fail(err)
+				}
+				return
+			}
+			nextHour += time.Hour
+		}
+		if at == nextWeights {
+			if err := r.c.UpdateWeights(ctx); err != nil && ctx.Err() == nil {
+				r.o.Log.Warn("replay: weights not updated", "err", err)
+			}
+			nextWeights += r.o.WeightInterval
+		}
+	}
+}
+
+// writeHour writes what the admitted workloads held during the trace hour
+// from: per team and flavor, GPU-seconds at the flavor's price.
+func (r *kueueReplay) writeHour(ctx context.Context, from time.Duration) error {
+	to := from + time.Hour
+	now := r.clock()
+	type key struct{ team, flavor string }
+	sec := map[key]float64{}
+	r.mu.Lock()
+	for i, o := range r.out {
+		if !r.admitted[i] {
+			continue
+		}
+		end := o.Finished
+		if end == 0 {
+			end = now
+		}
+		if d := min(end, to) - max(o.Admitted, from); d > 0 {
+			sec[key{o.Team, o.Flavor}] += float64(o.GPUs) * d.Seconds()
+		}
+	}
+	r.mu.Unlock()
+	price := r.c.currentTeams().PriceMicrosPerGPUHour
+	hour := r.o.Epoch.Add(from)
+	var rows []ledger.Row
+	for k, s := range sec {
+		rows = append(rows, ledger.Row{Key: ledger.Key{Hour: hour, Cluster: replayQueue, Team: k.team, Namespace: k.team, LocalQueue: "q",
+			ClusterQueue: replayQueue, Flavor: k.flavor}, GPUSeconds: s, CostMicros: int64(math.Round(s * float64(price[k.flavor]) / 3600))})
+	}
+	sort.Slice(rows, func(i, k int) bool { return rows[i].Team+rows[i].Flavor < rows[k].Team+rows[k].Flavor })
+	if len(rows) == 0 {
+		return nil
+	}
+	if err := r.o.Store.WriteHours(ctx, rows, nil); err != nil {
+		return fmt.Errorf("write trace hour %s to the ledger: %w", hour.Format(time.RFC3339), err)
+	}
+	return nil
+}

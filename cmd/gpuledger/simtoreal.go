@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpuledger/gpuledger/admission/kube"
+	"github.com/gpuledger/gpuledger/internal/kubetest"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
+	"github.com/gpuledger/gpuledger/sim"
+)
+
+func runSimToReal(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("sim-to-real", `Replays a window of the Philly-derived traces on a real Kueue and in the
+simulator, with the same jobs and the same policies, and prints both sets of
+figures side by side with the simulator's error: does what the simulator
+claims hold on the real scheduler?
+
+The real side starts its own etcd, kube-apiserver and unmodified Kueue on
+127.0.0.1 (built by tools/build-k8s-stack.sh; $GPULEDGER_K8S_STACK names the
+folder) for each run, creates the jobs' Workloads at their submission times on a
+clock compressed -speedup times, and marks each admitted one Finished after its
+duration, as Kueue's scheduler performance runner does. Every VC is a team: a
+namespace with a LocalQueue of one ClusterQueue that has the flavors of
+-cluster, sized so that the window's GPU demand is -load of it, ordered by
+Admission Fair Sharing. Policies: kueue-afs (plain Kueue: equal weights) and
+costfair (gpuledger's controller sets the LocalQueues' weights every
+-weightInterval from a ledger the runner writes each trace hour with what the
+admitted workloads cost at the flavors' prices). The simulator replays the same
+jobs on the same ClusterQueue with its kueue-afs and costfair policies, Kueue's
+usage half-life and sampling interval as its half-life and admission penalty.`, stdout)
+	trace := fs.String("trace", "../shared/data/traces/philly-pcs", "folder of the Philly-derived traces")
+	vcs := fs.String("vcs", "6214e9,11cb48,2869ce,ed69ec,b436b2,7f04ca,0e4a51", "VCs replayed (teams)")
+	fromDay := fs.Float64("from", 30, "first day of submissions replayed, on the aligned clock")
+	hours := fs.Float64("hours", 12, "hours of submissions replayed")
+	offsetDays := fs.Float64("offsetDays", 30, "each VC's clock is shifted by an offset drawn from -seed in [0, this many days)")
+	seed := fs.Uint64("seed", 1, "seed of the VCs' offsets and of the gavel mix")
+	workload := fs.String("workload", "philly", "philly (the VCs' jobs) or gavel (Gavel's synthetic mix on the same VCs)")
+	gavelRate := fs.Float64("gavel.jobsPerHour", 30, "arrival rate of the gavel mix")
+	load := fs.Float64("load", 0.95, "offered load: the window's GPU demand over the ClusterQueue's GPUs")
+	clusterFile := fs.String("cluster", "examples/philly-replay.yaml", "flavors and prices (see examples/philly-replay.yaml)")
+	speedup := fs.Float64("speedup", 240, "trace seconds per real second: Kueue requeues waiting workloads once a real second, so keep a second small against the jobs' durations")
+	limitHours := fs.Float64("limit", 18, "trace hours after the window's start at which both runs stop")
+	halfLife := fs.Duration("halfLife", 6*time.Hour, "half-life of the decayed usage and spend (trace clock)")
+	sampling := fs.Duration("sampling", time.Second, "Kueue's usageSamplingInterval (real clock); × -speedup is the simulator's admission penalty")
+	weightInterval := fs.Duration("weightInterval", 10*time.Minute, "how often the controller sets the weights (trace clock)")
+	policies := fs.String("policies", "kueue-afs,costfair", "policies to compare")
+	runs := fs.Int("runs", 1, "real runs of each policy (min/median/max over them)")
+	out := fs.String("out", "gpuledger-sim/sim-to-real", "folder for the stacks' logs and the outcomes (outcomes.csv)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := kubetest.Built(); err != nil {
+		return err
+	}
+	if *speedup <= 0 || *hours <= 0 || *limitHours < *hours || *runs < 1 {
+		return usageError{fmt.Sprintf("-speedup %g, -hours %g, -limit %g, -runs %d: want a speedup > 0, hours > 0, a limit of at least -hours and a run", *speedup, *hours, *limitHours, *runs)}
+	}
+	from := days2d(*fromDay)
+	span := time.Duration(*hours * float64(time.Hour))
+	limit := time.Duration(*limitHours * float64(time.Hour))
+	queues, jobs, err := sim.LoadPhilly(*trace, sim.PhillyOptions{From: from, To: from + span, VCs: splitList(*vcs),
+		OffsetSpread: days2d(*offsetDays), OffsetSeed: *seed})
+	if err != nil {
+		return fmt.Errorf("%w; pass -trace with the philly-pcs folder and -vcs that are in it", err)
+	}
+	switch *workload {
+	case "philly":
+	case "gavel":
+		jobs = sim.Gavel(queues, *gavelRate, span, *seed)
+	default:
+		return usageError{fmt.Sprintf("-workload %q: want philly or gavel", *workload)}
+	}
+	flavors, err := replayFlavors(*clusterFile)
+	if err != nil {
+		return err
+	}
+	if len(flavors) == 0 {
+		flavors = []sim.ReplayFlavor{{Name: "gpu", Share: 1, PriceMicrosPerGPUHour: 6_880_000}}
+	}
+	gpus := int(math.Ceil(sim.OfferedGPUs(jobs, span) / *load))
+	model, err := sharedModel(queues, flavors, gpus)
+	if err != nil {
+		return err
+	}
+	// A job larger than every flavor waits forever in both worlds: left out.
+	largest := 0
+	caps := model.FlavorCapacity()
+	for _, f := range flavors {
+		largest = max(largest, caps[f.Name])
+	}
+	kept := jobs[:0]
+	dropped := 0
+	for _, j := range jobs {
+		if j.GPUs > largest {
+			dropped++
+			continue
+		}
+		kept = append(kept, j)
+	}
+	jobs = kept
+	fmt.Fprintf(stdout, "gpuledger sim-to-real %s\n\n", strings.Join(args, " "))
+	fmt.Fprintf(stdout, "%d %s jobs of %d VCs submitted over %s from day %g (seed %d), %d left out (larger than any flavor); one ClusterQueue of %d GPUs (%s) at load %g; %gx speedup: %s of trace in %s\n\n",
+		len(jobs), *workload, len(queues), span, *fromDay, *seed, dropped, gpus, flavorList(flavors, caps), *load, *speedup, limit, time.Duration(float64(limit) / *speedup).Round(time.Second))
+	prices := map[string]int64{}
+	var kf []kube.ReplayFlavor
+	for _, f := range flavors {
+		prices[f.Name] = f.PriceMicrosPerGPUHour
+		kf = append(kf, kube.ReplayFlavor{Name: f.Name, GPUs: caps[f.Name], PriceMicrosPerGPUHour: f.PriceMicrosPerGPUHour})
+	}
+	var rj []kube.ReplayJob
+	for _, j := range jobs {
+		rj = append(rj, kube.ReplayJob{ID: j.ID, Team: j.Queue, Submit: j.Submit, Duration: j.Duration, Pods: j.Pods, PerPod: j.PerPod})
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	csv, err := os.Create(filepath.Join(*out, "outcomes.csv"))
+	if err != nil {
+		return err
+	}
+	defer csv.Close()
+	fmt.Fprintln(csv, "policy,world,run,job,queue,gpus,flavor,submit_s,start_s,finish_s")
+	writeOutcomes := func(policy, world string, run int, outs []sim.JobOutcome) {
+		for _, o := range outs {
+			fmt.Fprintf(csv, "%s,%s,%d,%s,%s,%d,%s,%.0f,%.0f,%.0f\n", policy, world, run, o.ID, o.Queue, o.GPUs, o.Flavor,
+				o.Submit.Seconds(), o.Start.Seconds(), o.Finish.Seconds())
+		}
+	}
+	penalty := time.Duration(float64(*sampling) * *speedup)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmean |Δwait| vs sim\tsame flavor\t")
+	began := time.Now()
+	for _, policy := range splitList(*policies) {
+		m, err := sharedModel(queues, flavors, gpus)
+		if err != nil {
+			return err
+		}
+		res, err := sim.ReplayModel(m, jobs, sim.ReplayOptions{Policy: policy, Gating: true, HalfLife: *halfLife, AdmissionPenalty: penalty,
+			Flavors: flavors, Limit: limit})
+		if err != nil {
+			return fmt.Errorf("simulate %s: %w", policy, err)
+		}
+		writeOutcomes(policy, "sim", 0, res.Outcomes)
+		simFig := sim.Figures(jobs, res.Outcomes, prices, limit)
+		fmt.Fprintf(tw, "%s\tsimulator\t%s\t\t\n", policy, figureCells(simFig))
+		var real []sim.RunFigures
+		var divs []sim.Divergence
+		for run := 1; run <= *runs; run++ {
+			fmt.Fprintf(os.Stderr, "sim-to-real: %s on Kueue, run %d of %d (%s so far)\n", policy, run, *runs, time.Since(began).Round(time.Second))
+			outs, err := realRun(ctx, filepath.Join(*out, fmt.Sprintf("%s-%d", policy, run)), rj, kf, policy, *speedup, limit, *halfLife, *sampling, *weightInterval)
+			if err != nil {
+				return fmt.Errorf("%s on Kueue, run %d: %w", policy, run, err)
+			}
+			writeOutcomes(policy, "kueue", run, outs)
+			fig := sim.Figures(jobs, outs, prices, limit)
+			div := sim.Diverge(res.Outcomes, outs)
+			real, divs = append(real, fig), append(divs, div)
+			fmt.Fprintf(tw, "%s\tKueue run %d\t%s\t%s\t%.0f%%\t\n", policy, run, figureCells(fig), div.MeanAbsWait.Round(time.Minute), 100*div.SameFlavor)
+		}
+		if *runs > 1 {
+			fmt.Fprintf(tw, "%s\tKueue min/median/max\t%s\t\t\t\n", policy, spreadCells(real))
+		}
+		med := median(real)
+		fmt.Fprintf(tw, "%s\tsimulator error\t%s\t\t\t\n", policy, errorCells(simFig, med))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nsimulator error: (simulator − Kueue) / Kueue, against the median real run. Every outcome in %s.\n", filepath.Join(*out, "outcomes.csv"))
+	return nil
+}
+
+// sharedModel is the simulator's model of the real replay: every VC a
+// LocalQueue of one ClusterQueue of gpus GPUs.
+func sharedModel(queues []sim.TraceQueue, flavors []sim.ReplayFlavor, gpus int) (*sim.Model, error) {
+	qs := make([]sim.TraceQueue, len(queues))
+	for i, q := range queues {
+		qs[i] = sim.TraceQueue{Name: q.Name, NominalGPUs: gpus, BorrowingLimit: -1}
+	}
+	return sim.TraceModel(qs, sim.TraceCluster{Flavors: flavors, SharedGPUs: gpus})
+}
+
+// realRun replays the jobs once on a fresh stack.
+func realRun(ctx context.Context, dir string, jobs []kube.ReplayJob, flavors []kube.ReplayFlavor, policy string,
+	speedup float64, limit, halfLife, sampling, weightInterval time.Duration) ([]sim.JobOutcome, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	realHalfLife := time.Duration(float64(halfLife) / speedup)
+	s, err := kubetest.Launch(dir, kubetest.Options{KueueConfig: fmt.Sprintf("admissionFairSharing:\n  usageHalfLifeTime: %s\n  usageSamplingInterval: %s\n", realHalfLife, sampling)})
+	if s != nil {
+		defer s.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	o := kube.ReplayOptions{Flavors: flavors, Speedup: speedup, Limit: limit,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Progress: func(created, admitted, finished, total int) {
+			fmt.Fprintf(os.Stderr, "sim-to-real: %s: %d of %d created, %d admitted, %d finished\n", policy, created, total, admitted, finished)
+		}}
+	switch policy {
+	case "kueue-afs":
+	case "costfair":
+		store, err := embedded.Open(filepath.Join(dir, "ledger"), embedded.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return nil, err
+		}
+		defer store.Close()
+		o.Steer, o.Store, o.HalfLife, o.WeightInterval = true, store, halfLife, weightInterval
+		o.Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	default:
+		return nil, usageError{fmt.Sprintf("-policies item %q: want kueue-afs or costfair (what a real Kueue runs: plain, or with gpuledger's weights)", policy)}
+	}
+	outs, err := kube.ReplayOnKueue(ctx, s.Config, jobs, o)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]sim.JobOutcome, len(outs))
+	for i, o := range outs {
+		res[i] = sim.JobOutcome{ID: o.ID, Queue: o.Team, Flavor: o.Flavor, GPUs: o.GPUs, Submit: o.Submit, Start: o.Admitted, Finish: o.Finished}
+	}
+	return res, nil
+}
+
+func flavorList(flavors []sim.ReplayFlavor, caps map[string]int) string {
+	var parts []string
+	for _, f := range flavors {
+		parts = append(parts, fmt.Sprintf("%d %s at %s/GPU-hour", caps[f.Name], f.Name, formatMicros(f.PriceMicrosPerGPUHour)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func formatMicros(m int64) string { return fmt.Sprintf("%.3f", float64(m)/1e6) }
+
+func figureCells(f sim.RunFigures) string {
+	r := func(d time.Duration) string { return d.Round(time.Minute).String() }
+	return fmt.Sprintf("%d/%d\t%d\t%s\t%s\t%s\t%s\t%.3f", f.Started, f.Jobs, f.Finished, r(f.AvgJCT), r(f.MeanWait), r(f.P90Wait), r(f.MaxWait), f.JainBacklogged)
+}
+
+// median takes each figure's median over the runs.
+func median(fs []sim.RunFigures) sim.RunFigures {
+	pick := func(get func(sim.RunFigures) float64) float64 {
+		xs := make([]float64, len(fs))
+		for i, f := range fs {
+			xs[i] = get(f)
+		}
+		sort.Float64s(xs)
+		return xs[len(xs)/2]
+	}
+	d := func(get func(sim.RunFigures) time.Duration) time.Duration {
+		return time.Duration(pick(func(f sim.RunFigures) float64 { return float64(get(f)) }))
+	}
+	return sim.RunFigures{Jobs: fs[0].Jobs,
+		Started:        int(pick(func(f sim.RunFigures) float64 { return float64(f.Started) })),
+		Finished:       int(pick(func(f sim.RunFigures) float64 { return float64(f.Finished) })),
+		AvgJCT:         d(func(f sim.RunFigures) time.Duration { return f.AvgJCT }),
+		MeanWait:       d(func(f sim.RunFigures) time.Duration { return f.MeanWait }),
+		P90Wait:        d(func(f sim.RunFigures) time.Duration { return f.P90Wait }),
+		MaxWait:        d(func(f sim.RunFigures) time.Duration { return f.MaxWait }),
+		JainBacklogged: pick(func(f sim.RunFigures) float64 { return f.JainBacklogged })}
+}
+
+func spreadCells(fs []sim.RunFigures) string {
+	span := func(get func(sim.RunFigures) float64, format func(float64) string) string {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, f := range fs {
+			lo, hi = min(lo, get(f)), max(hi, get(f))
+		}
+		return format(lo) + "–" + format(hi)
+	}
+	n := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	dur := func(v float64) string { return time.Duration(v).Round(time.Minute).String() }
+	j := func(v float64) string { return fmt.Sprintf("%.3f", v) }
+	return strings.Join([]string{
+		span(func(f sim.RunFigures) float64 { return float64(f.Started) }, n),
+		span(func(f sim.RunFigures) float64 { return float64(f.Finished) }, n),
+		span(func(f sim.RunFigures) float64 { return float64(f.AvgJCT) }, dur),
+		span(func(f sim.RunFigures) float64 { return float64(f.MeanWait) }, dur),
+		span(func(f sim.RunFigures) float64 { return float64(f.P90Wait) }, dur),
+		span(func(f sim.RunFigures) float64 { return float64(f.MaxWait) }, dur),
+		span(func(f sim.RunFigures) float64 { return f.JainBacklogged }, j),
+	}, "\t")
+}
+
+// errorCells is (sim − real) / real per figure.
+func errorCells(s, r sim.RunFigures) string {
+	rel := func(a, b float64) string {
+		if b == 0 {
+			if a == 0 {
+				return "0%"
+			}
+			return "n/a"
+		}
+		return fmt.Sprintf("%+.0f%%", 100*(a-b)/b)
+	}
+	return strings.Join([]string{
+		rel(float64(s.Started), float64(r.Started)), rel(float64(s.Finished), float64(r.Finished)),
+		rel(float64(s.AvgJCT), float64(r.AvgJCT)), rel(float64(s.MeanWait), float64(r.MeanWait)),
+		rel(float64(s.P90Wait), float64(r.P90Wait)), rel(float64(s.MaxWait), float64(r.MaxWait)),
+		rel(s.JainBacklogged, r.JainBacklogged)}, "\t")
+}

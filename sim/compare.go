@@ -1,0 +1,148 @@
+package sim
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"time"
+)
+
+// RunFigures are the figures two runs of the same jobs are compared by (a
+// replay and a real Kueue), computed the same way from their outcomes.
+type RunFigures struct {
+	Jobs, Started, Finished int
+	// AvgJCT is over finished jobs (finish − submit); the waits are over
+	// every job submitted before the end (start − submit), a job still
+	// waiting at the end counting with its wait so far.
+	AvgJCT, MeanWait, P90Wait, MaxWait time.Duration
+	// JainBacklogged is Jain's index of the spend rate (held GPUs at their
+	// flavors' prices) of the queues with work waiting, sampled every
+	// hour that two or more queues have work waiting, averaged (1 when
+	// they all hold nothing; 0 when no hour had two); every queue is
+	// entitled to the same (the queues of one ClusterQueue).
+	JainBacklogged float64
+	// GPUHoursByFlavor is what the started jobs held, up to end.
+	GPUHoursByFlavor map[string]float64
+}
+
+// Figures computes RunFigures of jobs from the outcomes of those that
+// started, up to end (a job still running then holds until end), with
+// the flavors' prices.
+func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int64, end time.Duration) RunFigures {
+	f := RunFigures{Jobs: len(jobs), Started: len(outs), GPUHoursByFlavor: map[string]float64{}}
+	var jct, waits []float64
+	started := map[string]JobOutcome{}
+	for _, o := range outs {
+		started[o.ID] = o
+		waits = append(waits, (o.Start - o.Submit).Seconds())
+		stop := end
+		if o.Finish > 0 {
+			jct = append(jct, (o.Finish - o.Submit).Seconds())
+			stop = min(o.Finish, end)
+		}
+		f.GPUHoursByFlavor[o.Flavor] += float64(o.GPUs) * max(stop-o.Start, 0).Hours()
+	}
+	for _, j := range jobs {
+		if _, ok := started[j.ID]; !ok && j.Submit < end {
+			waits = append(waits, (end - j.Submit).Seconds())
+		}
+	}
+	f.Finished = len(jct)
+	f.AvgJCT = seconds(mean(jct))
+	f.MeanWait = seconds(mean(waits))
+	if len(waits) > 0 {
+		sort.Float64s(waits)
+		f.P90Wait = seconds(waits[int(math.Ceil(0.9*float64(len(waits))))-1])
+		f.MaxWait = seconds(waits[len(waits)-1])
+	}
+	// Backlogged Jain, hour by hour.
+	queues := map[string]bool{}
+	for _, j := range jobs {
+		queues[j.Queue] = true
+	}
+	var sum float64
+	n := 0
+	for t := time.Duration(0); t < end; t += time.Hour {
+		waiting := map[string]bool{}
+		rate := map[string]float64{}
+		for _, j := range jobs {
+			o, ok := started[j.ID]
+			switch {
+			case j.Submit > t:
+			case !ok || o.Start > t:
+				waiting[j.Queue] = true
+			case o.Finish == 0 || o.Finish > t:
+				rate[j.Queue] += float64(o.GPUs) * float64(pricePerGPUHour[o.Flavor])
+			}
+		}
+		if len(waiting) < 2 {
+			continue
+		}
+		var xs []float64
+		for q := range waiting {
+			xs = append(xs, rate[q])
+		}
+		slices.Sort(xs)
+		if xs[len(xs)-1] == 0 {
+			sum++
+		} else {
+			sum += jainIndex(xs)
+		}
+		n++
+	}
+	if n > 0 {
+		f.JainBacklogged = sum / float64(n)
+	}
+	return f
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Divergence is how far two runs of the same jobs are apart job by job,
+// over the jobs that started in both.
+type Divergence struct {
+	Common int
+	// MeanAbsWait and MedianAbsWait are of |wait in a − wait in b|.
+	MeanAbsWait, MedianAbsWait time.Duration
+	// SameFlavor is the fraction of common jobs that ran on the same
+	// flavor in both.
+	SameFlavor float64
+}
+
+// Diverge compares the outcomes of two runs.
+func Diverge(a, b []JobOutcome) Divergence {
+	byID := map[string]JobOutcome{}
+	for _, o := range b {
+		byID[o.ID] = o
+	}
+	var d []float64
+	same := 0
+	for _, oa := range a {
+		ob, ok := byID[oa.ID]
+		if !ok {
+			continue
+		}
+		d = append(d, math.Abs((oa.Start - oa.Submit - (ob.Start - ob.Submit)).Seconds()))
+		if oa.Flavor == ob.Flavor {
+			same++
+		}
+	}
+	out := Divergence{Common: len(d), MeanAbsWait: seconds(mean(d))}
+	if len(d) > 0 {
+		sort.Float64s(d)
+		out.MedianAbsWait = seconds(d[len(d)/2])
+		out.SameFlavor = float64(same) / float64(len(d))
+	}
+	return out
+}
