@@ -29,6 +29,8 @@ type Config struct {
 	// Auth lists the API's bearer tokens, by hash; optional (tokens may
 	// come from a mounted secret instead, see LoadTokens).
 	Auth *Auth `yaml:"auth"`
+	// Capacity tunes the expansion trigger; optional.
+	Capacity *Capacity `yaml:"capacity"`
 
 	// Warnings are what validation found doubtful but not wrong, such as a
 	// GPU model it does not know; sorted by position.
@@ -37,6 +39,19 @@ type Config struct {
 	// rates holds each flavor's resolved price per GPU-hour in micros,
 	// filled in by validation.
 	rates map[string]int64
+}
+
+// Capacity tunes `gpuledger capacity`'s expansion trigger. Zero fields
+// take the defaults.
+type Capacity struct {
+	// PurchaseGPUs is the block of GPUs an expansion buys. Default 72
+	// (nine 8-GPU nodes).
+	PurchaseGPUs int `yaml:"purchaseGPUs"`
+	// UtilizationPercent is the allocated share of a flavor's GPU time,
+	// over WindowDays, that fires the trigger. Default 80.
+	UtilizationPercent int `yaml:"utilizationPercent"`
+	// WindowDays is how long the share must hold. Default 30.
+	WindowDays int `yaml:"windowDays"`
 }
 
 // Auth holds the API's tokens.

@@ -161,6 +161,9 @@ func TestFeatureModel(t *testing.T) {
 			t.Errorf("rate of %s = %d, want %d", f, got, want)
 		}
 	}
+	if cp := c.Capacity; cp == nil || cp.PurchaseGPUs != 64 || cp.UtilizationPercent != 85 || cp.WindowDays != 28 {
+		t.Errorf("capacity %+v", cp)
+	}
 	m, err := c.AttributionModel("")
 	if err != nil {
 		t.Fatal(err)

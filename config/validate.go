@@ -253,6 +253,17 @@ func (c *Config) validate(d *decoder) {
 			d.add(nil, "costPolicy.unallocated", "%q is not a policy; want platform, quota or usage", c.CostPolicy.Unallocated)
 		}
 	}
+	if cp := c.Capacity; cp != nil {
+		if cp.PurchaseGPUs < 0 {
+			d.add(nil, "capacity.purchaseGPUs", "%d is negative; want the GPUs an expansion buys, such as 72", cp.PurchaseGPUs)
+		}
+		if cp.UtilizationPercent < 0 || cp.UtilizationPercent > 100 {
+			d.add(nil, "capacity.utilizationPercent", "%d is not a percentage; want 1-100, such as 80", cp.UtilizationPercent)
+		}
+		if cp.WindowDays < 0 {
+			d.add(nil, "capacity.windowDays", "%d is negative; want the days the utilisation must hold, such as 30", cp.WindowDays)
+		}
+	}
 	if c.Auth != nil {
 		validateTokens(d, "auth.tokens", c.Auth.Tokens, teams, make(map[string]bool))
 	}

@@ -563,3 +563,67 @@ func TestReplayOnKueue(t *testing.T) {
 		t.Errorf("the ledger holds %.2f GPU-hours of the first two trace hours, want about 8: %+v", gpuHours, rows)
 	}
 }
+
+// TestLeaderElection: of two replicas one acts; when it stops, the other
+// takes the Lease and answers the budget checks.
+func TestLeaderElection(t *testing.T) {
+	testenv.Slow(t, "a Kubernetes control plane")
+	s := kubetest.Start(t, kubetest.Options{})
+	ctx := context.Background()
+	if err := s.Apply(ctx, budgetCluster); err != nil {
+		t.Fatal(err)
+	}
+	store := ledgerWith(t, map[string]int64{"nlp": 1_000_000})
+	teams := Teams{Cluster: "test", ByNamespace: map[string]string{"nlp": "nlp"}, LimitMicros: map[string]int64{"nlp": 1_000_000_000},
+		PriceMicrosPerGPUHour: map[string]int64{"h100": 6_880_000}}
+	type replica struct {
+		c      *Controller
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
+	start := func(id string) *replica {
+		c, err := New(s.Config, Options{Teams: teams, Store: store, Interval: time.Hour, Now: func() time.Time { return testNow },
+			Log: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		r := &replica{c: c, cancel: cancel, done: make(chan struct{})}
+		go func() {
+			if err := RunElected(rctx, c, "kube-system", "gpuledger-controller", id); err != nil {
+				t.Errorf("replica %s: %v", id, err)
+			}
+			close(r.done)
+		}()
+		t.Cleanup(func() { cancel(); <-r.done })
+		return r
+	}
+	replicas := map[string]*replica{"one": start("one"), "two": start("two")}
+	holder := func() string {
+		l, err := s.Client.CoordinationV1().Leases("kube-system").Get(ctx, "gpuledger-controller", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	var leader string
+	kubetest.WaitFor(t, time.Minute, "a leader", func() bool { leader = holder(); return leader != "" })
+	if err := s.Apply(ctx, kubetest.Workload("nlp", "w1", "q", 1, 4, 0)); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.WaitFor(t, time.Minute, "w1 admitted", func() bool { return kubetest.Admitted(workload(t, s, "nlp", "w1")) })
+	other := map[string]string{"one": "two", "two": "one"}[leader]
+	if n := replicas[other].c.Stats.ChecksReady.Load(); n != 0 {
+		t.Errorf("the replica that does not lead answered %d checks", n)
+	}
+	replicas[leader].cancel()
+	<-replicas[leader].done
+	kubetest.WaitFor(t, time.Minute, "the other replica leading", func() bool { return holder() == other })
+	if err := s.Apply(ctx, kubetest.Workload("nlp", "w2", "q", 1, 4, 0)); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.WaitFor(t, time.Minute, "w2 admitted by the new leader", func() bool { return kubetest.Admitted(workload(t, s, "nlp", "w2")) })
+	if n := replicas[other].c.Stats.ChecksReady.Load(); n == 0 {
+		t.Errorf("the new leader answered no check")
+	}
+}

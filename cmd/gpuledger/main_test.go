@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,7 +64,6 @@ func TestDemoMonth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
 	from := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 	to := from.AddDate(0, 1, 0)
 	rows, err := store.Query(context.Background(), ledger.Query{From: from, To: to, Step: ledger.StepHour, GroupBy: ledger.Dimensions})
@@ -92,6 +92,41 @@ func TestDemoMonth(t *testing.T) {
 		if teams[team] <= 0 {
 			t.Errorf("team %s has no cost: %v", team, teams)
 		}
+	}
+	store.Close()
+
+	// The capacity command on the demo's month, as of Oct 31 12:00: each
+	// flavor's allocated share over the 30 days before, and nlp's spend so
+	// far, as the rows above have them.
+	at := time.Date(2026, 10, 31, 12, 0, 0, 0, time.UTC)
+	existing, allocated := map[string]float64{}, map[string]float64{}
+	var nlp int64
+	for _, r := range rows {
+		if r.Hour.Before(at) && !r.Hour.Before(at.Add(-30*24*time.Hour)) {
+			existing[r.Flavor] += r.GPUSeconds
+			if r.Team != ledger.TeamUnallocated {
+				allocated[r.Flavor] += r.GPUSeconds
+			}
+		}
+		if r.Team == "nlp" && r.Hour.Before(at) {
+			nlp += r.CostMicros
+		}
+	}
+	stdout.Reset()
+	if err := run(context.Background(), []string{"capacity", "-config", "examples/cluster.yaml", "-ledger.path", filepath.Join(out, "ledger"),
+		"-at", at.Format(time.RFC3339), "-log.level=warn"}, &stdout); err != nil {
+		t.Fatalf("capacity: %v\n%s", err, stdout.String())
+	}
+	t.Logf("capacity:\n%s", stdout.String())
+	words := strings.Join(strings.Fields(stdout.String()), " ")
+	for f := range existing {
+		want := fmt.Sprintf("%s %.0f %.1f%%", f, existing[f]/3600/720, 100*allocated[f]/existing[f])
+		if !strings.Contains(words, want) {
+			t.Errorf("capacity output lacks %q", want)
+		}
+	}
+	if !strings.Contains(words, "720/720") || !strings.Contains(words, "nlp 60000.00 "+ledger.FormatCents(nlp)) {
+		t.Errorf("capacity output lacks the window's 720 hours or nlp's %s spent", ledger.FormatCents(nlp))
 	}
 }
 

@@ -1,0 +1,290 @@
+// Package capacity turns the ledger's hours into capacity decisions: the
+// expansion trigger (a flavor whose GPUs have been allocated at or above a
+// threshold over a whole window, with enough data to say so) with the
+// block to buy, its monthly cost and the evidence, a forecast of when a
+// flavor will cross the threshold, and the teams' budget burn. The alerts
+// go to Alertmanager (alertmanager.go). Everything here is computed from
+// the ledger: what Kubernetes allocated and what DCGM measured.
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// FlavorHour is one hour of one flavor's GPUs, in GPU-seconds: what
+// existed (held or not), what pods held (Kubernetes' allocation) and
+// what was busy (DCGM's activity).
+type FlavorHour struct {
+	Hour                        time.Time
+	Flavor                      string
+	Existing, Allocated, Active float64
+}
+
+// ReadFacts reads each flavor's hours in [from, to) of the cluster from
+// the ledger, in hour order: every row counts towards what existed, the
+// rows of a team (not the unallocated ones) towards what was allocated.
+func ReadFacts(ctx context.Context, s ledger.Store, cluster string, from, to time.Time) ([]FlavorHour, error) {
+	rows, err := s.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepHour, Cluster: cluster,
+		GroupBy: []ledger.Dimension{ledger.DimTeam, ledger.DimFlavor}})
+	if err != nil {
+		return nil, fmt.Errorf("read the flavors' hours from the ledger: %w", err)
+	}
+	type key struct {
+		hour   time.Time
+		flavor string
+	}
+	byKey := map[key]*FlavorHour{}
+	for _, r := range rows {
+		k := key{r.Hour.UTC(), r.Flavor}
+		fh := byKey[k]
+		if fh == nil {
+			fh = &FlavorHour{Hour: k.hour, Flavor: k.flavor}
+			byKey[k] = fh
+		}
+		fh.Existing += r.GPUSeconds
+		fh.Active += r.ActiveGPUSeconds
+		if r.Team != ledger.TeamUnallocated {
+			fh.Allocated += r.GPUSeconds
+		}
+	}
+	out := make([]FlavorHour, 0, len(byKey))
+	for _, fh := range byKey {
+		out = append(out, *fh)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Hour.Equal(out[j].Hour) {
+			return out[i].Hour.Before(out[j].Hour)
+		}
+		return out[i].Flavor < out[j].Flavor
+	})
+	return out, nil
+}
+
+// Rule is the expansion trigger: fire when a flavor's allocated share of
+// its GPUs, over the whole Window, is at least Threshold, provided the
+// ledger has the flavor from before the window began and for MinCoverage
+// of its hours (a cluster with 3 days of history cannot fire a 30-day
+// rule, nor can one whose exporter was down for a week of it).
+type Rule struct {
+	Threshold   float64
+	Window      time.Duration
+	MinCoverage float64
+	// PurchaseGPUs is the block an expansion buys.
+	PurchaseGPUs int
+}
+
+// DefaultRule is the rule of the product's design: 80% over 30 days, 95%
+// of the hours present, blocks of 72 GPUs (nine 8-GPU nodes).
+var DefaultRule = Rule{Threshold: 0.8, Window: 30 * 24 * time.Hour, MinCoverage: 0.95, PurchaseGPUs: 72}
+
+// HoursPerMonth prices a month: 8,760 hours a year over 12.
+const HoursPerMonth = 730
+
+// Recommendation is the trigger's verdict on one flavor.
+type Recommendation struct {
+	Flavor string
+	Fired  bool
+	// Why says what fired it, or what kept it from firing.
+	Why string
+	// From and To bound the window evaluated; Hours is its length in
+	// hours, HoursWithData how many of them the ledger has the flavor in;
+	// FirstData the flavor's first hour in the ledger.
+	From, To             time.Time
+	Hours, HoursWithData int
+	FirstData            time.Time
+	// Allocated and Active are the window's shares of the GPU time that
+	// existed (allocated / existing, active / existing), 0-1;
+	// DailyMin and DailyMax the range of the daily allocated shares.
+	Allocated, Active  float64
+	DailyMin, DailyMax float64
+	// GPUs is the flavor's GPUs in the window's last hour with data.
+	GPUs float64
+	// Forecast, when the rule has not fired and the daily allocated share
+	// rises, is when its trend crosses the threshold (zero otherwise).
+	Forecast time.Time
+	// PurchaseGPUs and MonthlyCostMicros: the block to buy and what it
+	// costs a month at the flavor's price.
+	PurchaseGPUs      int
+	MonthlyCostMicros int64
+}
+
+// Expansion evaluates the rule for every flavor in facts at now (the
+// window ends at now's hour), with each flavor's price per GPU-hour.
+func Expansion(facts []FlavorHour, now time.Time, r Rule, priceMicrosPerGPUHour map[string]int64) []Recommendation {
+	to := now.UTC().Truncate(time.Hour)
+	from := to.Add(-r.Window)
+	byFlavor := map[string][]FlavorHour{}
+	for _, f := range facts {
+		if f.Hour.Before(to) && f.Existing > 0 {
+			byFlavor[f.Flavor] = append(byFlavor[f.Flavor], f)
+		}
+	}
+	flavors := make([]string, 0, len(byFlavor))
+	for f := range byFlavor {
+		flavors = append(flavors, f)
+	}
+	sort.Strings(flavors)
+	var out []Recommendation
+	for _, flavor := range flavors {
+		hours := byFlavor[flavor]
+		sort.Slice(hours, func(i, j int) bool { return hours[i].Hour.Before(hours[j].Hour) })
+		rec := Recommendation{Flavor: flavor, From: from, To: to, Hours: int(r.Window / time.Hour), FirstData: hours[0].Hour,
+			PurchaseGPUs: r.PurchaseGPUs, DailyMin: math.Inf(1), DailyMax: math.Inf(-1)}
+		rec.MonthlyCostMicros = int64(r.PurchaseGPUs) * priceMicrosPerGPUHour[flavor] * HoursPerMonth
+		var existing, allocated, active float64
+		seen := map[time.Time]bool{}
+		days := map[time.Time]*[2]float64{}
+		for _, h := range hours {
+			day := h.Hour.Truncate(24 * time.Hour)
+			d := days[day]
+			if d == nil {
+				d = &[2]float64{}
+				days[day] = d
+			}
+			d[0] += h.Allocated
+			d[1] += h.Existing
+			if h.Hour.Before(from) {
+				continue
+			}
+			existing += h.Existing
+			allocated += h.Allocated
+			active += h.Active
+			seen[h.Hour] = true
+			rec.GPUs = h.Existing / 3600
+		}
+		rec.HoursWithData = len(seen)
+		if existing > 0 {
+			rec.Allocated, rec.Active = allocated/existing, active/existing
+		}
+		var xs, ys []float64
+		for day, d := range days {
+			share := d[0] / d[1]
+			if !day.Before(from) {
+				rec.DailyMin, rec.DailyMax = math.Min(rec.DailyMin, share), math.Max(rec.DailyMax, share)
+			}
+			xs = append(xs, day.Sub(from).Hours()/24)
+			ys = append(ys, share)
+		}
+		if rec.HoursWithData == 0 {
+			rec.DailyMin, rec.DailyMax = 0, 0
+		}
+		coverage := float64(rec.HoursWithData) / float64(rec.Hours)
+		switch {
+		case rec.FirstData.After(from):
+			rec.Why = fmt.Sprintf("not enough history: the ledger has %s since %s, %.1f days; the rule needs %.0f", flavor,
+				rec.FirstData.Format(time.DateOnly), to.Sub(rec.FirstData).Hours()/24, r.Window.Hours()/24)
+		case coverage < r.MinCoverage:
+			rec.Why = fmt.Sprintf("not enough data: %d of the window's %d hours (%.0f%%; the rule needs %.0f%%)",
+				rec.HoursWithData, rec.Hours, 100*coverage, 100*r.MinCoverage)
+		case rec.Allocated >= r.Threshold:
+			rec.Fired = true
+			rec.Why = fmt.Sprintf("%.1f%% of %s's GPU time allocated from %s to %s (daily %.1f%%-%.1f%%, %d of %d hours with data), at or above %.0f%%",
+				100*rec.Allocated, flavor, from.Format(time.DateOnly), to.Format(time.DateOnly), 100*rec.DailyMin, 100*rec.DailyMax,
+				rec.HoursWithData, rec.Hours, 100*r.Threshold)
+		default:
+			rec.Why = fmt.Sprintf("%.1f%% of %s's GPU time allocated over the window, below %.0f%%", 100*rec.Allocated, flavor, 100*r.Threshold)
+		}
+		if !rec.Fired {
+			if at, ok := crossing(xs, ys, r.Threshold); ok {
+				rec.Forecast = from.Add(time.Duration(at * 24 * float64(time.Hour))).Truncate(24 * time.Hour)
+				if rec.Forecast.Before(to) {
+					rec.Forecast = to.Truncate(24 * time.Hour)
+				}
+			}
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// crossing fits a line to the daily shares (at least 7 days) and returns
+// the day it reaches threshold, when it rises, has not yet reached it on
+// the last day and reaches it within a year of it.
+func crossing(xs, ys []float64, threshold float64) (float64, bool) {
+	n := float64(len(xs))
+	if len(xs) < 7 {
+		return 0, false
+	}
+	var sx, sy, sxx, sxy, last float64
+	for i := range xs {
+		sx += xs[i]
+		sy += ys[i]
+		sxx += xs[i] * xs[i]
+		sxy += xs[i] * ys[i]
+		last = math.Max(last, xs[i])
+	}
+	den := n*sxx - sx*sx
+	if den == 0 {
+		return 0, false
+	}
+	slope := (n*sxy - sx*sy) / den
+	intercept := (sy - slope*sx) / n
+	if slope <= 0 || intercept+slope*last >= threshold {
+		return 0, false
+	}
+	at := (threshold - intercept) / slope
+	if at > last+365 {
+		return 0, false
+	}
+	return at, true
+}
+
+// BudgetLevels are the shares of a budget that raise an alert.
+var BudgetLevels = []int{50, 80, 100}
+
+// Budget is one team's spend this month against its budget.
+type Budget struct {
+	Team                                            string
+	BudgetMicros, MonthToDateMicros, ForecastMicros int64
+	// Level is the highest of BudgetLevels the month-to-date spend has
+	// reached (0: none); ForecastLevel the same for the forecast.
+	Level, ForecastLevel int
+}
+
+// Budgets reads each budgeted team's month-to-date cost at now from the
+// ledger and forecasts the month's end linearly from the hours elapsed.
+func Budgets(ctx context.Context, s ledger.Store, cluster string, budgets map[string]int64, now time.Time) ([]Budget, error) {
+	month := ledger.StepMonth.Truncate(now)
+	to := now.UTC().Truncate(time.Hour)
+	rows, err := s.Query(ctx, ledger.Query{From: month, To: to, Step: ledger.StepMonth, Cluster: cluster, GroupBy: []ledger.Dimension{ledger.DimTeam}})
+	if err != nil {
+		return nil, fmt.Errorf("read the teams' month-to-date cost from the ledger: %w", err)
+	}
+	spent := map[string]int64{}
+	for _, r := range rows {
+		spent[r.Team] += r.CostMicros
+	}
+	elapsed := to.Sub(month).Hours()
+	total := month.AddDate(0, 1, 0).Sub(month).Hours()
+	var out []Budget
+	for team, limit := range budgets {
+		if limit <= 0 {
+			continue
+		}
+		b := Budget{Team: team, BudgetMicros: limit, MonthToDateMicros: spent[team]}
+		if elapsed > 0 {
+			b.ForecastMicros = int64(math.Round(float64(b.MonthToDateMicros) * total / elapsed))
+		}
+		b.Level, b.ForecastLevel = level(b.MonthToDateMicros, limit), level(b.ForecastMicros, limit)
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Team < out[j].Team })
+	return out, nil
+}
+
+func level(spent, budget int64) int {
+	l := 0
+	for _, p := range BudgetLevels {
+		// spent / budget ≥ p%, in integers.
+		if spent*100 >= budget*int64(p) {
+			l = p
+		}
+	}
+	return l
+}

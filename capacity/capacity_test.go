@@ -1,0 +1,171 @@
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
+)
+
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// hours makes days of hourly facts of a flavor of gpus GPUs ending at
+// now's hour, each hour with the allocated share share(day) (day 0 the
+// first) and half of it active.
+func hours(flavor string, gpus float64, days int, share func(day int) float64) []FlavorHour {
+	end := now.Truncate(time.Hour)
+	start := end.Add(-time.Duration(days) * 24 * time.Hour)
+	var out []FlavorHour
+	for h := start; h.Before(end); h = h.Add(time.Hour) {
+		s := share(int(h.Sub(start).Hours() / 24))
+		out = append(out, FlavorHour{Hour: h, Flavor: flavor, Existing: gpus * 3600, Allocated: s * gpus * 3600, Active: s / 2 * gpus * 3600})
+	}
+	return out
+}
+
+func constant(s float64) func(int) float64 { return func(int) float64 { return s } }
+
+var prices = map[string]int64{"h100": 6_880_000, "t4": 526_000}
+
+func TestExpansionFiresOnlyOverAWholeWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		facts   []FlavorHour
+		fired   bool
+		why     string
+		forcast bool
+	}{
+		{"31 days at 90%", hours("h100", 64, 31, constant(0.9)), true, "90.0% of h100's GPU time allocated", false},
+		{"exactly 30 days at 90%", hours("h100", 64, 30, constant(0.9)), true, "at or above 80%", false},
+		{"29 days at 90%", hours("h100", 64, 29, constant(0.9)), false, "not enough history", false},
+		{"3 days at 100%", hours("h100", 64, 3, constant(1)), false, "3.0 days; the rule needs 30", false},
+		{"31 days at 79%", hours("h100", 64, 31, constant(0.79)), false, "79.0% of h100's GPU time allocated over the window, below 80%", false},
+		{"31 days rising from 50%", hours("h100", 64, 31, func(d int) float64 { return 0.5 + 0.005*float64(d) }), false, "below 80%", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs := Expansion(tc.facts, now, DefaultRule, prices)
+			if len(recs) != 1 {
+				t.Fatalf("%d recommendations, want 1", len(recs))
+			}
+			r := recs[0]
+			if r.Fired != tc.fired || !strings.Contains(r.Why, tc.why) {
+				t.Errorf("fired %v (%s), want %v (%q)", r.Fired, r.Why, tc.fired, tc.why)
+			}
+			if !r.Forecast.IsZero() != tc.forcast {
+				t.Errorf("forecast %v, want one: %v", r.Forecast, tc.forcast)
+			}
+			if r.PurchaseGPUs != 72 || r.MonthlyCostMicros != 72*6_880_000*730 {
+				t.Errorf("purchase %d GPUs at %d a month", r.PurchaseGPUs, r.MonthlyCostMicros)
+			}
+		})
+	}
+}
+
+// TestExpansionForecast: a share rising half a point a day from 50% on
+// day 0 reaches 80% on day 60 of the fit, 30 days after the window's end.
+func TestExpansionForecast(t *testing.T) {
+	r := Expansion(hours("h100", 8, 30, func(d int) float64 { return 0.5 + 0.005*float64(d) }), now, DefaultRule, prices)[0]
+	want := now.Truncate(time.Hour).Add(-30 * 24 * time.Hour).Add(60 * 24 * time.Hour).Truncate(24 * time.Hour)
+	if math.Abs(r.Forecast.Sub(want).Hours()) > 24 {
+		t.Errorf("forecast %s, want about %s", r.Forecast, want)
+	}
+	if math.Abs(r.Allocated-(0.5+0.005*14.5)) > 1e-9 || math.Abs(r.Active-r.Allocated/2) > 1e-9 {
+		t.Errorf("allocated %g active %g", r.Allocated, r.Active)
+	}
+}
+
+// TestExpansionNeedsCoverage: a week missing from the window keeps the
+// rule from firing, however full the rest.
+func TestExpansionNeedsCoverage(t *testing.T) {
+	var facts []FlavorHour
+	for _, h := range hours("h100", 8, 31, constant(1)) {
+		if d := now.Sub(h.Hour); d < 10*24*time.Hour || d > 17*24*time.Hour {
+			facts = append(facts, h)
+		}
+	}
+	r := Expansion(facts, now, DefaultRule, prices)[0]
+	if r.Fired || !strings.Contains(r.Why, "not enough data") {
+		t.Errorf("fired %v: %s", r.Fired, r.Why)
+	}
+}
+
+func TestBudgetLevels(t *testing.T) {
+	for _, tc := range []struct {
+		spent, budget int64
+		want          int
+	}{{0, 100, 0}, {49, 100, 0}, {50, 100, 50}, {79, 100, 50}, {80, 100, 80}, {99, 100, 80}, {100, 100, 100}, {500, 100, 100}} {
+		if got := level(tc.spent, tc.budget); got != tc.want {
+			t.Errorf("level(%d, %d) = %d, want %d", tc.spent, tc.budget, got, tc.want)
+		}
+	}
+}
+
+// openLedger is an embedded ledger with rows.
+func openLedger(t *testing.T, rows []ledger.Row) ledger.Store {
+	t.Helper()
+	s, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.WriteHours(context.Background(), rows, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// saturated is days of ledger hours of a ClusterQueue of 64 H100s whose
+// team holds 58 (90.6%) and leaves 6 unallocated, ending at now's hour.
+func saturated(cluster string, days int) []ledger.Row {
+	var rows []ledger.Row
+	end := now.Truncate(time.Hour)
+	for h := end.Add(-time.Duration(days) * 24 * time.Hour); h.Before(end); h = h.Add(time.Hour) {
+		k := ledger.Key{Hour: h, Cluster: cluster, Team: "nlp", Namespace: "nlp", LocalQueue: "q", ClusterQueue: "train", Flavor: "h100"}
+		rows = append(rows, ledger.Row{Key: k, GPUSeconds: 58 * 3600, ActiveGPUSeconds: 40 * 3600, CostMicros: 58 * 6_880_000})
+		k.Team, k.Namespace, k.LocalQueue, k.ClusterQueue = ledger.TeamUnallocated, "", "", ""
+		rows = append(rows, ledger.Row{Key: k, GPUSeconds: 6 * 3600, CostMicros: 6 * 6_880_000, UnallocatedCostMicros: 6 * 6_880_000})
+	}
+	return rows
+}
+
+// TestReadFactsAndBudgets: the facts and the budgets come from the
+// ledger's rows.
+func TestReadFactsAndBudgets(t *testing.T) {
+	s := openLedger(t, saturated("prod", 31))
+	facts, err := ReadFacts(context.Background(), s, "prod", now.Add(-40*24*time.Hour), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(facts) != 31*24 {
+		t.Fatalf("%d hours, want %d", len(facts), 31*24)
+	}
+	if f := facts[0]; f.Existing != 64*3600 || f.Allocated != 58*3600 || f.Active != 40*3600 || f.Flavor != "h100" {
+		t.Errorf("first hour %+v", f)
+	}
+	// November to now (the 30th, 12:00): 29.5 days of 58 H100s at 6.88.
+	budgets, err := Budgets(context.Background(), s, "prod", map[string]int64{"nlp": 300_000_000_000, "cv": 1}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtd := int64(29*24+12) * 58 * 6_880_000
+	if len(budgets) != 2 || budgets[1].Team != "nlp" || budgets[1].MonthToDateMicros != mtd || budgets[1].Level != 80 {
+		t.Fatalf("budgets %+v, want nlp at %d (80%%)", budgets, mtd)
+	}
+	if want := int64(math.Round(float64(mtd) * 720 / 708)); budgets[1].ForecastMicros != want || budgets[1].ForecastLevel != 80 {
+		t.Errorf("forecast %d (level %d), want %d", budgets[1].ForecastMicros, budgets[1].ForecastLevel, want)
+	}
+	if budgets[0].Team != "cv" || budgets[0].Level != 0 {
+		t.Errorf("cv spent nothing: %+v", budgets[0])
+	}
+	alerts := BudgetAlerts("prod", "USD", budgets)
+	if len(alerts) != 1 || alerts[0].Labels["threshold"] != "80" || alerts[0].Labels["severity"] != "warning" || !strings.Contains(alerts[0].Annotations["evidence"], fmt.Sprintf("%s USD spent", ledger.FormatCents(mtd))) {
+		t.Errorf("budget alerts %+v", alerts)
+	}
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpuledger/gpuledger/capacity"
+	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+func runCapacity(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("capacity", `Reads the ledger and says, per GPU flavor, whether to buy more: the expansion
+trigger fires when the flavor's GPUs were allocated (held by pods, as Kubernetes
+says) for at least capacity.utilizationPercent (80) of their time over the last
+capacity.windowDays (30), with the ledger holding the flavor since before the
+window and for 95% of its hours. A recommendation names the block to buy
+(capacity.purchaseGPUs, 72), its monthly cost at the flavor's price, the evidence,
+and, when the trigger has not fired but the daily share rises, when its trend
+crosses the threshold. It also shows each budgeted team's month-to-date and
+forecast spend against its budget (alerts at 50, 80 and 100%).
+
+With -alertmanager.url the alerts go to Alertmanager's API v2 (labels alertname,
+cluster, flavor or team, severity, action, generator="gpuledger"; the evidence
+in annotations), resolved when the condition clears; Alertmanager keeps the
+state, so a restart neither duplicates nor forgets one. With -interval it runs
+until interrupted, sending again each time.`, stdout)
+	cfgPath := configFlag(fs, "business-data configuration file (prices, budgets, capacity)")
+	cluster := fs.String("cluster", "", "cluster of the configuration; empty for the only one")
+	openStore := storeFlags(fs, defaultLedgerPath)
+	at := fs.String("at", "", "evaluate as of this time (RFC 3339); default now")
+	amURL := fs.String("alertmanager.url", "", "Alertmanager to send the alerts to, such as http://alertmanager:9093; empty: print only")
+	interval := fs.Duration("interval", 0, "evaluate again every interval until interrupted (0: once)")
+	newLogger := logFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := newLogger()
+	cfg, _, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	am, err := cfg.AttributionModel(*cluster)
+	if err != nil {
+		return err
+	}
+	rule := capacityRule(cfg.Capacity)
+	now := time.Now
+	if *at != "" {
+		t, err := time.Parse(time.RFC3339, *at)
+		if err != nil {
+			return usageError{fmt.Sprintf("-at=%q is not RFC 3339; want such as 2026-11-30T12:00:00Z", *at)}
+		}
+		now = func() time.Time { return t }
+	}
+	if *interval < 0 || (*interval > 0 && *amURL == "") {
+		return usageError{fmt.Sprintf("-interval=%s: want 0, or a positive interval with -alertmanager.url", *interval)}
+	}
+	store, err := openStore(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	prices := map[string]int64{}
+	for _, f := range cfg.ResourceFlavors {
+		prices[f.Name] = cfg.PriceMicros(f.Name)
+	}
+	var alertmanager *capacity.Alertmanager
+	if *amURL != "" {
+		alertmanager = &capacity.Alertmanager{URL: *amURL}
+	}
+	for {
+		if err := evaluateCapacity(ctx, stdout, log, store, am.Cluster, cfg, rule, prices, now(), alertmanager, 3*max(*interval, 5*time.Minute)); err != nil {
+			if *interval == 0 {
+				return err
+			}
+			log.Warn("capacity not evaluated", "err", err)
+		}
+		if *interval == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*interval):
+		}
+	}
+}
+
+// capacityRule is the configuration's expansion trigger.
+func capacityRule(c *config.Capacity) capacity.Rule {
+	r := capacity.DefaultRule
+	if c == nil {
+		return r
+	}
+	if c.PurchaseGPUs > 0 {
+		r.PurchaseGPUs = c.PurchaseGPUs
+	}
+	if c.UtilizationPercent > 0 {
+		r.Threshold = float64(c.UtilizationPercent) / 100
+	}
+	if c.WindowDays > 0 {
+		r.Window = time.Duration(c.WindowDays) * 24 * time.Hour
+	}
+	return r
+}
+
+func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store ledger.Store, cluster string, cfg *config.Config,
+	rule capacity.Rule, prices map[string]int64, now time.Time, am *capacity.Alertmanager, ttl time.Duration) error {
+	// A year of hours: the window and the trend the forecast fits.
+	facts, err := capacity.ReadFacts(ctx, store, cluster, now.Add(-max(rule.Window, 365*24*time.Hour)), now)
+	if err != nil {
+		return err
+	}
+	recs := capacity.Expansion(facts, now, rule, prices)
+	budgets, err := capacity.Budgets(ctx, store, cluster, cfg.TeamBudgets(), now)
+	if err != nil {
+		return err
+	}
+	cur := cfg.Currency
+	fmt.Fprintf(w, "Cluster %s as of %s: expansion when a flavor's GPUs are %.0f%% allocated over %.0f days, in blocks of %d GPUs\n\n",
+		cluster, now.UTC().Format(time.RFC3339), 100*rule.Threshold, rule.Window.Hours()/24, rule.PurchaseGPUs)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "flavor\tGPUs\tallocated\tactive\tdaily allocated\thours with data\texpand\tcost a month\tforecast\twhy")
+	for _, r := range recs {
+		expand, cost, forecast := "no", "", ""
+		if r.Fired {
+			expand, cost = fmt.Sprintf("+%d GPUs", r.PurchaseGPUs), ledger.FormatCents(r.MonthlyCostMicros)+" "+cur
+		}
+		if !r.Forecast.IsZero() {
+			forecast = r.Forecast.Format(time.DateOnly)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.1f%%\t%.1f%%\t%.1f%%-%.1f%%\t%d/%d\t%s\t%s\t%s\t%s\n", r.Flavor, r.GPUs, 100*r.Allocated, 100*r.Active,
+			100*r.DailyMin, 100*r.DailyMax, r.HoursWithData, r.Hours, expand, cost, forecast, r.Why)
+	}
+	if len(recs) == 0 {
+		fmt.Fprintf(tw, "(no hours of cluster %s in the ledger)\n", cluster)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(budgets) > 0 {
+		fmt.Fprintf(w, "\nBudgets, %s:\n", ledger.StepMonth.Truncate(now).Format("2006-01"))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "team\tbudget\tspent\tforecast\treached\tforecast reaches")
+		for _, b := range budgets {
+			pct := func(l int) string {
+				if l == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%d%%", l)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", b.Team, ledger.FormatCents(b.BudgetMicros), ledger.FormatCents(b.MonthToDateMicros),
+				ledger.FormatCents(b.ForecastMicros), pct(b.Level), pct(b.ForecastLevel))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	alerts := append(capacity.ExpansionAlerts(cluster, cur, recs), capacity.BudgetAlerts(cluster, cur, budgets)...)
+	var names []string
+	for _, a := range alerts {
+		names = append(names, a.Labels["alertname"]+"{"+a.Labels["flavor"]+a.Labels["team"]+"}")
+	}
+	if am == nil {
+		fmt.Fprintf(w, "\n%d alerts: %s (pass -alertmanager.url to send them)\n", len(alerts), strings.Join(names, ", "))
+		return nil
+	}
+	sent, resolved, err := am.Sync(ctx, cluster, alerts, time.Now(), ttl)
+	if err != nil {
+		return fmt.Errorf("%w; check -alertmanager.url", err)
+	}
+	fmt.Fprintf(w, "\nAlertmanager %s: %d alerts sent (%s), %d resolved\n", am.URL, sent, strings.Join(names, ", "), resolved)
+	return nil
+}
