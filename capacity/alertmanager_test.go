@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/internal/testenv"
+	"github.com/gpuledger/gpuledger/ledger/embedded/embeddedtest"
 )
 
 // startAlertmanager runs the real Alertmanager (tools/build-alertmanager.sh,
@@ -70,7 +71,7 @@ func startAlertmanager(t *testing.T, dir string) (string, func()) {
 func evaluate(t *testing.T, am *Alertmanager, cluster string, days int) []Recommendation {
 	t.Helper()
 	ctx := context.Background()
-	s := openLedger(t, saturated(cluster, days))
+	s := embeddedtest.Open(t, saturated(cluster, days)...)
 	facts, err := ReadFacts(ctx, s, cluster, now.Add(-DefaultRule.Window-24*time.Hour), now)
 	if err != nil {
 		t.Fatal(err)

@@ -3,15 +3,13 @@ package capacity
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
-	"github.com/gpuledger/gpuledger/ledger/embedded"
+	"github.com/gpuledger/gpuledger/ledger/embedded/embeddedtest"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -107,20 +105,6 @@ func TestBudgetLevels(t *testing.T) {
 	}
 }
 
-// openLedger is an embedded ledger with rows.
-func openLedger(t *testing.T, rows []ledger.Row) ledger.Store {
-	t.Helper()
-	s, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.WriteHours(context.Background(), rows, nil); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // saturated is days of ledger hours of a ClusterQueue of 64 H100s whose
 // team holds 58 (90.6%) and leaves 6 unallocated, ending at now's hour.
 func saturated(cluster string, days int) []ledger.Row {
@@ -138,7 +122,7 @@ func saturated(cluster string, days int) []ledger.Row {
 // TestReadFactsAndBudgets: the facts and the budgets come from the
 // ledger's rows.
 func TestReadFactsAndBudgets(t *testing.T) {
-	s := openLedger(t, saturated("prod", 31))
+	s := embeddedtest.Open(t, saturated("prod", 31)...)
 	facts, err := ReadFacts(context.Background(), s, "prod", now.Add(-40*24*time.Hour), now)
 	if err != nil {
 		t.Fatal(err)

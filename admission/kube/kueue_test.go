@@ -3,7 +3,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -12,7 +11,7 @@ import (
 	"github.com/gpuledger/gpuledger/internal/kubetest"
 	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/ledger"
-	"github.com/gpuledger/gpuledger/ledger/embedded"
+	"github.com/gpuledger/gpuledger/ledger/embedded/embeddedtest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,21 +32,7 @@ func ledgerWith(t *testing.T, spend map[string]int64) ledger.Store {
 		rows = append(rows, ledger.Row{Key: ledger.Key{Hour: testNow.Add(-2 * time.Hour).Truncate(time.Hour), Cluster: "test", Team: team,
 			Namespace: team, LocalQueue: "q", ClusterQueue: "shared", Flavor: "h100"}, GPUSeconds: float64(m) / 6.88 * 3600 / 1e6, CostMicros: m})
 	}
-	return ledgerRows(t, rows...)
-}
-
-// ledgerRows is an embedded ledger holding rows.
-func ledgerRows(t *testing.T, rows ...ledger.Row) ledger.Store {
-	t.Helper()
-	s, err := embedded.Open(t.TempDir(), embedded.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.WriteHours(context.Background(), rows, nil); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return embeddedtest.Open(t, rows...)
 }
 
 func startController(t *testing.T, s *kubetest.Stack, o Options) (*Controller, context.CancelFunc) {
@@ -497,7 +482,7 @@ spec:
 		return ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "test", Team: team, Namespace: team, LocalQueue: "q", ClusterQueue: "shared", Flavor: flavor},
 			GPUSeconds: 4 * 3600, CostMicros: 4 * price}
 	}
-	store := ledgerRows(t, row("h", "h100", 6_880_000), row("t", "t4", 526_000))
+	store := embeddedtest.Open(t, row("h", "h100", 6_880_000), row("t", "t4", 526_000))
 	c := steer(t, s, store, Teams{Cluster: "test", ByNamespace: map[string]string{"h": "h", "t": "t"}, ByClusterQueue: map[string]string{"shared": ""}})
 	var m strings.Builder
 	c.WriteMetrics(&m)
@@ -522,7 +507,7 @@ func TestReplayOnKueue(t *testing.T) {
 		{ID: "second", Team: "b", Submit: 10 * time.Minute, Duration: time.Hour, Pods: 2, PerPod: 2},
 		{ID: "third", Team: "a", Submit: 20 * time.Minute, Duration: 30 * time.Minute, Pods: 4, PerPod: 1},
 	}
-	store := ledgerRows(t)
+	store := embeddedtest.Open(t)
 	outs, err := ReplayOnKueue(context.Background(), s.Config, jobs, ReplayOptions{Flavors: []ReplayFlavor{{Name: "h100", GPUs: 4, PriceMicrosPerGPUHour: 6_880_000}},
 		Speedup: speedup, Steer: true, Store: store, HalfLife: time.Hour, WeightInterval: 10 * time.Minute, Epoch: testNow.Truncate(time.Hour)})
 	if err != nil {

@@ -37,11 +37,7 @@ until interrupted, sending again each time.`, stdout)
 	amURL := fs.String("alertmanager.url", "", "Alertmanager to send the alerts to, such as http://alertmanager:9093; empty: print only")
 	interval := fs.Duration("interval", 0, "evaluate again every interval until interrupted (0: once)")
 	newLogger := logFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log := newLogger()
-	cfg, _, err := loadConfig(*cfgPath)
+	log, cfg, err := parseWithConfig(fs, args, cfgPath, newLogger)
 	if err != nil {
 		return err
 	}

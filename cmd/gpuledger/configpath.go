@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 
 	"github.com/gpuledger/gpuledger/config"
@@ -52,4 +53,15 @@ func loadConfig(flagValue string) (*config.Config, string, error) {
 	fmt.Fprintf(os.Stderr, "gpuledger: configuration %s (from %s)\n", path, why)
 	cfg, err := config.Load(path)
 	return cfg, path, err
+}
+
+// parseWithConfig parses a command's flags, makes its logger and loads
+// its configuration.
+func parseWithConfig(fs *flag.FlagSet, args []string, cfgPath *string, newLogger func() *slog.Logger) (*slog.Logger, *config.Config, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	log := newLogger()
+	cfg, _, err := loadConfig(*cfgPath)
+	return log, cfg, err
 }

@@ -48,11 +48,7 @@ changes, errors) and /healthz are served on -http.listenAddr.`, stdout)
 	leaseNS := fs.String("leaderElection.namespace", "gpuledger", "namespace of the Lease")
 	listen := fs.String("http.listenAddr", "127.0.0.1:9402", "address of /metrics and /healthz (\":9402\" in a pod, for scraping); empty for none")
 	newLogger := logFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log := newLogger()
-	cfg, _, err := loadConfig(*cfgPath)
+	log, cfg, err := parseWithConfig(fs, args, cfgPath, newLogger)
 	if err != nil {
 		return err
 	}

@@ -36,11 +36,7 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	serve := fs.Bool("serve", true, "serve the API after the reports until interrupted")
 	listen := fs.String("http.listenAddr", "127.0.0.1:8080", "address the API listens on")
 	newLogger := logFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	log := newLogger()
-	cfg, _, err := loadConfig(*cfgPath)
+	log, cfg, err := parseWithConfig(fs, args, cfgPath, newLogger)
 	if err != nil {
 		return fmt.Errorf("%w\nfix the file, or run from the repository root so that examples/cluster.yaml is found", err)
 	}

@@ -26,10 +26,11 @@ var allowed = map[string][]string{
 	// chtest gives tests a database on the ClickHouse CI starts.
 	"ledger/clickhouse/chtest": {"github.com/ClickHouse/clickhouse-go/v2", "internal/testenv"},
 	// testenv locates real servers and reference data for tests.
-	"internal/testenv":  {},
-	"ledger/ledgertest": {"ledger", "github.com/google/go-cmp"},
-	"config":            {"ledger", "attribution", "go.yaml.in/yaml/v3"},
-	"ingest":            {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib"},
+	"internal/testenv":             {},
+	"ledger/embedded/embeddedtest": {"ledger", "ledger/embedded"},
+	"ledger/ledgertest":            {"ledger", "github.com/google/go-cmp"},
+	"config":                       {"ledger", "attribution", "go.yaml.in/yaml/v3"},
+	"ingest":                       {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib"},
 	// sim's closed loop feeds its telemetry through ingest's pipeline,
 	// which takes attribution's cost model.
 	"sim":               {"config", "admission", "ledger", "ingest", "attribution"},
