@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpuledger/gpuledger/capacity"
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// defaultColdStarts are the models' replica sizes and load times:
+// published load times run from ~15 s (an 8B model, streamed weights) to
+// over 10 minutes (a 70B model on 8 GPUs).
+const defaultColdStarts = "m-small=1:30s,m-mid=2:120s,m-large=8:600s,deepseek-r1=8:900s,mm-image=1:60s"
+
+func runScaleToZero(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("scale-to-zero", `Recommends, per inference endpoint, whether to let it scale to zero replicas and
+with which KEDA cooldownPeriod, by replaying the endpoint's own gaps between
+requests against the cost of a cold start: the model's load time (the first
+request waits for it, and the replica's GPUs are held meanwhile, at the GPU
+price) and a penalty per cold start for the latency. Endpoints with a daily
+rhythm (requests in some hours on 90% of the days, none in others on half) also
+get a pre-warm schedule. The choice saves the most money whose p95 extra latency
+stays within -sla.maxP95Extra; an endpoint where none does keeps a replica. It
+compares each choice with KEDA's default (300 s).
+
+The traffic is ServeGen's production LLM API traces (one endpoint per client,
+request counts per 600 s window with the fitted inter-arrival distribution;
+arrivals are drawn from it for each -seeds). Writes scale-to-zero.csv and, for
+every endpoint that should scale to zero, a KEDA object under keda/: a
+ScaledObject on -keda.query (a request rate measured in front of the model
+server: at zero replicas vLLM's own metrics vanish), or, without one, an
+HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
+	dir := fs.String("servegen", "../shared/data/traces/inference-servegen", "folder of ServeGen's <model>_windows.csv")
+	models := fs.String("models", "", "models to read (default: every <model>_windows.csv)")
+	classes := fs.String("coldStart", defaultColdStarts, "per model: GPUs of a replica and the model's load time, model=GPUs:load,…")
+	priceFlag := fs.String("pricePerGPUHour", "6.88", "price of a GPU-hour (default: an on-demand H100)")
+	penaltyFlag := fs.String("penalty", "0.50", "cost of one cold start's latency (the SLA's price of a slow first answer)")
+	seeds := fs.String("seeds", "1,2,3", "seeds of the drawn arrivals")
+	maxP95 := fs.Duration("sla.maxP95Extra", 0, "the endpoints' SLA: what the 95th percentile request may wait for a model to load (0: at most 5% of requests wait; negative: no limit)")
+	out := fs.String("out", "gpuledger-capacity", "folder for scale-to-zero.csv and keda/")
+	namespace := fs.String("keda.namespace", "inference", "namespace of the endpoints' Deployments")
+	prom := fs.String("keda.prometheus", "http://vmsingle:8428", "Prometheus-compatible server of -keda.query")
+	query := fs.String("keda.query", "", "request rate of an endpoint measured in front of it, %s standing for the endpoint's name, such as sum(rate(gateway_requests_total{service=\"%s\"}[1m])); empty: HTTPScaledObjects")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	price, err := ledger.ParseMicros(*priceFlag)
+	if err != nil || price <= 0 {
+		return usageError{fmt.Sprintf("-pricePerGPUHour=%q: want a positive amount such as 6.88", *priceFlag)}
+	}
+	penalty, err := ledger.ParseMicros(*penaltyFlag)
+	if err != nil || penalty < 0 {
+		return usageError{fmt.Sprintf("-penalty=%q: want an amount such as 0.50", *penaltyFlag)}
+	}
+	cold, err := parseColdStarts(*classes, penalty)
+	if err != nil {
+		return err
+	}
+	var seedList []uint64
+	for _, s := range splitList(*seeds) {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return usageError{fmt.Sprintf("-seeds item %q: want an unsigned integer", s)}
+		}
+		seedList = append(seedList, n)
+	}
+	if len(seedList) == 0 {
+		return usageError{"-seeds is empty: want at least one seed"}
+	}
+	names := splitList(*models)
+	if len(names) == 0 {
+		files, _ := filepath.Glob(filepath.Join(*dir, "*_windows.csv"))
+		for _, f := range files {
+			names = append(names, strings.TrimSuffix(filepath.Base(f), "_windows.csv"))
+		}
+		if len(names) == 0 {
+			return usageError{fmt.Sprintf("no <model>_windows.csv in %s; pass -servegen with ServeGen's folder", *dir)}
+		}
+	}
+	sort.Strings(names)
+	// The objects of an earlier run would mislead: this run writes its own.
+	if err := os.RemoveAll(filepath.Join(*out, "keda")); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(*out, "keda"), 0o755); err != nil {
+		return err
+	}
+	csv, err := os.Create(filepath.Join(*out, "scale-to-zero.csv"))
+	if err != nil {
+		return err
+	}
+	defer csv.Close()
+	fmt.Fprintln(csv, "endpoint,seed,requests,always_on_gpu_hours,min_replicas,cooldown_s,prewarm,saved_gpu_hours,cold_starts_per_day,p95_extra_latency_s,net_saving,keda_default_saved_gpu_hours,keda_default_cold_starts_per_day,keda_default_p95_extra_latency_s,keda_default_net_saving")
+	fmt.Fprintf(stdout, "gpuledger scale-to-zero %s\n\nGPU-hour %s, %s a cold start; seeds %s (figures: mean [min-max] over them)\n\n", strings.Join(args, " "),
+		ledger.FormatCents(price), ledger.FormatCents(penalty), *seeds)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "model\tendpoints\tGPUs×load\talways-on GPU-h/day\tKEDA 300 s: saved GPU-h/day\tcold starts/day\tp95 extra\tgpuledger: saved GPU-h/day\tcold starts/day\tp95 extra\tscale to 0\tnet saving/month\t")
+	began := time.Now()
+	for _, model := range names {
+		cs, ok := cold[model]
+		if !ok {
+			return usageError{fmt.Sprintf("model %s has no -coldStart entry (GPUs:load); add one such as %s=1:60s", model, model)}
+		}
+		f, err := os.Open(filepath.Join(*dir, model+"_windows.csv"))
+		if err != nil {
+			return err
+		}
+		eps, err := capacity.ParseServeGen(f, model)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(*dir, model+"_windows.csv"), err)
+		}
+		var perSeed []modelFigures
+		for _, seed := range seedList {
+			recs := recommendAll(ctx, eps, seed, cs, price, *maxP95)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			perSeed = append(perSeed, summarise(recs))
+			for i, r := range recs {
+				fmt.Fprintf(csv, "%s,%d,%.0f,%.2f,%d,%.0f,%s,%.2f,%.2f,%.0f,%s,%.2f,%.2f,%.0f,%s\n", r.Endpoint, seed, r.Best.Requests, r.Best.AlwaysOnGPUHours,
+					r.MinReplicas, r.Best.Policy.Cooldown.Seconds(), prewarmText(r.Best.Policy.PreWarm), r.Best.SavedGPUHours, r.Best.ColdStartsPerDay,
+					r.Best.P95ExtraLatency.Seconds(), ledger.FormatCents(r.Best.NetSavingMicros), r.Default.SavedGPUHours, r.Default.ColdStartsPerDay,
+					r.Default.P95ExtraLatency.Seconds(), ledger.FormatCents(r.Default.NetSavingMicros))
+				if seed == seedList[0] && r.MinReplicas == 0 {
+					name := kedaName(eps[i].Name)
+					t := capacity.KEDATarget{Namespace: *namespace, Name: name, MaxReplicas: 4, Prometheus: *prom, Threshold: 1,
+						Host: name + "." + *namespace + ".svc", Service: name, Port: 8000}
+					if *query != "" {
+						t.Query = strings.ReplaceAll(*query, "%s", name)
+					}
+					if err := os.WriteFile(filepath.Join(*out, "keda", name+".yaml"), []byte(capacity.KEDAObject(r, t)), 0o644); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d×%s\t%s\n", model, len(eps), cs.GPUsPerReplica, cs.Load, spreadFigures(perSeed))
+		fmt.Fprintf(os.Stderr, "scale-to-zero: %s done, %s\n", model, time.Since(began).Round(time.Second))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nsaved and cold starts: sums over the endpoints per day; p95 extra: the median endpoint's p95 of what requests wait for a load; net saving: a 30-day month of saved GPU time at the price less the cold starts' penalties, gpuledger's choice.\nPer endpoint: %s; KEDA objects: %s\n",
+		filepath.Join(*out, "scale-to-zero.csv"), filepath.Join(*out, "keda"))
+	return nil
+}
+
+// parseColdStarts reads model=GPUs:load,….
+func parseColdStarts(v string, penalty int64) (map[string]capacity.ColdStart, error) {
+	out := map[string]capacity.ColdStart{}
+	for _, item := range splitList(v) {
+		model, spec, ok := strings.Cut(item, "=")
+		g, l, ok2 := strings.Cut(spec, ":")
+		gpus, err1 := strconv.Atoi(g)
+		load, err2 := time.ParseDuration(l)
+		if !ok || !ok2 || model == "" || err1 != nil || gpus < 1 || err2 != nil || load < 0 {
+			return nil, usageError{fmt.Sprintf("-coldStart item %q: want model=GPUs:load such as m-small=1:30s", item)}
+		}
+		out[model] = capacity.ColdStart{Load: load, GPUsPerReplica: gpus, PenaltyMicros: penalty}
+	}
+	return out, nil
+}
+
+// recommendAll recommends for every endpoint, on every core.
+func recommendAll(ctx context.Context, eps []capacity.Endpoint, seed uint64, cs capacity.ColdStart, price int64, maxP95 time.Duration) []capacity.ScaleToZero {
+	out := make([]capacity.ScaleToZero, len(eps))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i] = capacity.Recommend(eps[i], capacity.Arrivals(eps[i], seed+uint64(i)*1_000_003), cs, price, maxP95)
+			}
+		}()
+	}
+	for i := range eps {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// modelFigures are one seed's sums over a model's endpoints.
+type modelFigures struct {
+	alwaysOn, defSaved, defCold, bestSaved, bestCold float64
+	defP95, bestP95                                  time.Duration
+	toZero                                           int
+	net                                              int64
+}
+
+func summarise(recs []capacity.ScaleToZero) modelFigures {
+	var f modelFigures
+	var defP95, bestP95 []time.Duration
+	for _, r := range recs {
+		d := r.Best.Days
+		f.alwaysOn += r.Best.AlwaysOnGPUHours / d
+		f.defSaved += r.Default.SavedGPUHours / d
+		f.defCold += r.Default.ColdStartsPerDay
+		f.bestSaved += r.Best.SavedGPUHours / d
+		f.bestCold += r.Best.ColdStartsPerDay
+		defP95, bestP95 = append(defP95, r.Default.P95ExtraLatency), append(bestP95, r.Best.P95ExtraLatency)
+		if r.MinReplicas == 0 {
+			f.toZero++
+			f.net += int64(float64(r.Best.NetSavingMicros) * 30 / d)
+		}
+	}
+	med := func(xs []time.Duration) time.Duration {
+		if len(xs) == 0 {
+			return 0
+		}
+		sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
+		return xs[len(xs)/2]
+	}
+	f.defP95, f.bestP95 = med(defP95), med(bestP95)
+	return f
+}
+
+func spreadFigures(fs []modelFigures) string {
+	cell := func(get func(modelFigures) float64, format string) string {
+		lo, hi, sum := get(fs[0]), get(fs[0]), 0.0
+		for _, f := range fs {
+			v := get(f)
+			lo, hi, sum = min(lo, v), max(hi, v), sum+v
+		}
+		if len(fs) == 1 || lo == hi {
+			return fmt.Sprintf(format, sum/float64(len(fs)))
+		}
+		return fmt.Sprintf(format+" ["+format+"-"+format+"]", sum/float64(len(fs)), lo, hi)
+	}
+	dur := func(get func(modelFigures) time.Duration) string {
+		return cell(func(f modelFigures) float64 { return get(f).Seconds() }, "%.0fs")
+	}
+	return strings.Join([]string{
+		cell(func(f modelFigures) float64 { return f.alwaysOn }, "%.0f"),
+		cell(func(f modelFigures) float64 { return f.defSaved }, "%.0f"),
+		cell(func(f modelFigures) float64 { return f.defCold }, "%.0f"),
+		dur(func(f modelFigures) time.Duration { return f.defP95 }),
+		cell(func(f modelFigures) float64 { return f.bestSaved }, "%.0f"),
+		cell(func(f modelFigures) float64 { return f.bestCold }, "%.0f"),
+		dur(func(f modelFigures) time.Duration { return f.bestP95 }),
+		cell(func(f modelFigures) float64 { return float64(f.toZero) }, "%.0f"),
+		cell(func(f modelFigures) float64 { return float64(f.net) / 1e6 }, "%.0f"),
+	}, "\t") + "\t"
+}
+
+func prewarmText(ws []capacity.DailyWindow) string {
+	var parts []string
+	for _, w := range ws {
+		parts = append(parts, fmt.Sprintf("%02d-%02dh", int(w.From.Hours()), int(w.To.Hours())))
+	}
+	return strings.Join(parts, " ")
+}
+
+// kedaName makes a Kubernetes name of an endpoint's: model/client →
+// model-client.
+func kedaName(s string) string {
+	return strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(s))
+}
