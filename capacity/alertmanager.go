@@ -165,9 +165,21 @@ func (a *Alertmanager) client() *http.Client {
 
 // list returns the active alerts gpuledger raised for the cluster.
 func (a *Alertmanager) list(ctx context.Context, cluster string) ([]Alert, error) {
+	return a.Active(ctx, map[string]string{"generator": Generator, "cluster": cluster})
+}
+
+// Active returns the active alerts (silenced and inhibited included) whose
+// labels have the given values.
+func (a *Alertmanager) Active(ctx context.Context, match map[string]string) ([]Alert, error) {
 	q := url.Values{}
-	q.Add("filter", fmt.Sprintf("generator=%q", Generator))
-	q.Add("filter", fmt.Sprintf("cluster=%q", cluster))
+	keys := make([]string, 0, len(match))
+	for k := range match {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		q.Add("filter", fmt.Sprintf("%s=%q", k, match[k]))
+	}
 	q.Set("active", "true")
 	q.Set("silenced", "true")
 	q.Set("inhibited", "true")

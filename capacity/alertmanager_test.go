@@ -3,68 +3,13 @@ package capacity
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/ledger/embedded/embeddedtest"
 )
-
-// startAlertmanager runs the real Alertmanager (tools/build-alertmanager.sh,
-// $GPULEDGER_ALERTMANAGER) on 127.0.0.1 with its state in dir, and returns
-// its URL and a function that stops it.
-func startAlertmanager(t *testing.T, dir string) (string, func()) {
-	t.Helper()
-	bin := filepath.Join(os.Getenv("GPULEDGER_ALERTMANAGER"), "alertmanager")
-	if _, err := os.Stat(bin); os.Getenv("GPULEDGER_ALERTMANAGER") == "" || err != nil {
-		testenv.Missing(t, "Alertmanager is not built (GPULEDGER_ALERTMANAGER %q); run tools/build-alertmanager.sh and set GPULEDGER_ALERTMANAGER to the folder it prints", os.Getenv("GPULEDGER_ALERTMANAGER"))
-	}
-	cfg := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(cfg, []byte("route: {receiver: none, group_wait: 1s}\nreceivers: [{name: none}]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := testenv.FreeAddr(t)
-	log, err := os.Create(filepath.Join(dir, "alertmanager.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr,
-		"--cluster.listen-address=")
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stop := func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Signal(syscall.SIGTERM)
-			cmd.Wait()
-		}
-	}
-	t.Cleanup(stop)
-	url := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url + "/-/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return url, stop
-			}
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(dir, "alertmanager.log"))
-			t.Fatalf("Alertmanager not ready after 30 s: %v\n%s", err, b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // evaluate runs the trigger on the ledger of a cluster as `gpuledger
 // capacity` does and syncs Alertmanager with its alerts.
@@ -106,7 +51,7 @@ func active(t *testing.T, am *Alertmanager, cluster string) []Alert {
 func TestExpansionAlertInAlertmanager(t *testing.T) {
 	testenv.Slow(t, "Alertmanager")
 	dir := t.TempDir()
-	url, stop := startAlertmanager(t, dir)
+	url, stop := testenv.StartAlertmanager(t, dir)
 	am := &Alertmanager{URL: url}
 
 	recs := evaluate(t, am, "young", 29)
@@ -150,7 +95,7 @@ func TestExpansionAlertInAlertmanager(t *testing.T) {
 	// Alertmanager restarts (it keeps no alerts across restarts: senders
 	// send them again): the next evaluation raises the one alert again.
 	stop()
-	url, _ = startAlertmanager(t, dir)
+	url, _ = testenv.StartAlertmanager(t, dir)
 	am = &Alertmanager{URL: url}
 	evaluate(t, am, "prod", 31)
 	if got := active(t, am, "prod"); len(got) != 1 {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds victoria-metrics and vmagent at the version pinned in
+# Builds victoria-metrics, vmagent and vmalert at the version pinned in
 # tools/victoriametrics/go.mod into a cache folder keyed on that version, and
 # prints the folder. A warm cache returns at once.
 #   tools/build-victoriametrics.sh            # into ${GPULEDGER_CACHE:-$HOME/.cache/gpuledger}
@@ -7,7 +7,12 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/victoriametrics" && pwd)
 version=$(awk '/github.com\/VictoriaMetrics\/VictoriaMetrics v/{print $NF}' "$here/go.mod")
 dest="${GPULEDGER_CACHE:-$HOME/.cache/gpuledger}/victoriametrics-$version"
-if [ -x "$dest/victoria-metrics" ] && [ -x "$dest/vmagent" ]; then
+apps="victoria-metrics vmagent vmalert"
+missing=""
+for app in $apps; do
+	[ -x "$dest/$app" ] || missing="$missing $app"
+done
+if [ -z "$missing" ]; then
 	echo "$dest"
 	exit 0
 fi
@@ -17,7 +22,7 @@ if [ ! -f go.sum ] || ! grep -q "VictoriaMetrics/VictoriaMetrics $version" go.su
 	GOFLAGS=-mod=mod go mod tidy >&2
 fi
 ldflags="-s -w -X github.com/VictoriaMetrics/VictoriaMetrics/lib/buildinfo.Version=victoria-metrics-$version"
-for app in victoria-metrics vmagent; do
+for app in $missing; do
 	echo "building $app $version (a few minutes the first time)" >&2
 	CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "$ldflags" -o "$dest/$app.tmp" "github.com/VictoriaMetrics/VictoriaMetrics/app/$app"
 	mv "$dest/$app.tmp" "$dest/$app"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -172,5 +173,55 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 		return fmt.Errorf("%w; check -alertmanager.url", err)
 	}
 	fmt.Fprintf(w, "\nAlertmanager %s: %d alerts sent (%s), %d resolved\n", am.URL, sent, strings.Join(names, ", "), resolved)
+	return nil
+}
+
+func runRules(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("rules", `Writes vmalert/Prometheus rule groups that express the expansion trigger of
+gpuledger capacity on the raw metrics, for users who alert from their TSDB:
+recording rules every 5 minutes for each flavor's allocated share of its GPUs
+(kube-state-metrics: nvidia.com/gpu requested by Running pods over the nodes'
+capacity, the nodes of each flavor taken from the configuration), then the
+alert GPUCapacityExpansion on their average over capacity.windowDays, guarded by
+a sample count (95% of the window) and data from before the window; never a
+'for' of 30 days. MIG nodes are left out (their GPUs are requested as
+nvidia.com/mig-* slices).`, stdout)
+	cfgPath := configFlag(fs, "business-data configuration file (clusters, nodes and their flavors, capacity)")
+	cluster := fs.String("cluster", "", "cluster of the configuration; empty for the only one")
+	out := fs.String("out", "", "file to write the rules to; empty: standard output")
+	newLogger := logFlags(fs)
+	_, cfg, err := parseWithConfig(fs, args, cfgPath, newLogger)
+	if err != nil {
+		return err
+	}
+	c, err := cfg.Cluster(*cluster)
+	if err != nil {
+		return err
+	}
+	byFlavor := map[string][]string{}
+	var mig []string
+	for _, n := range c.Nodes {
+		if len(n.MIG) > 0 {
+			mig = append(mig, n.Name)
+			continue
+		}
+		byFlavor[n.Flavor] = append(byFlavor[n.Flavor], n.Name)
+	}
+	var flavors []capacity.RuleFlavor
+	for f, nodes := range byFlavor {
+		flavors = append(flavors, capacity.RuleFlavor{Name: f, Nodes: nodes})
+	}
+	doc := capacity.PrometheusRules(c.Name, flavors, capacityRule(cfg.Capacity))
+	if len(mig) > 0 {
+		doc = "# MIG nodes left out: " + strings.Join(mig, ", ") + "\n" + doc
+	}
+	if *out == "" {
+		_, err := io.WriteString(stdout, doc)
+		return err
+	}
+	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d flavors of cluster %s\n", *out, len(flavors), c.Name)
 	return nil
 }
