@@ -29,6 +29,8 @@ type Options struct {
 	Store ledger.Store
 	// Report labels and budgets the chargeback downloads.
 	Report reports.Options
+	// Capacity is what /api/v1/capacity and /api/v1/budgets need.
+	Capacity CapacityOptions
 	// Logger receives request errors; nil discards them.
 	Logger *slog.Logger
 	// Auth checks bearer tokens; nil lets every request through as admin
@@ -124,6 +126,8 @@ func New(opts Options) *Server {
 	s.e.GET("/api/v1/cost", s.cost, read, s.cache)
 	s.e.GET("/api/v1/reports/chargeback/:month", s.chargeback, read, s.cache)
 	s.e.GET("/api/v1/workloads", s.workloads, read, s.cache)
+	s.e.GET("/api/v1/capacity", s.capacity, s.require(string(ScopeViewer)), s.cache)
+	s.e.GET("/api/v1/budgets", s.budgets, read, s.cache)
 	s.e.POST("/api/v1/write", s.remoteWrite, s.require(string(ScopeWrite)))
 	return s
 }

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpuledger/gpuledger/api"
 	"github.com/gpuledger/gpuledger/capacity"
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ledger"
@@ -63,10 +64,7 @@ until interrupted, sending again each time.`, stdout)
 		return err
 	}
 	defer store.Close()
-	prices := map[string]int64{}
-	for _, f := range cfg.ResourceFlavors {
-		prices[f.Name] = cfg.PriceMicros(f.Name)
-	}
+	prices := capacityOptions(cfg, am.Cluster).PricesMicros
 	var alertmanager *capacity.Alertmanager
 	if *amURL != "" {
 		alertmanager = &capacity.Alertmanager{URL: *amURL}
@@ -224,4 +222,14 @@ nvidia.com/mig-* slices).`, stdout)
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d flavors of cluster %s\n", *out, len(flavors), c.Name)
 	return nil
+}
+
+// capacityOptions are the capacity routes' business data from the
+// configuration.
+func capacityOptions(cfg *config.Config, cluster string) api.CapacityOptions {
+	prices := map[string]int64{}
+	for _, f := range cfg.ResourceFlavors {
+		prices[f.Name] = cfg.PriceMicros(f.Name)
+	}
+	return api.CapacityOptions{Cluster: cluster, Rule: capacityRule(cfg.Capacity), PricesMicros: prices, Budgets: cfg.TeamBudgets()}
 }

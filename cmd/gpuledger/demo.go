@@ -104,12 +104,14 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	}
 	// The demo serves its simulated ledger without tokens, on loopback by
 	// default: gpuledger serve requires them.
-	srv := api.New(api.Options{Store: store, Report: ropts, Logger: log})
+	srv := api.New(api.Options{Store: store, Report: ropts, Capacity: capacityOptions(cfg, res.model.Cluster), Logger: log})
 	srv.PublishStats(ingest.PipelineStats{Ingest: res.offline.Ingest, Attribution: res.offline.Attribution})
 	m := month.Format("2006-01")
 	fmt.Fprintf(stdout, "\nServing on http://%s (Ctrl-C to stop). Try:\n", *listen)
 	fmt.Fprintf(stdout, "  curl 'http://%s/api/v1/cost?from=%s&to=%s&step=month&groupBy=team'\n", *listen, m, end.Format("2006-01"))
 	fmt.Fprintf(stdout, "  curl -OJ 'http://%s/api/v1/reports/chargeback/%s?format=xlsx'\n", *listen, m)
+	fmt.Fprintf(stdout, "  curl 'http://%s/api/v1/capacity?at=%s'\n", *listen, end.Add(-12*time.Hour).Format(time.RFC3339))
+	fmt.Fprintf(stdout, "  curl 'http://%s/api/v1/budgets?at=%s'\n", *listen, end.Add(-12*time.Hour).Format(time.RFC3339))
 	fmt.Fprintf(stdout, "  curl http://%s/metrics\n", *listen)
 	if err := srv.ListenAndServe(ctx, *listen); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w; pass another -http.listenAddr, or -serve=false", err)

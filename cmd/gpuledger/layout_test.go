@@ -39,7 +39,7 @@ var allowed = map[string][]string{
 	"internal/kubetest": {"internal/testenv", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
 	"reports":           {"ledger", "github.com/xuri/excelize/v2"},
 	"capacity":          {"ledger"},
-	"api":               {"ledger", "reports", "ingest", "attribution", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
+	"api":               {"ledger", "reports", "ingest", "attribution", "capacity", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
 	"cmd/gpuledger":     {"*"},
 }
 

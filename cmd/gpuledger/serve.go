@@ -82,7 +82,7 @@ team:<name>.`, stdout)
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	opts := api.Options{Store: store, Logger: log, Auth: auth, Report: reportOptions(cfg, ""), Stats: pl.Stats, Health: pl.Health,
+	opts := api.Options{Store: store, Logger: log, Auth: auth, Report: reportOptions(cfg, ""), Capacity: capacityOptions(cfg, model.Cluster), Stats: pl.Stats, Health: pl.Health,
 		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: *maxInflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
 		CacheTTL: *cacheTTL, Generation: pl.Writes}
 	if *remoteWrite {

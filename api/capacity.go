@@ -1,0 +1,137 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/gpuledger/gpuledger/capacity"
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// CapacityOptions are what the capacity routes need: the cluster, the
+// expansion rule, the flavors' prices and the teams' budgets.
+type CapacityOptions struct {
+	Cluster      string
+	Rule         capacity.Rule
+	PricesMicros map[string]int64
+	Budgets      map[string]int64
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// ExpansionPoint is the expansion trigger's verdict on one flavor.
+type ExpansionPoint struct {
+	Flavor            string    `json:"flavor"`
+	Fired             bool      `json:"fired"`
+	Why               string    `json:"why"`
+	From              time.Time `json:"from"`
+	To                time.Time `json:"to"`
+	Hours             int       `json:"hours"`
+	HoursWithData     int       `json:"hoursWithData"`
+	GPUs              float64   `json:"gpus"`
+	Allocated         float64   `json:"allocatedShare"`
+	Active            float64   `json:"activeShare"`
+	DailyMin          float64   `json:"dailyAllocatedMin"`
+	DailyMax          float64   `json:"dailyAllocatedMax"`
+	Forecast          string    `json:"forecast,omitempty"`
+	PurchaseGPUs      int       `json:"purchaseGpus"`
+	MonthlyCostMicros int64     `json:"monthlyCostMicros"`
+	MonthlyCost       string    `json:"monthlyCost"`
+}
+
+// BudgetPoint is one team's spend this month against its budget.
+type BudgetPoint struct {
+	Team              string `json:"team"`
+	BudgetMicros      int64  `json:"budgetMicros"`
+	MonthToDateMicros int64  `json:"monthToDateMicros"`
+	ForecastMicros    int64  `json:"forecastMicros"`
+	Budget            string `json:"budget"`
+	MonthToDate       string `json:"monthToDate"`
+	Forecast          string `json:"forecast"`
+	Level             int    `json:"levelPercent"`
+	ForecastLevel     int    `json:"forecastLevelPercent"`
+}
+
+func (s *Server) capacityNow(v string) (time.Time, error) {
+	if v != "" {
+		return parseTime("at", v)
+	}
+	if s.opts.Capacity.Now != nil {
+		return s.opts.Capacity.Now(), nil
+	}
+	return time.Now(), nil
+}
+
+// capacity answers GET /api/v1/capacity?at=: the expansion trigger per
+// flavor of the cluster, as of at (default now).
+func (s *Server) capacity(c echo.Context) error {
+	v, err := params(c, "at")
+	if err != nil {
+		return err
+	}
+	at, err := s.capacityNow(v.Get("at"))
+	if err != nil {
+		return err
+	}
+	o := s.opts.Capacity
+	rule := o.Rule
+	if rule.Window <= 0 {
+		rule = capacity.DefaultRule
+	}
+	facts, err := capacity.ReadFacts(c.Request().Context(), s.opts.Store, o.Cluster, at.Add(-max(rule.Window, 365*24*time.Hour)), at)
+	if err != nil {
+		return err
+	}
+	out := []ExpansionPoint{}
+	for _, r := range capacity.Expansion(facts, at, rule, o.PricesMicros) {
+		p := ExpansionPoint{Flavor: r.Flavor, Fired: r.Fired, Why: r.Why, From: r.From, To: r.To, Hours: r.Hours, HoursWithData: r.HoursWithData,
+			GPUs: r.GPUs, Allocated: r.Allocated, Active: r.Active, DailyMin: r.DailyMin, DailyMax: r.DailyMax, PurchaseGPUs: r.PurchaseGPUs,
+			MonthlyCostMicros: r.MonthlyCostMicros, MonthlyCost: ledger.FormatMicros(r.MonthlyCostMicros)}
+		if !r.Forecast.IsZero() {
+			p.Forecast = r.Forecast.Format(time.DateOnly)
+		}
+		out = append(out, p)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"cluster": o.Cluster, "at": at.UTC(), "currency": s.opts.Report.Currency,
+		"thresholdShare": rule.Threshold, "windowDays": rule.Window.Hours() / 24, "flavors": out})
+}
+
+// budgets answers GET /api/v1/budgets?at=&team=: each budgeted team's
+// month-to-date and forecast spend as of at; a team-scoped token sees its
+// own team only.
+func (s *Server) budgets(c echo.Context) error {
+	v, err := params(c, "at", "team")
+	if err != nil {
+		return err
+	}
+	at, err := s.capacityNow(v.Get("at"))
+	if err != nil {
+		return err
+	}
+	team, err := teamFilter(c, v.Get("team"))
+	if err != nil {
+		return err
+	}
+	o := s.opts.Capacity
+	budgets := o.Budgets
+	if team != "" {
+		budgets = map[string]int64{}
+		if b, ok := o.Budgets[team]; ok {
+			budgets[team] = b
+		}
+	}
+	bs, err := capacity.Budgets(c.Request().Context(), s.opts.Store, o.Cluster, budgets, at)
+	if err != nil {
+		return err
+	}
+	out := []BudgetPoint{}
+	for _, b := range bs {
+		out = append(out, BudgetPoint{Team: b.Team, BudgetMicros: b.BudgetMicros, MonthToDateMicros: b.MonthToDateMicros, ForecastMicros: b.ForecastMicros,
+			Budget: ledger.FormatMicros(b.BudgetMicros), MonthToDate: ledger.FormatMicros(b.MonthToDateMicros), Forecast: ledger.FormatMicros(b.ForecastMicros),
+			Level: b.Level, ForecastLevel: b.ForecastLevel})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"cluster": o.Cluster, "at": at.UTC(), "currency": s.opts.Report.Currency,
+		"month": ledger.StepMonth.Truncate(at).Format("2006-01"), "budgets": out})
+}

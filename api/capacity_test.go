@@ -1,0 +1,62 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/gpuledger/gpuledger/capacity"
+)
+
+// TestCapacityRoutes: the expansion trigger for viewers, the budgets for
+// each team's own token only, on the test ledger (Oct 1-2: ml holds one of
+// two H100s).
+func TestCapacityRoutes(t *testing.T) {
+	base, _ := authServer(t)
+	opts := base.opts
+	opts.Capacity = CapacityOptions{Cluster: "c1", Rule: capacity.DefaultRule, PricesMicros: map[string]int64{"h100": 6_880_000},
+		Budgets: map[string]int64{"ml": 500_000_000, "vision": 100_000_000}}
+	srv := New(opts)
+	const at = "at=2026-10-02T12:00:00Z"
+
+	code, body := call(t, srv, http.MethodGet, "/api/v1/capacity?"+at, "finops")
+	var cp struct {
+		Flavors []ExpansionPoint
+	}
+	if err := json.Unmarshal([]byte(body), &cp); code != http.StatusOK || err != nil || len(cp.Flavors) != 1 {
+		t.Fatalf("capacity: %d %s", code, body)
+	}
+	if f := cp.Flavors[0]; f.Flavor != "h100" || f.Fired || f.Allocated != 0.5 || !strings.Contains(f.Why, "not enough history") || f.MonthlyCost != "361612.800000" {
+		t.Errorf("h100: %+v", f)
+	}
+	if code, _ := call(t, srv, http.MethodGet, "/api/v1/capacity?"+at, "ml-dash"); code != http.StatusForbidden {
+		t.Errorf("a team's token read the cluster's capacity: %d", code)
+	}
+
+	budgets := func(token, query string) (int, []BudgetPoint) {
+		code, body := call(t, srv, http.MethodGet, "/api/v1/budgets?"+at+query, token)
+		var b struct{ Budgets []BudgetPoint }
+		json.Unmarshal([]byte(body), &b)
+		return code, b.Budgets
+	}
+	// ml: 36 hours of one H100 in October: 247.68 of 500 (49%), on course
+	// for 247.68 × 744 / 36 = 5118.72 (over 100%).
+	code, bs := budgets("ml-dash", "")
+	if code != http.StatusOK || len(bs) != 1 || bs[0].Team != "ml" || bs[0].MonthToDate != "247.680000" || bs[0].Level != 0 ||
+		bs[0].Forecast != "5118.720000" || bs[0].ForecastLevel != 100 {
+		t.Errorf("ml's budget: %d %+v", code, bs)
+	}
+	if code, bs := budgets("vision-dash", ""); code != http.StatusOK || len(bs) != 1 || bs[0].Team != "vision" {
+		t.Errorf("vision's token: %d %+v", code, bs)
+	}
+	if code, _ := budgets("ml-dash", "&team=vision"); code != http.StatusForbidden {
+		t.Errorf("ml's token read vision's budget: %d", code)
+	}
+	if code, bs := budgets("finops", ""); code != http.StatusOK || len(bs) != 2 {
+		t.Errorf("a viewer: %d %+v", code, bs)
+	}
+	if code, _ := call(t, srv, http.MethodGet, "/api/v1/budgets?at=yesterday", "finops"); code != http.StatusBadRequest {
+		t.Errorf("at=yesterday: %d", code)
+	}
+}
