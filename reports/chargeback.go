@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gpuledger/gpuledger/capacity"
 	"github.com/gpuledger/gpuledger/ledger"
 )
 
@@ -32,6 +33,11 @@ type Options struct {
 	// Team restricts the report to one team: its line only, and its
 	// workloads (what a team's own token may read).
 	Team string
+	// Capacity, when set, adds the expansion trigger's verdict per flavor
+	// at the month's end (not to a one-team report: capacity is the
+	// cluster's), with each flavor's price per GPU-hour.
+	Capacity     *capacity.Rule
+	PricesMicros map[string]int64
 }
 
 // Line is one team's month.
@@ -137,6 +143,9 @@ type Chargeback struct {
 	// Workloads lists the month's most idle workloads, most idle cost
 	// first.
 	Workloads []ledger.WorkloadRow
+	// Capacity is the expansion trigger per flavor at the month's end
+	// (Options.Capacity).
+	Capacity []capacity.Recommendation
 }
 
 // TopWorkloads is how many workloads a report lists.
@@ -246,6 +255,13 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 	cb.Workloads, err = store.TopWorkloads(ctx, ledger.Query{From: from, To: to, Cluster: opts.Cluster, Team: opts.Team}, TopWorkloads)
 	if err != nil {
 		return nil, fmt.Errorf("workloads for %s: %w", from.Format("2006-01"), err)
+	}
+	if opts.Capacity != nil && opts.Team == "" {
+		facts, err := capacity.ReadFacts(ctx, store, opts.Cluster, to.Add(-max(opts.Capacity.Window, 365*24*time.Hour)), to)
+		if err != nil {
+			return nil, err
+		}
+		cb.Capacity = capacity.Expansion(facts, to, *opts.Capacity, opts.PricesMicros)
 	}
 	return cb, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gpuledger/gpuledger/capacity"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 )
@@ -84,7 +85,8 @@ func testChargeback(t *testing.T) *Chargeback {
 	}
 	cb, err := Build(context.Background(), s, time.Date(2026, 10, 15, 0, 0, 0, 0, time.UTC), Options{
 		Currency: "USD", Teams: []string{"ml", "vision", "ds"},
-		Budgets: map[string]int64{"ml": 20_000_000, "ds": 5_000_000, "vision": 1_000_000},
+		Budgets:  map[string]int64{"ml": 20_000_000, "ds": 5_000_000, "vision": 1_000_000},
+		Capacity: &capacity.DefaultRule, PricesMicros: map[string]int64{"h100": 6_880_000, "a100": 3_430_900},
 	})
 	if err != nil {
 		t.Fatal(err)

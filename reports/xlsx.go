@@ -16,6 +16,7 @@ const (
 	SheetDaily     = "Daily"
 	SheetWorkloads = "Workloads"
 	SheetMethod    = "Method"
+	SheetCapacity  = "Capacity"
 )
 
 // methodText explains every column; it is the workbook's Method sheet and
@@ -38,6 +39,7 @@ var methodText = []string{
 	"Energy: the increase of DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (a counter in mJ; a drop is a reset and the new value counts from zero), else DCGM_FI_DEV_POWER_USAGE x time; a MIG slice takes its compute share of the GPU's, a shared GPU's is split like its time. Energy cost = kWh x electricity price x PUE, priced once per hour for the cluster and split exactly; it is shown beside cost, not added to it.",
 	"Workloads: the pods' owner (kube_pod_owner, or the JobSet, PyTorchJob, RayCluster or Job named in the pod's labels), with the idle cost each one caused.",
 	"Variance: budget - cost, per team; positive means under budget. The TOTAL's budget and variance cover the teams with budgets only: platform overhead (_unowned, _unallocated) is in no budget.",
+	"Capacity: per flavor, the share of its GPU time that pods held (allocated, from Kubernetes) and that was busy (active, from DCGM) over the window before the month's end. Expansion is recommended when the allocated share is at or above the threshold over the whole window, and only when the ledger has the flavor from before the window and for 95% of its hours; the cost of the block is its GPUs x the flavor's price x 730 hours. The forecast is where a line fitted to the daily allocated shares crosses the threshold.",
 }
 
 // WriteXLSX writes the workbook: Summary (one row per team, a TOTAL row and
@@ -57,6 +59,11 @@ func (cb *Chargeback) WriteXLSX(w io.Writer) error {
 	}
 	if err := cb.writeWorkloads(f); err != nil {
 		return fmt.Errorf("workloads sheet: %w", err)
+	}
+	if len(cb.Capacity) > 0 {
+		if err := cb.writeCapacity(f); err != nil {
+			return fmt.Errorf("capacity sheet: %w", err)
+		}
 	}
 	if err := writeMethod(f); err != nil {
 		return fmt.Errorf("method sheet: %w", err)
@@ -205,6 +212,35 @@ func (cb *Chargeback) writeWorkloads(f *excelize.File) error {
 		vals := []any{w.Team, w.Namespace, w.Kind, w.Name, round3(w.GPUSeconds / 3600), round3(w.ActiveGPUSeconds / 3600),
 			round3(w.UnmeasuredGPUSeconds / 3600), round1(eff), ledger.MicrosToFloat(w.CostMicros), ledger.MicrosToFloat(w.IdleCostMicros),
 			ledger.MicrosToFloat(w.UnmeasuredCostMicros)}
+		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeCapacity writes the expansion trigger's verdict per flavor at the
+// month's end.
+func (cb *Chargeback) writeCapacity(f *excelize.File) error {
+	s := SheetCapacity
+	if _, err := f.NewSheet(s); err != nil {
+		return err
+	}
+	header := []string{"flavor", "gpus", "allocated_pct", "active_pct", "daily_allocated_min_pct", "daily_allocated_max_pct", "hours_with_data",
+		"window_hours", "window_start", "window_end", "expand_gpus", "monthly_cost_of_expansion", "forecast", "why"}
+	if err := f.SetSheetRow(s, "A1", &header); err != nil {
+		return err
+	}
+	for i, r := range cb.Capacity {
+		expand, cost, forecast := 0, 0.0, ""
+		if r.Fired {
+			expand, cost = r.PurchaseGPUs, ledger.MicrosToFloat(r.MonthlyCostMicros)
+		}
+		if !r.Forecast.IsZero() {
+			forecast = r.Forecast.Format("2006-01-02")
+		}
+		vals := []any{r.Flavor, round1(r.GPUs), round1(100 * r.Allocated), round1(100 * r.Active), round1(100 * r.DailyMin), round1(100 * r.DailyMax),
+			r.HoursWithData, r.Hours, r.From.Format("2006-01-02 15:04"), r.To.Format("2006-01-02 15:04"), expand, cost, forecast, r.Why}
 		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
 			return err
 		}

@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	"admission":         {"ledger"},
 	"admission/kube":    {"admission", "ledger", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
 	"internal/kubetest": {"internal/testenv", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
-	"reports":           {"ledger", "github.com/xuri/excelize/v2"},
+	"reports":           {"ledger", "capacity", "github.com/xuri/excelize/v2"},
 	"capacity":          {"ledger"},
 	"api":               {"ledger", "reports", "ingest", "attribution", "capacity", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
 	"cmd/gpuledger":     {"*"},

@@ -188,7 +188,9 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 
 // reportOptions labels and budgets reports from the configuration.
 func reportOptions(cfg *config.Config, cluster string) reports.Options {
-	return reports.Options{Currency: cfg.Currency, Teams: cfg.TeamNames(), Budgets: cfg.TeamBudgets(), Cluster: cluster}
+	co := capacityOptions(cfg, cluster)
+	return reports.Options{Currency: cfg.Currency, Teams: cfg.TeamNames(), Budgets: cfg.TeamBudgets(), Cluster: cluster,
+		Capacity: &co.Rule, PricesMicros: co.PricesMicros}
 }
 
 // loadModel reads the configuration and one cluster's cost model from it.
