@@ -6,7 +6,7 @@ PKGS    ?= ./...
 RUNARGS ?=
 FUZZTIME ?= 10s
 
-.PHONY: run build test bench policy-eval sim-to-real lint fuzz clean
+.PHONY: run build static test bench policy-eval sim-to-real lint fuzz clean
 
 # Simulates last month of examples/cluster.yaml through the whole loop, writes
 # gpuledger-demo/chargeback-YYYY-MM.{csv,xlsx}, then serves the API on
@@ -20,6 +20,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/gpuledger ./cmd/gpuledger
+
+# The binary of the container image (Dockerfile): static (no cgo: the
+# embedded ledger is pure Go), trimmed paths, the version stamped in.
+static:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o bin/gpuledger-static ./cmd/gpuledger
 
 # The integration package (chaos tests with real processes included) runs
 # for several minutes: past go test's default 10-minute limit on a loaded

@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
 )
 
 // Env names the variable that locates the built stack.
@@ -412,6 +413,43 @@ func (s *Stack) create(ctx context.Context, u *unstructured.Unstructured) error 
 	}
 	if err != nil {
 		return fmt.Errorf("create %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
+}
+
+// ServerSideApply applies every object of doc as kubectl apply
+// --server-side does (field manager "kubetest", conflicts forced), putting
+// namespaced objects without a namespace in namespace; the resource and its
+// scope come from the API server's discovery.
+func (s *Stack) ServerSideApply(ctx context.Context, doc, namespace string) error {
+	objs, err := decodeObjects(strings.NewReader(doc))
+	if err != nil {
+		return err
+	}
+	groups, err := restmapper.GetAPIGroupResources(s.Client.Discovery())
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	for _, u := range objs {
+		gvk := u.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		r := s.Dynamic.Resource(m.Resource)
+		opts := metav1.ApplyOptions{FieldManager: "kubetest", Force: true}
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			if u.GetNamespace() == "" {
+				u.SetNamespace(namespace)
+			}
+			_, err = r.Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), u, opts)
+		} else {
+			_, err = r.Apply(ctx, u.GetName(), u, opts)
+		}
+		if err != nil {
+			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,160 @@
+// Package deploy_test checks the Helm chart for real: helm lint and helm
+// template (helm built from the Go module proxy by tools/build-helm.sh,
+// $GPULEDGER_HELM) with each values file under deploy/helm/gpuledger/ci,
+// and the rendered manifests applied server-side to a real kube-apiserver
+// with Kueue (internal/kubetest).
+package deploy_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/internal/kubetest"
+	"github.com/gpuledger/gpuledger/internal/testenv"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const chart = "helm/gpuledger"
+
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(os.Getenv("GPULEDGER_HELM"), "helm")
+	if _, err := os.Stat(bin); os.Getenv("GPULEDGER_HELM") == "" || err != nil {
+		testenv.Missing(t, "helm is not built (GPULEDGER_HELM %q); run tools/build-helm.sh and set GPULEDGER_HELM to the folder it prints", os.Getenv("GPULEDGER_HELM"))
+	}
+	return bin
+}
+
+// helm runs helm with its state in a temporary home.
+func helm(t *testing.T, bin string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// monitoringCRDs stand in for the Prometheus and VictoriaMetrics operators'
+// CRDs: the API server accepts a ServiceMonitor and a VMServiceScrape.
+const monitoringCRDs = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: servicemonitors.monitoring.coreos.com}
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, plural: servicemonitors, singular: servicemonitor, listKind: ServiceMonitorList}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: vmservicescrapes.operator.victoriametrics.com}
+spec:
+  group: operator.victoriametrics.com
+  names: {kind: VMServiceScrape, plural: vmservicescrapes, singular: vmservicescrape, listKind: VMServiceScrapeList}
+  scope: Namespaced
+  versions:
+  - name: v1beta1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+
+// TestHelmChart lints and renders the chart with every values file under
+// ci/, checks that the rendered configuration is a valid gpuledger
+// configuration, applies the manifests server-side to a real API server
+// (which must accept every object), and checks that bad values fail with a
+// message a person can act on.
+func TestHelmChart(t *testing.T) {
+	testenv.Slow(t, "helm and a Kubernetes control plane")
+	bin := helmBinary(t)
+	values, err := filepath.Glob(filepath.Join(chart, "ci", "*.yaml"))
+	if err != nil || len(values) < 2 {
+		t.Fatalf("values files: %v %v", values, err)
+	}
+	s := kubetest.Start(t, kubetest.Options{})
+	ctx := context.Background()
+	if err := s.ServerSideApply(ctx, monitoringCRDs, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range values {
+		t.Run(filepath.Base(v), func(t *testing.T) {
+			if out, err := helm(t, bin, "lint", chart, "--strict", "-f", v); err != nil {
+				t.Fatalf("helm lint: %v\n%s", err, out)
+			}
+			ns := strings.TrimSuffix(filepath.Base(v), "-values.yaml")
+			out, err := helm(t, bin, "template", "gpuledger", chart, "-f", v, "--namespace", ns)
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, out)
+			}
+			// The ConfigMap's cluster.yaml loads as gpuledger would load it.
+			cfgFile := filepath.Join(t.TempDir(), "cluster.yaml")
+			if err := os.WriteFile(cfgFile, []byte(configMapData(t, out)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := config.Load(cfgFile); err != nil {
+				t.Errorf("the chart's configuration does not load: %v", err)
+			}
+			if err := s.Apply(ctx, "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+ns+"}\n"); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.ServerSideApply(ctx, out, ns); err != nil {
+				t.Fatalf("the API server refused the chart: %v", err)
+			}
+			sts, err := s.Client.AppsV1().StatefulSets(ns).Get(ctx, "gpuledger", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := sts.Spec.Template.Spec.Containers[0]
+			if sc := sts.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || c.ReadinessProbe == nil {
+				t.Errorf("serve: non-root %v, readiness probe %v", sc, c.ReadinessProbe)
+			}
+			t.Logf("%s: serve args %v", ns, c.Args)
+		})
+	}
+	// Values that cannot work fail at render time, saying what to do.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "config is required"},
+		{[]string{"-f", filepath.Join(chart, "ci", "embedded-values.yaml"), "--set", "controller.enabled=true"}, "controller.enabled needs ledger.store=clickhouse"},
+		{[]string{"-f", filepath.Join(chart, "ci", "embedded-values.yaml"), "--set", "auth.tokens=null"}, "serve needs API tokens"},
+		{[]string{"-f", filepath.Join(chart, "ci", "embedded-values.yaml"), "--set", "ledger.store=sqlite"}, "/ledger/store': value must be one of 'embedded', 'clickhouse'"},
+	} {
+		out, err := helm(t, bin, append([]string{"template", "gpuledger", chart}, tc.args...)...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("helm template %v: %v, want an error with %q:\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
+
+// configMapData is the cluster.yaml of the rendered ConfigMap.
+func configMapData(t *testing.T, manifests string) string {
+	t.Helper()
+	for _, doc := range strings.Split(manifests, "\n---\n") {
+		if !strings.Contains(doc, "kind: ConfigMap") {
+			continue
+		}
+		_, data, ok := strings.Cut(doc, "cluster.yaml: |\n")
+		if !ok {
+			break
+		}
+		var lines []string
+		for _, l := range strings.Split(data, "\n") {
+			lines = append(lines, strings.TrimPrefix(l, "    "))
+		}
+		return strings.Join(lines, "\n")
+	}
+	t.Fatalf("no ConfigMap with cluster.yaml in:\n%s", manifests)
+	return ""
+}
