@@ -56,12 +56,8 @@ same run. Writes every run to <out>/policy-eval.csv.`, stdout)
 	if cfg.TuneLoads, err = floatList("-goalLoads", *goalLoads); err != nil {
 		return err
 	}
-	for _, v := range splitList(*seeds) {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return usageError{fmt.Sprintf("-seeds item %q: want an unsigned integer", v)}
-		}
-		cfg.Seeds = append(cfg.Seeds, n)
+	if cfg.Seeds, err = seedList(*seeds); err != nil {
+		return err
 	}
 	for _, r := range cfg.Regimes {
 		if !slices.Contains([]string{"none", "reclaim", "kueue"}, r) {
@@ -112,6 +108,22 @@ func floatList(flag, v string) ([]float64, error) {
 			return nil, usageError{fmt.Sprintf("%s item %q: want a positive number", flag, item)}
 		}
 		out = append(out, f)
+	}
+	return out, nil
+}
+
+// seedList parses the -seeds flag: unsigned integers, at least one.
+func seedList(v string) ([]uint64, error) {
+	var out []uint64
+	for _, item := range splitList(v) {
+		n, err := strconv.ParseUint(item, 10, 64)
+		if err != nil {
+			return nil, usageError{fmt.Sprintf("-seeds item %q: want an unsigned integer", item)}
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, usageError{"-seeds is empty: want at least one seed"}
 	}
 	return out, nil
 }

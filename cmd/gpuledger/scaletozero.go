@@ -67,16 +67,9 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 	if err != nil {
 		return err
 	}
-	var seedList []uint64
-	for _, s := range splitList(*seeds) {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return usageError{fmt.Sprintf("-seeds item %q: want an unsigned integer", s)}
-		}
-		seedList = append(seedList, n)
-	}
-	if len(seedList) == 0 {
-		return usageError{"-seeds is empty: want at least one seed"}
+	seedNums, err := seedList(*seeds)
+	if err != nil {
+		return err
 	}
 	names := splitList(*models)
 	if len(names) == 0 {
@@ -122,7 +115,7 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 			return fmt.Errorf("%s: %w", filepath.Join(*dir, model+"_windows.csv"), err)
 		}
 		var perSeed []modelFigures
-		for _, seed := range seedList {
+		for _, seed := range seedNums {
 			recs := recommendAll(ctx, eps, seed, cs, price, *maxP95)
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -133,7 +126,7 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 					r.MinReplicas, r.Best.Policy.Cooldown.Seconds(), prewarmText(r.Best.Policy.PreWarm), r.Best.SavedGPUHours, r.Best.ColdStartsPerDay,
 					r.Best.P95ExtraLatency.Seconds(), ledger.FormatCents(r.Best.NetSavingMicros), r.Default.SavedGPUHours, r.Default.ColdStartsPerDay,
 					r.Default.P95ExtraLatency.Seconds(), ledger.FormatCents(r.Default.NetSavingMicros))
-				if seed == seedList[0] && r.MinReplicas == 0 {
+				if seed == seedNums[0] && r.MinReplicas == 0 {
 					name := kedaName(eps[i].Name)
 					t := capacity.KEDATarget{Namespace: *namespace, Name: name, MaxReplicas: 4, Prometheus: *prom, Threshold: 1,
 						Host: name + "." + *namespace + ".svc", Service: name, Port: 8000}
