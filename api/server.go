@@ -122,6 +122,8 @@ func New(opts Options) *Server {
 	s.e.Use(s.instrument)
 	read := s.require(string(ScopeViewer), "team")
 	s.e.GET("/healthz", s.healthz)
+	s.e.GET("/", s.overview, s.browserToken)
+	s.e.POST("/login", s.login)
 	s.e.GET("/metrics", s.serveMetrics, s.require(string(ScopeViewer)))
 	s.e.GET("/api/v1/cost", s.cost, read, s.cache)
 	s.e.GET("/api/v1/reports/chargeback/:month", s.chargeback, read, s.cache)

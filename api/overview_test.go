@@ -1,0 +1,183 @@
+package api
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gpuledger/gpuledger/capacity"
+	"github.com/gpuledger/gpuledger/internal/testenv"
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// overviewServer is the test ledger (Oct 1-2 2026: ml holds one of two
+// H100s, a workload of ml's) with budgets, behind tokens.
+func overviewServer(t *testing.T) *Server {
+	base, _ := authServer(t)
+	opts := base.opts
+	opts.Capacity = CapacityOptions{Cluster: "c1", Rule: capacity.DefaultRule, PricesMicros: map[string]int64{"h100": 6_880_000},
+		Budgets: map[string]int64{"ml": 500_000_000}, Now: func() time.Time { return time.Date(2026, 10, 2, 12, 0, 0, 0, time.UTC) }}
+	return New(opts)
+}
+
+// TestOverviewSignIn: the page asks a browser for a token, keeps a viewer
+// token in an HttpOnly cookie, refuses a team's token, and the cookie opens
+// no API route.
+func TestOverviewSignIn(t *testing.T) {
+	ts := httptest.NewServer(overviewServer(t).Handler())
+	defer ts.Close()
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar}
+	get := func(path string) (int, string) {
+		resp, err := client.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/"); code != http.StatusUnauthorized || !strings.Contains(body, `<form method="post" action="/login">`) {
+		t.Fatalf("signed out: %d %s", code, body)
+	}
+	post := func(token string) int {
+		resp, err := client.PostForm(ts.URL+"/login", url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("secret-ml-dash"); code != http.StatusForbidden {
+		t.Errorf("a team's token signed in: %d", code)
+	}
+	if code := post("nonsense"); code != http.StatusUnauthorized {
+		t.Errorf("a wrong token signed in: %d", code)
+	}
+	if code := post("secret-finops"); code != http.StatusOK { // redirected to the page
+		t.Fatalf("a viewer token: %d", code)
+	}
+	u, _ := url.Parse(ts.URL)
+	for _, ck := range jar.Cookies(u) {
+		if ck.Name == tokenCookie && ck.Value != "secret-finops" {
+			t.Errorf("cookie %v", ck)
+		}
+	}
+	if code, body := get("/?month=2026-10"); code != http.StatusOK || !strings.Contains(body, `id="cost-chart"`) {
+		t.Fatalf("signed in: %d %s", code, body)
+	}
+	if code, _ := get("/api/v1/cost?from=2026-10&to=2026-11"); code != http.StatusUnauthorized {
+		t.Errorf("the page's cookie opened the API: %d", code)
+	}
+}
+
+// chromium finds Debian's chromium, or ends the test.
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	testenv.Missing(t, "no chromium to drive (apt-get install chromium)")
+	return ""
+}
+
+// TestOverviewInChromium drives a real headless Chromium through the sign-in
+// form to the overview of October 2026 and checks that the chart and the
+// tables show the ledger's numbers; it saves a screenshot
+// ($GPULEDGER_ARTIFACTS/overview.png when set, for CI's artefacts).
+func TestOverviewInChromium(t *testing.T) {
+	testenv.Slow(t, "headless Chromium")
+	bin := chromium(t)
+	srv := overviewServer(t)
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	want, err := srv.opts.Store.Query(context.Background(), ledger.Query{From: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC),
+		To: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Step: ledger.StepMonth, GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.Headless,
+		chromedp.WindowSize(1200, 1000), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(ts.URL+"/?month=2026-10"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "secret-finops"),
+		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`h1`)),
+		chromedp.Navigate(ts.URL+"/?month=2026-10"),
+		chromedp.WaitVisible(chromedp.CSS(`#cost-chart`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	bars, err := chromedp.Run(ctx, chromedp.AttributesAll(chromedp.CSSAll(`#cost-chart g.bar`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := func(sel string) string {
+		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("%s: %v", sel, err)
+		}
+		return v
+	}
+	total, budgets, idle, capacityText := text(`#total`), text(`#budgets`), text(`#idle`), text(`#capacity`)
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv("GPULEDGER_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(dir, "overview.png")
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+	got := map[string]string{}
+	for _, b := range bars {
+		got[b["data-team"]] = b["data-cost"]
+	}
+	var sum int64
+	for _, r := range want {
+		sum += r.CostMicros
+		if got[r.Team] != ledger.FormatCents(r.CostMicros) {
+			t.Errorf("the chart's bar of %s says %q, the ledger %s", r.Team, got[r.Team], ledger.FormatCents(r.CostMicros))
+		}
+	}
+	if len(bars) != len(want) || total != ledger.FormatCents(sum) {
+		t.Errorf("%d bars (ledger: %d teams), total %q (ledger %s)", len(bars), len(want), total, ledger.FormatCents(sum))
+	}
+	// ml: 36 hours of one H100 by Oct 2 12:00, 247.68 of 500.
+	for _, w := range []struct{ what, text, want string }{
+		{"budgets", budgets, "247.68"}, {"idle leaderboard", idle, "ml/Job/a"}, {"capacity", capacityText, "not enough history"},
+	} {
+		if !strings.Contains(w.text, w.want) {
+			t.Errorf("%s lacks %q: %q", w.what, w.want, w.text)
+		}
+	}
+}
