@@ -2,7 +2,12 @@ package integration_test
 
 import (
 	"context"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,6 +119,17 @@ func TestIngestKilledAndRerun(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/gpuledger").CombinedOutput(); err != nil {
 		t.Fatalf("build gpuledger: %v\n%s", err, out)
 	}
+	// Each request (an hour) is held 300 ms on its way to VictoriaMetrics,
+	// so that the kill lands between checkpoints however fast the machine.
+	target, _ := url.Parse(vm)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.ErrorLog = log.New(io.Discard, "", 0) // the kill cuts a request short
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		rp.ServeHTTP(w, r)
+	}))
+	defer slow.Close()
+	vm = slow.URL
 	ledgerDir := t.TempDir()
 	args := []string{"ingest", "-config", "../examples/cluster.yaml", "-from", vm,
 		"-start", simStart.Format(time.RFC3339), "-end", end.Format(time.RFC3339), "-ledger.path", ledgerDir}
