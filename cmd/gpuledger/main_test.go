@@ -240,3 +240,24 @@ func TestSimulateCommand(t *testing.T) {
 		t.Errorf("no ledger: %v", err)
 	}
 }
+
+// TestReadCommandsNeedALedger: report and capacity on a ledger that is not
+// there say what to do and create nothing.
+func TestReadCommandsNeedALedger(t *testing.T) {
+	chdirRoot(t)
+	missing := filepath.Join(t.TempDir(), "nothing-here")
+	for _, args := range [][]string{
+		{"report", "-month", "2026-10", "-config", "examples/cluster.yaml", "-ledger.path", missing},
+		{"capacity", "-config", "examples/cluster.yaml", "-ledger.path", missing},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), args, &out)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "no ledger at") || !strings.Contains(err.Error(), "run gpuledger serve or gpuledger ingest first") {
+			t.Errorf("%s: %v", args[0], err)
+		}
+		if _, err := os.Stat(missing); !os.IsNotExist(err) {
+			t.Errorf("%s created %s", args[0], missing)
+		}
+	}
+}

@@ -33,7 +33,7 @@ Every route but /healthz needs a bearer token (auth.tokens in the configuration,
 team:<name>.`, stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (cluster, teams, prices, budgets, tokens)")
 	cluster := fs.String("cluster", "", "cluster the received telemetry is from; empty for the only one")
-	openStore := storeFlags(fs, defaultLedgerPath)
+	openStore := storeFlags(fs, defaultLedgerPath, false)
 	listen := fs.String("http.listenAddr", "127.0.0.1:8080", "address the API listens on")
 	tlsCert := fs.String("http.tlsCertFile", "", "TLS certificate (PEM) to serve HTTPS with; read again when it changes")
 	tlsKey := fs.String("http.tlsKeyFile", "", "TLS private key (PEM) of -http.tlsCertFile")
@@ -150,7 +150,7 @@ func loadAuth(cfg *config.Config, tokensFile string, disabled bool, listen strin
 func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("report", "Writes the chargeback of one month from a ledger as chargeback-YYYY-MM.csv and .xlsx.", stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (teams, budgets, currency)")
-	openStore := storeFlags(fs, defaultLedgerPath)
+	openStore := storeFlags(fs, defaultLedgerPath, true)
 	monthFlag := fs.String("month", "", "month to report, YYYY-MM (required)")
 	cluster := fs.String("cluster", "", "restrict to one cluster; empty for all")
 	out := fs.String("out", ".", "folder to write the reports into")

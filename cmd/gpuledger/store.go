@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -18,7 +19,9 @@ import (
 const defaultLedgerPath = "gpuledger-data/ledger"
 
 // storeFlags registers the ledger flags and returns what opens the store.
-func storeFlags(fs *flag.FlagSet, defaultPath string) func(ctx context.Context, log *slog.Logger) (ledger.Store, error) {
+// A command that only reads the ledger (readOnly) fails on a missing
+// embedded ledger instead of creating an empty one.
+func storeFlags(fs *flag.FlagSet, defaultPath string, readOnly bool) func(ctx context.Context, log *slog.Logger) (ledger.Store, error) {
 	kind := fs.String("ledger.store", "embedded", "ledger backend: embedded (SQLite file, no server) or clickhouse")
 	path := fs.String("ledger.path", defaultPath, "embedded ledger directory")
 	dsn := fs.String("clickhouse.dsn", "clickhouse://127.0.0.1:9000/default", "ClickHouse server and database, for -ledger.store=clickhouse")
@@ -27,7 +30,11 @@ func storeFlags(fs *flag.FlagSet, defaultPath string) func(ctx context.Context, 
 	return func(ctx context.Context, log *slog.Logger) (ledger.Store, error) {
 		switch *kind {
 		case "embedded":
-			return embedded.Open(*path, embedded.Options{Logger: log})
+			s, err := embedded.Open(*path, embedded.Options{Logger: log, MustExist: readOnly})
+			if errors.Is(err, embedded.ErrNoLedger) {
+				return nil, usageError{fmt.Sprintf("%v: run gpuledger serve or gpuledger ingest first, or pass -ledger.path (or -ledger.store=clickhouse) to the ledger they write", err)}
+			}
+			return s, err
 		case "clickhouse":
 			opts := clickhouse.Options{DSN: *dsn, SpoolDir: *spool, Logger: log}
 			if *distributed {

@@ -118,7 +118,14 @@ type Options struct {
 	// ReadConns is how many connections serve queries, beside the one that
 	// writes: in WAL mode readers do not wait for the writer. Default 4.
 	ReadConns int
+	// MustExist is for commands that only read the ledger: Open fails, and
+	// creates nothing, when dir holds no ledger (ErrNoLedger).
+	MustExist bool
 }
+
+// ErrNoLedger is Open's error, with MustExist, for a folder without a
+// ledger.
+var ErrNoLedger = errors.New("no ledger")
 
 // Store is the embedded ledger.Store. Writes go through one connection
 // (SQLite has one writer); reads through a pool of their own, so that the
@@ -133,6 +140,11 @@ var _ ledger.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the ledger in directory dir.
 func Open(dir string, opts Options) (*Store, error) {
+	if opts.MustExist {
+		if _, err := os.Stat(filepath.Join(dir, FileName)); err != nil {
+			return nil, fmt.Errorf("%w at %s", ErrNoLedger, filepath.Join(dir, FileName))
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create ledger directory: %w", err)
 	}
