@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/internal/testenv"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/reports"
 )
 
@@ -91,7 +92,12 @@ func TestTokenServes(t *testing.T) {
 func TestReportEmptyMonth(t *testing.T) {
 	chdirRoot(t)
 	dir := t.TempDir()
-	err := run(context.Background(), []string{"report", "-month", "2026-09", "-ledger.path", filepath.Join(dir, "l"), "-out", dir}, &bytes.Buffer{})
+	empty, err := embedded.Open(filepath.Join(dir, "l"), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty.Close()
+	err = run(context.Background(), []string{"report", "-month", "2026-09", "-ledger.path", filepath.Join(dir, "l"), "-out", dir}, &bytes.Buffer{})
 	if !errors.Is(err, reports.ErrNoData) || !strings.Contains(err.Error(), "holds no rows for 2026-09") {
 		t.Errorf("report of an empty month: %v", err)
 	}
