@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log"
@@ -134,30 +135,47 @@ func TestIngestKilledAndRerun(t *testing.T) {
 	args := []string{"ingest", "-config", "../examples/cluster.yaml", "-from", vm,
 		"-start", simStart.Format(time.RFC3339), "-end", end.Format(time.RFC3339), "-ledger.path", ledgerDir}
 	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	name := ingest.CheckpointName(&ingest.VMExport{BaseURL: vm})
+	// ingest reports progress after each chunk (an hour; not after the
+	// last), once what it wrote is checkpointed; an hour is written once the
+	// data is past it, so the second report follows a checkpoint. That is
+	// the moment to kill it, while the proxy holds the next hour's request.
+	// The ledger is not opened meanwhile: a second writer would compete for
+	// SQLite's lock.
 	killed := false
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if s, err := embedded.Open(ledgerDir, embedded.Options{}); err == nil {
-			cp, _ := s.Checkpoint(context.Background(), name)
-			s.Close()
-			if !cp.IsZero() && cp.Before(end) {
-				cmd.Process.Signal(syscall.SIGKILL)
-				killed = true
-				break
-			}
-			if !cp.Before(end) {
-				break
-			}
+	buf := make([]byte, 4096)
+	var seen []byte
+	deadline := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() })
+	for !killed {
+		n, err := stderr.Read(buf)
+		seen = append(seen, buf[:n]...)
+		if bytes.Count(seen, []byte("ETA")) >= 2 {
+			cmd.Process.Signal(syscall.SIGKILL)
+			killed = true
 		}
-		time.Sleep(20 * time.Millisecond)
+		if err != nil {
+			break
+		}
 	}
+	deadline.Stop()
+	io.Copy(io.Discard, stderr)
 	cmd.Wait()
 	if !killed {
-		t.Fatal("the backfill finished before it could be killed midway")
+		t.Fatalf("the backfill ended before it reported an hour: %s", seen)
+	}
+	if s, err := embedded.Open(ledgerDir, embedded.Options{}); err == nil {
+		cp, _ := s.Checkpoint(context.Background(), ingest.CheckpointName(&ingest.VMExport{BaseURL: vm}))
+		s.Close()
+		if cp.IsZero() || !cp.Before(end) {
+			t.Fatalf("killed with checkpoint %v: want one inside the range", cp)
+		}
+		t.Logf("killed at checkpoint %s", cp.Format(time.RFC3339))
 	}
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "ingested") {
