@@ -21,6 +21,14 @@ type CapacityOptions struct {
 	Now func() time.Time
 }
 
+// rule is the expansion rule, capacity.DefaultRule when none is set.
+func (o CapacityOptions) rule() capacity.Rule {
+	if o.Rule.Window <= 0 {
+		return capacity.DefaultRule
+	}
+	return o.Rule
+}
+
 // ExpansionPoint is the expansion trigger's verdict on one flavor.
 type ExpansionPoint struct {
 	Flavor            string    `json:"flavor"`
@@ -76,16 +84,13 @@ func (s *Server) capacity(c echo.Context) error {
 		return err
 	}
 	o := s.opts.Capacity
-	rule := o.Rule
-	if rule.Window <= 0 {
-		rule = capacity.DefaultRule
-	}
-	facts, err := capacity.ReadFacts(c.Request().Context(), s.opts.Store, o.Cluster, at.Add(-max(rule.Window, 365*24*time.Hour)), at)
+	rule := o.rule()
+	recs, err := capacity.Evaluate(c.Request().Context(), s.opts.Store, o.Cluster, at, rule, o.PricesMicros)
 	if err != nil {
 		return err
 	}
 	out := []ExpansionPoint{}
-	for _, r := range capacity.Expansion(facts, at, rule, o.PricesMicros) {
+	for _, r := range recs {
 		p := ExpansionPoint{Flavor: r.Flavor, Fired: r.Fired, Why: r.Why, From: r.From, To: r.To, Hours: r.Hours, HoursWithData: r.HoursWithData,
 			GPUs: r.GPUs, Allocated: r.Allocated, Active: r.Active, DailyMin: r.DailyMin, DailyMax: r.DailyMax, PurchaseGPUs: r.PurchaseGPUs,
 			MonthlyCostMicros: r.MonthlyCostMicros, MonthlyCost: ledger.FormatMicros(r.MonthlyCostMicros)}

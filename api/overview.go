@@ -186,15 +186,9 @@ func (s *Server) overview(c echo.Context) error {
 				IdleCost: ledger.FormatCents(w.IdleCostMicros), GPUHours: w.GPUSeconds / 3600})
 		}
 		data["Idle"] = idle
-		rule := o.Rule
-		if rule.Window <= 0 {
-			rule = capacity.DefaultRule
-		}
-		facts, err := capacity.ReadFacts(ctx, s.opts.Store, o.Cluster, at.Add(-max(rule.Window, 365*24*time.Hour)), at)
-		if err != nil {
+		if data["Capacity"], err = capacity.Evaluate(ctx, s.opts.Store, o.Cluster, at, o.rule(), o.PricesMicros); err != nil {
 			return err
 		}
-		data["Capacity"] = capacity.Expansion(facts, at, rule, o.PricesMicros)
 	}
 	var b bytes.Buffer
 	if err := overviewTemplate.Execute(&b, data); err != nil {

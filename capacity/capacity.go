@@ -235,6 +235,17 @@ func crossing(xs, ys []float64, threshold float64) (float64, bool) {
 	return at, true
 }
 
+// Evaluate reads the cluster's flavor hours from the ledger, as far back as
+// the window or a year (the trend the forecast fits), and evaluates the
+// rule at now.
+func Evaluate(ctx context.Context, s ledger.Store, cluster string, now time.Time, r Rule, priceMicrosPerGPUHour map[string]int64) ([]Recommendation, error) {
+	facts, err := ReadFacts(ctx, s, cluster, now.Add(-max(r.Window, 365*24*time.Hour)), now)
+	if err != nil {
+		return nil, err
+	}
+	return Expansion(facts, now, r, priceMicrosPerGPUHour), nil
+}
+
 // BudgetLevels are the shares of a budget that raise an alert.
 var BudgetLevels = []int{50, 80, 100}
 

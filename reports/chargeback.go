@@ -257,11 +257,9 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 		return nil, fmt.Errorf("workloads for %s: %w", from.Format("2006-01"), err)
 	}
 	if opts.Capacity != nil && opts.Team == "" {
-		facts, err := capacity.ReadFacts(ctx, store, opts.Cluster, to.Add(-max(opts.Capacity.Window, 365*24*time.Hour)), to)
-		if err != nil {
+		if cb.Capacity, err = capacity.Evaluate(ctx, store, opts.Cluster, to, *opts.Capacity, opts.PricesMicros); err != nil {
 			return nil, err
 		}
-		cb.Capacity = capacity.Expansion(facts, to, *opts.Capacity, opts.PricesMicros)
 	}
 	return cb, nil
 }

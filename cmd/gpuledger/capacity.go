@@ -107,12 +107,10 @@ func capacityRule(c *config.Capacity) capacity.Rule {
 
 func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store ledger.Store, cluster string, cfg *config.Config,
 	rule capacity.Rule, prices map[string]int64, now time.Time, am *capacity.Alertmanager, ttl time.Duration) error {
-	// A year of hours: the window and the trend the forecast fits.
-	facts, err := capacity.ReadFacts(ctx, store, cluster, now.Add(-max(rule.Window, 365*24*time.Hour)), now)
+	recs, err := capacity.Evaluate(ctx, store, cluster, now, rule, prices)
 	if err != nil {
 		return err
 	}
-	recs := capacity.Expansion(facts, now, rule, prices)
 	budgets, err := capacity.Budgets(ctx, store, cluster, cfg.TeamBudgets(), now)
 	if err != nil {
 		return err
