@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	ch "github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/clickhouse"
 	"github.com/gpuledger/gpuledger/ledger/clickhouse/chtest"
@@ -72,15 +70,7 @@ func TestGrafanaPanelsRunOnClickHouse(t *testing.T) {
 	if err := store.WriteHours(ctx, hourRows(start.Add(5*time.Hour), 1_000_000), nil); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := ch.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := ch.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := chtest.Conn(t, dsn)
 
 	b, err := os.ReadFile("grafana/gpuledger-cost.json")
 	if err != nil {

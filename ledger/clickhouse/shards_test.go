@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	ch "github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/clickhouse/chtest"
 )
 
 // clusterDDL reads deploy/clickhouse/cluster.sql for a cluster without
@@ -49,15 +48,7 @@ func clusterDDL(t *testing.T, local bool) []string {
 
 func execAll(t *testing.T, dsn string, stmts []string) {
 	t.Helper()
-	opts, err := ch.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := ch.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := chtest.Conn(t, dsn)
 	for _, s := range stmts {
 		if err := conn.Exec(context.Background(), s); err != nil {
 			t.Fatalf("%v\n%s", err, s)
@@ -67,12 +58,7 @@ func execAll(t *testing.T, dsn string, stmts []string) {
 
 func countRows(t *testing.T, dsn, table string) uint64 {
 	t.Helper()
-	opts, _ := ch.ParseDSN(dsn)
-	conn, err := ch.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := chtest.Conn(t, dsn)
 	var n uint64
 	if err := conn.QueryRow(context.Background(), "SELECT count() FROM "+table).Scan(&n); err != nil {
 		t.Fatal(err)

@@ -55,3 +55,19 @@ func Database(t testing.TB, dsn string) string {
 	})
 	return fmt.Sprintf("clickhouse://%s/%s", opts.Addr[0], db)
 }
+
+// Conn is a connection to the server and database of dsn, closed when the
+// test ends.
+func Conn(t testing.TB, dsn string) ch.Conn {
+	t.Helper()
+	opts, err := ch.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := ch.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
