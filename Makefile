@@ -70,6 +70,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseReplay -fuzztime=$(FUZZTIME) ./config
 	$(GO) test -run='^$$' -fuzz=FuzzParseExposition -fuzztime=$(FUZZTIME) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzParseRemoteWrite -fuzztime=$(FUZZTIME) ./ingest
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeRemoteWrite -fuzztime=$(FUZZTIME) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzParseExportLines -fuzztime=$(FUZZTIME) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzParseServeGen -fuzztime=$(FUZZTIME) ./capacity
 	$(GO) test -run='^$$' -fuzz=FuzzAdmit -fuzztime=$(FUZZTIME) ./admission

@@ -26,8 +26,8 @@ type exportLine struct {
 func (p *Parser) ParseExportLines(body []byte, sink Sink) error {
 	p.errs = p.errs[:0]
 	invalid := p.stats.Invalid
-	p.rwTags = p.rwTags[:0]
-	p.rwBatch = p.rwBatch[:0]
+	p.rw.tags = p.rw.tags[:0]
+	p.rw.batch = p.rw.batch[:0]
 	lineNo := 0
 	for len(body) > 0 {
 		var line []byte
@@ -41,12 +41,12 @@ func (p *Parser) ParseExportLines(body []byte, sink Sink) error {
 			p.logLineError(fmt.Sprintf("line %d: %v", lineNo, err))
 		}
 	}
-	slices.SortStableFunc(p.rwBatch, cmpTime)
-	for i := range p.rwBatch {
-		s := &p.rwBatch[i]
-		p.handleRow(s.metric, p.rwTags[s.start:s.end], s.value, s.ts, sink)
+	slices.SortStableFunc(p.rw.batch, cmpTime)
+	for i := range p.rw.batch {
+		s := &p.rw.batch[i]
+		p.handleRow(s.metric, p.rw.tags[s.start:s.end], s.value, s.ts, sink)
 	}
-	p.stats.Lines += uint64(len(p.rwBatch))
+	p.stats.Lines += uint64(len(p.rw.batch))
 	if n := p.stats.Invalid - invalid; n > 0 {
 		return fmt.Errorf("%d invalid export line(s) skipped, first: %s", n, p.errs[0])
 	}
@@ -77,15 +77,15 @@ func (p *Parser) exportLine(line []byte) error {
 		}
 		values[i] = v
 	}
-	start := len(p.rwTags)
+	start := len(p.rw.tags)
 	for k, v := range l.Metric {
 		if k != "__name__" {
-			p.rwTags = append(p.rwTags, prometheus.Tag{Key: k, Value: v})
+			p.rw.tags = append(p.rw.tags, prometheus.Tag{Key: k, Value: v})
 		}
 	}
-	end := len(p.rwTags)
+	end := len(p.rw.tags)
 	for i, ts := range l.Timestamps {
-		p.rwBatch = append(p.rwBatch, rwSample{metric: metric, start: start, end: end, value: values[i], ts: ts})
+		p.rw.batch = append(p.rw.batch, rwSample{metric: metric, start: start, end: end, value: values[i], ts: ts})
 	}
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
 
 	"github.com/gpuledger/gpuledger/attribution"
@@ -98,11 +97,9 @@ type Parser struct {
 	// buffer) stay valid after the call.
 	Retain bool
 
-	// Remote-write buffers, reused between requests.
-	wru     *prompb.WriteRequestUnmarshaler
-	rwBuf   []byte
-	rwTags  []prometheus.Tag
-	rwBatch []rwSample
+	// rw is the remote-write decoding, its buffers reused between
+	// requests.
+	rw RemoteWrite
 }
 
 // Stats returns the counters so far.

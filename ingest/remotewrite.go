@@ -1,12 +1,13 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/encoding/snappy"
-	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
 )
 
@@ -39,7 +40,7 @@ func inputErrorf(format string, args ...any) error {
 }
 
 // rwSample is one sample of a remote-write request, waiting to be put in
-// time order; its tags are p.rwTags[start:end].
+// time order; its tags are tags[start:end] of its RemoteWrite.
 type rwSample struct {
 	metric     string
 	start, end int
@@ -47,77 +48,282 @@ type rwSample struct {
 	ts         int64
 }
 
-// ParseRemoteWrite decodes one Prometheus remote-write 1.0 body (snappy
-// compressed protobuf WriteRequest, as Prometheus and vmagent send it) and
-// passes its samples to sink in time order. A body that is not valid snappy
-// or protobuf, or breaks limits, is an *InputError and nothing of it is
-// used. Series of metrics ingest does not read are counted and skipped.
-func (p *Parser) ParseRemoteWrite(body []byte, limits Limits, sink Sink) error {
+// RemoteWrite is a remote-write body decoded down to what ingest reads:
+// the samples of the series of metrics it reads, in time order, with their
+// labels; the other series are only counted. Decoding is a pure function
+// of the body (DecodeRemoteWrite), so that requests can be decoded
+// concurrently and handed to the parser (and attribution) in order.
+type RemoteWrite struct {
+	// buf is the snappy-decoded body; every string below aliases it.
+	buf   []byte
+	tags  []prometheus.Tag
+	batch []rwSample
+	// series is how many series the body held; skipped how many samples
+	// of metrics ingest does not read.
+	series  int
+	skipped uint64
+	// err is why the body is refused, an *InputError; nothing of it is
+	// used then.
+	err error
+}
+
+// DecodeRemoteWrite decodes one Prometheus remote-write 1.0 body (snappy
+// compressed protobuf WriteRequest, as Prometheus and vmagent send it)
+// into d, reusing d's buffers; with fresh, the decoded body goes into a
+// buffer of its own, so that strings of an earlier decode into d stay
+// valid. It reads the protobuf itself: a series is skipped by its
+// __name__ before any of its labels are kept, which is most of a
+// dcgm-exporter scrape (ingest reads 5 of its 25 default counters).
+func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 	limits = limits.withDefaults()
-	dst := p.rwBuf[:0]
-	if p.Retain {
-		dst = nil // the samples' strings alias it past this call
+	dst := d.buf[:0]
+	if fresh {
+		dst = nil
 	}
+	d.tags, d.batch, d.series, d.skipped, d.err = d.tags[:0], d.batch[:0], 0, 0, nil
 	decoded, err := snappy.Decode(dst, body, limits.MaxDecodedBytes)
 	if err != nil {
-		p.stats.Invalid++
-		return inputErrorf("remote-write body of %d bytes is not snappy-compressed within %d bytes: %v", len(body), limits.MaxDecodedBytes, err)
+		d.err = inputErrorf("remote-write body of %d bytes is not snappy-compressed within %d bytes: %v", len(body), limits.MaxDecodedBytes, err)
+		return
 	}
-	p.rwBuf = decoded
-	if p.wru == nil {
-		p.wru = &prompb.WriteRequestUnmarshaler{}
-	}
-	wr, err := p.wru.UnmarshalProtobuf(decoded)
-	if err != nil {
-		p.stats.Invalid++
-		return inputErrorf("remote-write body is not a protobuf WriteRequest: %v", err)
-	}
-	if n := len(wr.Timeseries); n > limits.MaxSeries {
-		p.stats.Invalid++
-		return inputErrorf("remote-write request has %d series; the limit is %d: send smaller batches", n, limits.MaxSeries)
-	}
-	p.rwTags = p.rwTags[:0]
-	p.rwBatch = p.rwBatch[:0]
-	for i := range wr.Timeseries {
-		ts := &wr.Timeseries[i]
-		var metric string
-		for _, l := range ts.Labels {
-			if l.Name == "__name__" {
-				metric = l.Value
-				break
-			}
-		}
-		if !wanted(metric) {
-			p.stats.Skipped += uint64(len(ts.Samples))
-			continue
-		}
-		start := len(p.rwTags)
-		for _, l := range ts.Labels {
-			if l.Name != "__name__" {
-				p.rwTags = append(p.rwTags, prometheus.Tag{Key: l.Name, Value: l.Value})
-			}
-		}
-		for _, smp := range ts.Samples {
-			p.rwBatch = append(p.rwBatch, rwSample{metric: metric, start: start, end: len(p.rwTags), value: smp.Value, ts: smp.Timestamp})
-		}
+	d.buf = decoded
+	if err := d.scan(decoded, limits.MaxSeries); err != nil {
+		d.tags, d.batch, d.series, d.skipped = d.tags[:0], d.batch[:0], 0, 0
+		d.err = err
+		return
 	}
 	// A request holds whole series, one after another; attribution wants
 	// each device's samples in time order, so the batch is put in time
 	// order (stable: a series' own order is kept).
-	if !slices.IsSortedFunc(p.rwBatch, cmpTime) {
-		slices.SortStableFunc(p.rwBatch, cmpTime)
+	if !slices.IsSortedFunc(d.batch, cmpTime) {
+		slices.SortStableFunc(d.batch, cmpTime)
 	}
-	for i := range p.rwBatch {
-		s := &p.rwBatch[i]
+}
+
+// Protobuf wire types (protobuf's encoding guide).
+const (
+	wireVarint  = 0
+	wireFixed64 = 1
+	wireLen     = 2
+	wireFixed32 = 5
+)
+
+// protoField reads one field's key and, for a length-delimited field, its
+// bytes; for the others its scalar (a varint, or the fixed bits). It
+// returns the rest of b.
+func protoField(b []byte) (num uint64, wt byte, data []byte, scalar uint64, rest []byte, err error) {
+	key, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, 0, nil, 0, nil, errProto("field key")
+	}
+	b = b[n:]
+	// Field number 0 is not valid protobuf, but VictoriaMetrics' decoder
+	// (the reference this one is fuzzed against) skips it like any field
+	// it does not read, and so does this one.
+	num, wt = key>>3, byte(key&7)
+	if num > math.MaxUint32 {
+		return 0, 0, nil, 0, nil, errProto("field number")
+	}
+	switch wt {
+	case wireVarint:
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, 0, nil, 0, nil, errProto("varint")
+		}
+		return num, wt, nil, v, b[n:], nil
+	case wireFixed64:
+		if len(b) < 8 {
+			return 0, 0, nil, 0, nil, errProto("fixed64")
+		}
+		return num, wt, nil, binary.LittleEndian.Uint64(b), b[8:], nil
+	case wireLen:
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return 0, 0, nil, 0, nil, errProto("length")
+		}
+		return num, wt, b[n : n+int(l)], 0, b[n+int(l):], nil
+	case wireFixed32:
+		if len(b) < 4 {
+			return 0, 0, nil, 0, nil, errProto("fixed32")
+		}
+		return num, wt, nil, uint64(binary.LittleEndian.Uint32(b)), b[4:], nil
+	}
+	return 0, 0, nil, 0, nil, errProto(fmt.Sprintf("wire type %d", wt))
+}
+
+func errProto(what string) error {
+	return inputErrorf("remote-write body is not a protobuf WriteRequest: bad %s", what)
+}
+
+// str returns b as a string that aliases it (the decoded body outlives
+// every string taken from it).
+func str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// scan reads a WriteRequest (timeseries = 1), keeping the wanted series.
+func (d *RemoteWrite) scan(b []byte, maxSeries int) error {
+	for len(b) > 0 {
+		num, wt, data, _, rest, err := protoField(b)
+		if err != nil {
+			return err
+		}
+		b = rest
+		if num != 1 {
+			continue // metadata and what later versions add
+		}
+		if wt != wireLen {
+			return errProto("timeseries wire type")
+		}
+		if d.series++; d.series > maxSeries {
+			return inputErrorf("remote-write request has more than %d series; the limit is %d: send smaller batches", maxSeries, maxSeries)
+		}
+		if err := d.series1(data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// series1 reads one TimeSeries (labels = 1, samples = 2): a first pass
+// checks it, finds its __name__ and counts its samples; only a wanted
+// series is read again for its labels and samples.
+func (d *RemoteWrite) series1(b []byte) error {
+	var metric string
+	named := false
+	samples := 0
+	for rest := b; len(rest) > 0; {
+		num, wt, data, _, r, err := protoField(rest)
+		if err != nil {
+			return err
+		}
+		rest = r
+		switch num {
+		case 1:
+			if wt != wireLen {
+				return errProto("label wire type")
+			}
+			name, value, err := label(data)
+			if err != nil {
+				return err
+			}
+			if !named && string(name) == "__name__" {
+				metric, named = str(value), true
+			}
+		case 2:
+			if wt != wireLen {
+				return errProto("sample wire type")
+			}
+			if _, _, err := sample(data); err != nil {
+				return err
+			}
+			samples++
+		}
+	}
+	if !wanted(metric) {
+		d.skipped += uint64(samples)
+		return nil
+	}
+	start := len(d.tags)
+	for rest := b; len(rest) > 0; {
+		num, _, data, _, r, _ := protoField(rest) // read once already
+		rest = r
+		switch num {
+		case 1:
+			name, value, _ := label(data)
+			if string(name) != "__name__" {
+				d.tags = append(d.tags, prometheus.Tag{Key: str(name), Value: str(value)})
+			}
+		case 2:
+			value, ts, _ := sample(data)
+			d.batch = append(d.batch, rwSample{metric: metric, start: start, value: value, ts: ts})
+		}
+	}
+	// Samples come before or after the labels; each gets the whole set.
+	for i := len(d.batch) - samples; i < len(d.batch); i++ {
+		d.batch[i].start, d.batch[i].end = start, len(d.tags)
+	}
+	return nil
+}
+
+// label reads a Label (name = 1, value = 2).
+func label(b []byte) (name, value []byte, err error) {
+	for len(b) > 0 {
+		num, wt, data, _, rest, err := protoField(b)
+		if err != nil {
+			return nil, nil, err
+		}
+		b = rest
+		if num != 1 && num != 2 {
+			continue
+		}
+		if wt != wireLen {
+			return nil, nil, errProto("label field wire type")
+		}
+		if num == 1 {
+			name = data
+		} else {
+			value = data
+		}
+	}
+	return name, value, nil
+}
+
+// sample reads a Sample (value = 1, a double; timestamp = 2, an int64 in
+// milliseconds).
+func sample(b []byte) (value float64, ts int64, err error) {
+	for len(b) > 0 {
+		num, wt, _, scalar, rest, err := protoField(b)
+		if err != nil {
+			return 0, 0, err
+		}
+		b = rest
+		switch {
+		case num == 1 && wt == wireFixed64:
+			value = math.Float64frombits(scalar)
+		case num == 2 && wt == wireVarint:
+			ts = int64(scalar)
+		case num == 1 || num == 2:
+			return 0, 0, errProto("sample field wire type")
+		}
+	}
+	return value, ts, nil
+}
+
+// ParseRemoteWrite decodes one remote-write body and passes its samples to
+// sink in time order (DecodeRemoteWrite, then ParseDecoded). A body that is
+// not valid snappy or protobuf, or breaks limits, is an *InputError and
+// nothing of it is used. Series of metrics ingest does not read are
+// counted and skipped.
+func (p *Parser) ParseRemoteWrite(body []byte, limits Limits, sink Sink) error {
+	DecodeRemoteWrite(body, limits, p.Retain, &p.rw)
+	return p.ParseDecoded(&p.rw, sink)
+}
+
+// ParseDecoded passes a decoded body's samples to sink, in time order, and
+// counts them; it returns the body's decoding error, if any, having used
+// nothing of it. With Retain the sink may keep the samples' strings: they
+// alias d's decoded body, which must then not be decoded into again.
+func (p *Parser) ParseDecoded(d *RemoteWrite, sink Sink) error {
+	if d.err != nil {
+		p.stats.Invalid++
+		return d.err
+	}
+	p.stats.Skipped += d.skipped
+	for i := range d.batch {
+		s := &d.batch[i]
 		if math.IsNaN(s.value) && isStaleNaN(s.value) {
 			// A staleness marker: the series ended. Attribution bridges no
 			// gap longer than its staleness bound anyway.
 			p.stats.StaleMarkers++
 			continue
 		}
-		p.handleRow(s.metric, p.rwTags[s.start:s.end], s.value, s.ts, sink)
+		p.handleRow(s.metric, d.tags[s.start:s.end], s.value, s.ts, sink)
 	}
-	p.stats.Lines += uint64(len(p.rwBatch))
+	p.stats.Lines += uint64(len(d.batch))
 	return nil
 }
 

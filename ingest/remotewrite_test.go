@@ -1,0 +1,211 @@
+package ingest
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/golang/snappy"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
+	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
+)
+
+// decoded is what a decoding kept, in a form go-cmp compares: each kept
+// sample with its metric, value bits, time and labels.
+type decoded struct {
+	Samples []string
+	Skipped uint64
+	Err     bool
+}
+
+func summarise(d *RemoteWrite) decoded {
+	out := decoded{Skipped: d.skipped, Err: d.err != nil}
+	for _, s := range d.batch {
+		var b strings.Builder
+		b.WriteString(s.metric)
+		for _, t := range d.tags[s.start:s.end] {
+			b.WriteString("|" + t.Key + "=" + t.Value)
+		}
+		b.WriteString(" " + strconv.FormatUint(math.Float64bits(s.value), 16) + " @" + strconv.FormatInt(s.ts, 10))
+		out.Samples = append(out.Samples, b.String())
+	}
+	return out
+}
+
+// referenceDecode decodes a body with VictoriaMetrics' own unmarshaler,
+// as ingest did before it read the protobuf itself: the reference the
+// scanner must agree with.
+func referenceDecode(body []byte, limits Limits) *RemoteWrite {
+	limits = limits.withDefaults()
+	d := &RemoteWrite{}
+	n, err := snappy.DecodedLen(body)
+	if err != nil || n > limits.MaxDecodedBytes {
+		d.err = &InputError{"snappy"}
+		return d
+	}
+	decoded, err := snappy.Decode(nil, body)
+	if err != nil {
+		d.err = &InputError{"snappy"}
+		return d
+	}
+	var wru prompb.WriteRequestUnmarshaler
+	wr, err := wru.UnmarshalProtobuf(decoded)
+	if err != nil {
+		d.err = &InputError{err.Error()}
+		return d
+	}
+	if len(wr.Timeseries) > limits.MaxSeries {
+		d.err = &InputError{"series"}
+		return d
+	}
+	for i := range wr.Timeseries {
+		ts := &wr.Timeseries[i]
+		var metric string
+		for _, l := range ts.Labels {
+			if l.Name == "__name__" {
+				metric = l.Value
+				break
+			}
+		}
+		if !wanted(metric) {
+			d.skipped += uint64(len(ts.Samples))
+			continue
+		}
+		start := len(d.tags)
+		for _, l := range ts.Labels {
+			if l.Name != "__name__" {
+				d.tags = append(d.tags, tag(l.Name, l.Value))
+			}
+		}
+		for _, s := range ts.Samples {
+			d.batch = append(d.batch, rwSample{metric: metric, start: start, end: len(d.tags), value: s.Value, ts: s.Timestamp})
+		}
+	}
+	slicesSortStable(d.batch)
+	return d
+}
+
+// randomWrite is a remote-write request of a few GPUs' series: wanted and
+// unwanted metrics, the name label anywhere in the label list, several
+// samples out of time order, staleness markers, kube-state-metrics series.
+func randomWrite(rng *rand.Rand) []byte {
+	metrics := []string{MetricGPUUtil, MetricGREngineActive, MetricFBUsed, MetricPowerUsage, MetricTotalEnergy,
+		"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_PROF_PCIE_TX_BYTES", MetricKubePodLabels, MetricKubePodPhase, ""}
+	var wr prompb.WriteRequest
+	for range rng.IntN(40) {
+		labels := []prompb.Label{{Name: "gpu", Value: strconv.Itoa(rng.IntN(8))}, {Name: "Hostname", Value: "node-" + strconv.Itoa(rng.IntN(3))},
+			{Name: "namespace", Value: "team-a"}, {Name: "pod", Value: "p-" + strconv.Itoa(rng.IntN(4))}, {Name: "phase", Value: "Running"}}
+		if m := metrics[rng.IntN(len(metrics))]; m != "" {
+			at := rng.IntN(len(labels) + 1)
+			labels = append(labels[:at], append([]prompb.Label{{Name: "__name__", Value: m}}, labels[at:]...)...)
+		}
+		var samples []prompb.Sample
+		for range rng.IntN(4) {
+			v := rng.Float64()
+			if rng.IntN(10) == 0 {
+				v = math.Float64frombits(staleNaNBits)
+			}
+			samples = append(samples, prompb.Sample{Value: v, Timestamp: 1_700_000_000_000 + rng.Int64N(60_000)})
+		}
+		wr.Timeseries = append(wr.Timeseries, prompb.TimeSeries{Labels: labels, Samples: samples})
+	}
+	return snappy.Encode(nil, wr.MarshalProtobuf(nil))
+}
+
+// TestDecodeRemoteWriteMatchesReference: the scanner keeps exactly what
+// VictoriaMetrics' unmarshaler followed by the name filter keeps, in the
+// same order, on random requests, and refuses damaged ones that
+// VictoriaMetrics refuses (unless the damage is only in what it skips).
+func TestDecodeRemoteWriteMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var d RemoteWrite
+	for i := range 500 {
+		body := randomWrite(rng)
+		if i%50 == 49 {
+			// Damage it: cut the protobuf short, or flip a byte.
+			raw, _ := snappy.Decode(nil, body)
+			if len(raw) > 2 {
+				if i%100 == 49 {
+					raw = raw[:len(raw)/2]
+				} else {
+					raw[rng.IntN(len(raw))] ^= 0xff
+				}
+			}
+			body = snappy.Encode(nil, raw)
+		}
+		DecodeRemoteWrite(body, Limits{}, i%2 == 0, &d)
+		want := referenceDecode(body, Limits{})
+		if want.err != nil {
+			if d.err == nil && len(d.batch) == 0 {
+				continue // damage only in what the scanner skips
+			}
+			if d.err == nil {
+				t.Fatalf("request %d: VictoriaMetrics refuses it (%v), the scanner keeps %d samples", i, want.err, len(d.batch))
+			}
+			continue
+		}
+		if diff := cmp.Diff(summarise(want), summarise(&d)); diff != "" {
+			t.Fatalf("request %d: (-reference +scanner)\n%s", i, diff)
+		}
+	}
+}
+
+// TestDecodeRemoteWriteLimits: too many series is an input error, and
+// nothing of the body is kept.
+func TestDecodeRemoteWriteLimits(t *testing.T) {
+	var wr prompb.WriteRequest
+	for i := range 3 {
+		wr.Timeseries = append(wr.Timeseries, prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: MetricGPUUtil},
+			{Name: "gpu", Value: strconv.Itoa(i)}, {Name: "Hostname", Value: "n"}}, Samples: []prompb.Sample{{Value: 1, Timestamp: 2}}})
+	}
+	body := snappy.Encode(nil, wr.MarshalProtobuf(nil))
+	var d RemoteWrite
+	DecodeRemoteWrite(body, Limits{MaxSeries: 2}, false, &d)
+	var ie *InputError
+	if d.err == nil || !errorsAs(d.err, &ie) || len(d.batch) != 0 {
+		t.Fatalf("3 series past a limit of 2: err %v, %d samples kept", d.err, len(d.batch))
+	}
+	DecodeRemoteWrite(body, Limits{MaxSeries: 3}, false, &d)
+	if d.err != nil || len(d.batch) != 3 {
+		t.Fatalf("3 series within a limit of 3: err %v, %d samples kept", d.err, len(d.batch))
+	}
+}
+
+// FuzzDecodeRemoteWrite: the scanner never panics; where
+// VictoriaMetrics' unmarshaler reads a body, the scanner keeps the same
+// samples; and it refuses no body VictoriaMetrics reads. It may read
+// bodies VictoriaMetrics refuses, but only for damage in what it skips:
+// metadata, native histograms (neither is in the series ingest reads).
+func FuzzDecodeRemoteWrite(f *testing.F) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 8 {
+		f.Add(randomWrite(rng))
+	}
+	f.Add([]byte("garbage"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var d RemoteWrite
+		DecodeRemoteWrite(body, Limits{MaxDecodedBytes: 1 << 20}, false, &d)
+		want := referenceDecode(body, Limits{MaxDecodedBytes: 1 << 20})
+		switch {
+		case want.err == nil && d.err != nil:
+			t.Fatalf("VictoriaMetrics reads the body, the scanner refuses it: %v", d.err)
+		case want.err != nil:
+			return
+		}
+		if diff := cmp.Diff(summarise(want), summarise(&d)); diff != "" {
+			t.Fatalf("(-reference +scanner)\n%s", diff)
+		}
+	})
+}
+
+func tag(k, v string) prometheus.Tag { return prometheus.Tag{Key: k, Value: v} }
+
+func slicesSortStable(b []rwSample) { slices.SortStableFunc(b, cmpTime) }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
