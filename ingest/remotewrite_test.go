@@ -4,8 +4,8 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
