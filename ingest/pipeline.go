@@ -278,10 +278,13 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 	case recRemoteWrite, recExposition:
 		sink := &bufferSink{st: st, limitMs: rec.nowMs + opts.MaxAhead.Milliseconds(), lateMs: st.att.EmittedUntil()}
 		var err error
-		if rec.kind == recRemoteWrite {
+		switch {
+		case rec.decoded != nil:
+			err = st.p.ParseDecoded(rec.decoded, sink)
+		case rec.kind == recRemoteWrite:
 			st.p.Retain = true
 			err = st.p.ParseRemoteWrite(rec.body, opts.Limits, sink)
-		} else {
+		default:
 			err = st.p.ParseExposition(rec.body, rec.auxMs, sink)
 		}
 		st.count(rec.sender, "late", sink.res.Late)
@@ -404,20 +407,68 @@ func (st *state) buffered() int { return len(st.samples.peek()) + len(st.pods.pe
 type timeQueue[T any] struct {
 	items        []T
 	head, sorted int
+	// scratch holds the part of the waiting items a merge moves.
+	scratch []T
 }
 
 // peek returns the waiting items.
 func (q *timeQueue[T]) peek() []T { return q.items[q.head:] }
 
-// order sorts the waiting items by time, only when what came since the
-// last call is out of order or behind what was there.
+// order puts the waiting items in time order, as a stable sort would:
+// what came since the last call (one request's items, in time order by
+// themselves) is merged into the waiting ones, moving only those stamped
+// after its first item (a request late by seconds moves seconds of the
+// buffer, not all of it).
 func (q *timeQueue[T]) order(at func(*T) int64) {
-	byTime := func(a, b T) int { return cmp.Compare(at(&a), at(&b)) }
-	if q.sorted > q.head && q.sorted < len(q.items) && at(&q.items[q.sorted]) < at(&q.items[q.sorted-1]) ||
-		!slices.IsSortedFunc(q.items[q.sorted:], byTime) {
-		slices.SortStableFunc(q.items[q.head:], byTime)
+	items := q.items
+	mid := max(q.sorted, q.head)
+	q.sorted = len(items)
+	old, add := items[q.head:mid], items[mid:]
+	if len(add) == 0 {
+		return
 	}
-	q.sorted = len(q.items)
+	if !sortedBy(add, at) {
+		slices.SortStableFunc(add, func(a, b T) int { return cmp.Compare(at(&a), at(&b)) })
+	}
+	if len(old) == 0 || at(&old[len(old)-1]) <= at(&add[0]) {
+		return
+	}
+	// The first waiting item stamped after the new ones begin: it and
+	// what follows are merged with them (an equal stamp stays first).
+	first := at(&add[0])
+	p, _ := slices.BinarySearchFunc(old, first, func(x T, t int64) int {
+		if at(&x) <= t {
+			return -1
+		}
+		return 1
+	})
+	q.scratch = append(q.scratch[:0], old[p:]...)
+	moved := q.scratch
+	// Writing at k never passes the next new item to read (k <= mid+j):
+	// the merge runs in place with the moved part in scratch.
+	i, j, k := 0, 0, q.head+p
+	for i < len(moved) && j < len(add) {
+		if at(&add[j]) < at(&moved[i]) {
+			items[k] = add[j]
+			j++
+		} else {
+			items[k] = moved[i]
+			i++
+		}
+		k++
+	}
+	copy(items[k:], moved[i:])
+	clear(q.scratch) // no reference to request bodies kept here
+}
+
+// sortedBy says whether items are in time order.
+func sortedBy[T any](items []T, at func(*T) int64) bool {
+	for i := 1; i < len(items); i++ {
+		if at(&items[i]) < at(&items[i-1]) {
+			return false
+		}
+	}
+	return true
 }
 
 // compact drops released items once they are half the buffer, and with
@@ -462,6 +513,13 @@ func (pl *Pipeline) Scrape(body []byte, scrapeMs int64) error {
 func (pl *Pipeline) submit(ctx context.Context, rec record) (Result, error) {
 	if err := precheck(rec, pl.opts.Limits); err != nil {
 		return Result{}, err
+	}
+	if rec.kind == recRemoteWrite {
+		// Decode here, in the request's goroutine, into a buffer of its own
+		// (the reorder buffer keeps strings of it): requests decode in
+		// parallel, and the committer applies them in log order.
+		rec.decoded = &RemoteWrite{}
+		DecodeRemoteWrite(rec.body, pl.opts.Limits, true, rec.decoded)
 	}
 	pl.mu.Lock()
 	busy := pl.st.buffered() >= pl.opts.MaxBuffered

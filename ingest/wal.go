@@ -49,6 +49,12 @@ type record struct {
 	auxMs  int64
 	sender string
 	body   []byte
+	// decoded is a remote-write body decoded by the request's own
+	// goroutine before it was logged, so that requests decode in parallel
+	// and the committer only hands their samples on in order; nil in
+	// replay, which decodes the body the same way (DecodeRemoteWrite is a
+	// function of the body alone). Not written to the log.
+	decoded *RemoteWrite
 }
 
 const recordHeader = 8                // length and CRC
