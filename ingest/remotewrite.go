@@ -73,7 +73,8 @@ type RemoteWrite struct {
 // buffer of its own, so that strings of an earlier decode into d stay
 // valid. It reads the protobuf itself: a series is skipped by its
 // __name__ before any of its labels are kept, which is most of a
-// dcgm-exporter scrape (ingest reads 5 of its 25 default counters).
+// dcgm-exporter scrape (ingest reads 5 of its 25 default counters), and
+// a skipped series is not read past its name.
 func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 	limits = limits.withDefaults()
 	dst := d.buf[:0]
@@ -112,6 +113,12 @@ const (
 // bytes; for the others its scalar (a varint, or the fixed bits). It
 // returns the rest of b.
 func protoField(b []byte) (num uint64, wt byte, data []byte, scalar uint64, rest []byte, err error) {
+	// Most of a remote-write body: a length-delimited field whose key and
+	// length take a byte each (label names and values, samples).
+	if len(b) >= 2 && b[0] < 0x80 && b[0]&7 == wireLen && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
+		l := 2 + int(b[1])
+		return uint64(b[0] >> 3), wireLen, b[2:l], 0, b[l:], nil
+	}
 	key, n := binary.Uvarint(b)
 	if n <= 0 {
 		return 0, 0, nil, 0, nil, errProto("field key")
@@ -189,12 +196,41 @@ func (d *RemoteWrite) scan(b []byte, maxSeries int) error {
 }
 
 // series1 reads one TimeSeries (labels = 1, samples = 2): a first pass
-// checks it, finds its __name__ and counts its samples; only a wanted
-// series is read again for its labels and samples.
+// reads labels only until its __name__ and counts its samples; a series
+// of a metric ingest does not read is left there, unread beyond that
+// (what is damaged in it is not looked at). A wanted series is read again
+// for its labels and samples, all checked.
 func (d *RemoteWrite) series1(b []byte) error {
 	var metric string
 	named := false
 	samples := 0
+	for rest := b; len(rest) > 0; {
+		num, wt, data, _, r, err := protoField(rest)
+		if err != nil {
+			return err
+		}
+		rest = r
+		switch {
+		case num == 1 && !named:
+			if wt != wireLen {
+				return errProto("label wire type")
+			}
+			name, value, err := label(data)
+			if err != nil {
+				return err
+			}
+			if string(name) == "__name__" {
+				metric, named = str(value), true
+			}
+		case num == 2:
+			samples++
+		}
+	}
+	if !wanted(metric) {
+		d.skipped += uint64(samples)
+		return nil
+	}
+	start, first := len(d.tags), len(d.batch)
 	for rest := b; len(rest) > 0; {
 		num, wt, data, _, r, err := protoField(rest)
 		if err != nil {
@@ -210,40 +246,22 @@ func (d *RemoteWrite) series1(b []byte) error {
 			if err != nil {
 				return err
 			}
-			if !named && string(name) == "__name__" {
-				metric, named = str(value), true
+			if string(name) != "__name__" {
+				d.tags = append(d.tags, prometheus.Tag{Key: str(name), Value: str(value)})
 			}
 		case 2:
 			if wt != wireLen {
 				return errProto("sample wire type")
 			}
-			if _, _, err := sample(data); err != nil {
+			value, ts, err := sample(data)
+			if err != nil {
 				return err
 			}
-			samples++
-		}
-	}
-	if !wanted(metric) {
-		d.skipped += uint64(samples)
-		return nil
-	}
-	start := len(d.tags)
-	for rest := b; len(rest) > 0; {
-		num, _, data, _, r, _ := protoField(rest) // read once already
-		rest = r
-		switch num {
-		case 1:
-			name, value, _ := label(data)
-			if string(name) != "__name__" {
-				d.tags = append(d.tags, prometheus.Tag{Key: str(name), Value: str(value)})
-			}
-		case 2:
-			value, ts, _ := sample(data)
-			d.batch = append(d.batch, rwSample{metric: metric, start: start, value: value, ts: ts})
+			d.batch = append(d.batch, rwSample{metric: metric, value: value, ts: ts})
 		}
 	}
 	// Samples come before or after the labels; each gets the whole set.
-	for i := len(d.batch) - samples; i < len(d.batch); i++ {
+	for i := first; i < len(d.batch); i++ {
 		d.batch[i].start, d.batch[i].end = start, len(d.tags)
 	}
 	return nil

@@ -181,7 +181,8 @@ func TestDecodeRemoteWriteLimits(t *testing.T) {
 // VictoriaMetrics' unmarshaler reads a body, the scanner keeps the same
 // samples; and it refuses no body VictoriaMetrics reads. It may read
 // bodies VictoriaMetrics refuses, but only for damage in what it skips:
-// metadata, native histograms (neither is in the series ingest reads).
+// metadata, native histograms, and series of metrics it does not read
+// past their name.
 func FuzzDecodeRemoteWrite(f *testing.F) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 8 {
