@@ -60,17 +60,18 @@ func TestRoutesByToken(t *testing.T) {
 		{"GET", "/metrics"},
 		{"POST", "/api/v1/write"},
 		{"GET", "/healthz"},
+		{"GET", "/debug/pprof/heap"},
 	}
 	// want[token][route] is the status.
 	want := map[string][]int{
-		"":            {401, 401, 401, 401, 401, 200},
-		"nobody":      {401, 401, 401, 401, 401, 200},
-		"vmagent":     {403, 403, 403, 403, 204, 200},
-		"finops":      {200, 200, 200, 200, 403, 200},
-		"root":        {200, 200, 200, 200, 204, 200},
-		"ml-dash":     {200, 200, 200, 403, 403, 200},
-		"vision-dash": {200, 200, 404, 403, 403, 200}, // vision has no rows in October
-		"both":        {400, 400, 400, 403, 403, 200}, // several teams: name one
+		"":            {401, 401, 401, 401, 401, 200, 401},
+		"nobody":      {401, 401, 401, 401, 401, 200, 401},
+		"vmagent":     {403, 403, 403, 403, 204, 200, 403},
+		"finops":      {200, 200, 200, 200, 403, 200, 403},
+		"root":        {200, 200, 200, 200, 204, 200, 200},
+		"ml-dash":     {200, 200, 200, 403, 403, 200, 403},
+		"vision-dash": {200, 200, 404, 403, 403, 200, 403}, // vision has no rows in October
+		"both":        {400, 400, 400, 403, 403, 200, 403}, // several teams: name one
 	}
 	for token, codes := range want {
 		for i, r := range routes {

@@ -131,6 +131,10 @@ func New(opts Options) *Server {
 	s.e.GET("/api/v1/capacity", s.capacity, s.require(string(ScopeViewer)), s.cache)
 	s.e.GET("/api/v1/budgets", s.budgets, read, s.cache)
 	s.e.POST("/api/v1/write", s.remoteWrite, s.require(string(ScopeWrite)))
+	// Go's profiles (CPU, heap, goroutines), as VictoriaMetrics serves
+	// them, for admins: go tool pprof -http : -H 'Authorization: Bearer …'
+	// https://gpuledger:8080/debug/pprof/profile?seconds=30
+	s.e.GET("/debug/pprof/*", echo.WrapHandler(http.HandlerFunc(servePprof)), s.require(string(ScopeAdmin)))
 	return s
 }
 
