@@ -55,6 +55,7 @@ type options struct {
 	seed             uint64
 	out              string
 	systems          []string
+	profile          int // seconds of gpuledger's CPU profile to take while timed; 0 for none
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -81,6 +82,7 @@ Flags:`)
 	fs.IntVar(&o.reps, "reps", 3, "repetitions of each measurement (the systems alternate within each, the first one changing from one to the next)")
 	fs.IntVar(&o.scrapes, "scrapes", 8, "timed scrapes (15 s apart) after the untimed first one")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the fleet: which nodes run pods, the values")
+	fs.IntVar(&o.profile, "profileSeconds", 0, "take a CPU profile of gpuledger for this many seconds from the start of each timed phase, into -out (/debug/pprof/profile)")
 	fs.StringVar(&o.out, "out", "gpuledger-bench/ingest", "folder for runs.csv and the servers' logs")
 	if err := fs.Parse(args); err != nil {
 		return err

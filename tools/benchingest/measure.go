@@ -157,6 +157,24 @@ func (s *server) sumMetric(ctx context.Context, prefix string) (float64, error) 
 	return sum, nil
 }
 
+// save writes what GET path answers to file.
+func (s *server) save(ctx context.Context, path, file string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, b, 0o644)
+}
+
 // waitMetric polls /metrics until the gauge name reads want.
 func (s *server) waitMetric(ctx context.Context, name string, want float64) error {
 	deadline := time.Now().Add(5 * time.Minute)
@@ -282,6 +300,14 @@ func measure(ctx context.Context, o options, sys string, f *fleet, senders, rep 
 	if err != nil {
 		return r, err
 	}
+	var profiled chan error
+	if o.profile > 0 && sys == "gpuledger" {
+		profiled = make(chan error, 1)
+		go func() {
+			profiled <- s.save(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", o.profile),
+				filepath.Join(o.out, fmt.Sprintf("cpu-%d-%d-%d.pprof", f.gpus, senders, rep+1)))
+		}()
+	}
 	began := time.Now()
 	if r.retries, err = s.send(ctx, timed, senders); err != nil {
 		return r, err
@@ -295,6 +321,11 @@ func measure(ctx context.Context, o options, sys string, f *fleet, senders, rep 
 		return r, err
 	}
 	r.cpuSeconds = cpu1 - cpu0
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return r, err
+		}
+	}
 	if sys == "gpuledger" {
 		// What attribution refused (out of order, late, too new): the
 		// benchmark counts it so that a fast run that drops samples shows.
