@@ -281,6 +281,7 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 		switch {
 		case rec.decoded != nil:
 			err = st.p.ParseDecoded(rec.decoded, sink)
+			rec.decoded.Release()
 		case rec.kind == recRemoteWrite:
 			st.p.Retain = true
 			err = st.p.ParseRemoteWrite(rec.body, opts.Limits, sink)

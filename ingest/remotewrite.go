@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/encoding/snappy"
@@ -54,9 +55,15 @@ type rwSample struct {
 // of the body (DecodeRemoteWrite), so that requests can be decoded
 // concurrently and handed to the parser (and attribution) in order.
 type RemoteWrite struct {
-	// buf is the snappy-decoded body; every string below aliases it.
-	buf   []byte
-	tags  []prometheus.Tag
+	// buf is the snappy-decoded body; the metric names and label names
+	// below alias it, so they are valid until Release.
+	buf []byte
+	// arena holds copies of the label values of the kept series, which
+	// samples carry on (into the reorder buffer): a few kilobytes of a
+	// body of megabytes, so that the body itself goes back to the pool.
+	arena  []byte
+	pooled bool
+	tags   []prometheus.Tag
 	batch []rwSample
 	// series is how many series the body held; skipped how many samples
 	// of metrics ingest does not read.
@@ -69,17 +76,23 @@ type RemoteWrite struct {
 
 // DecodeRemoteWrite decodes one Prometheus remote-write 1.0 body (snappy
 // compressed protobuf WriteRequest, as Prometheus and vmagent send it)
-// into d, reusing d's buffers; with fresh, the decoded body goes into a
-// buffer of its own, so that strings of an earlier decode into d stay
-// valid. It reads the protobuf itself: a series is skipped by its
+// into d, reusing d's buffers; with fresh, the label values go into a
+// buffer of their own, so that label values of an earlier decode into d
+// that a sink kept stay valid, and the decoded body comes from a pool
+// (Release gives it back). It reads the protobuf itself: a series is skipped by its
 // __name__ before any of its labels are kept, which is most of a
 // dcgm-exporter scrape (ingest reads 5 of its 25 default counters), and
 // a skipped series is not read past its name.
 func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 	limits = limits.withDefaults()
+	d.Release()
 	dst := d.buf[:0]
+	d.arena = d.arena[:0]
 	if fresh {
-		dst = nil
+		if b, ok := bodyPool.Get().(*[]byte); ok {
+			dst = (*b)[:0]
+		}
+		d.pooled, d.arena = true, nil
 	}
 	d.tags, d.batch, d.series, d.skipped, d.err = d.tags[:0], d.batch[:0], 0, 0, nil
 	decoded, err := snappy.Decode(dst, body, limits.MaxDecodedBytes)
@@ -88,6 +101,11 @@ func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 		return
 	}
 	d.buf = decoded
+	if fresh {
+		// Values are about a tenth of a dcgm-exporter body that ingest
+		// keeps a fifth of; the arena grows if not.
+		d.arena = make([]byte, 0, len(decoded)/16)
+	}
 	if err := d.scan(decoded, limits.MaxSeries); err != nil {
 		d.tags, d.batch, d.series, d.skipped = d.tags[:0], d.batch[:0], 0, 0
 		d.err = err
@@ -99,6 +117,26 @@ func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 	if !slices.IsSortedFunc(d.batch, cmpTime) {
 		slices.SortStableFunc(d.batch, cmpTime)
 	}
+}
+
+// bodyPool holds decoded bodies for reuse: a request's body is needed
+// until its samples are parsed, and only its label values (in the arena)
+// after that.
+var bodyPool sync.Pool
+
+// Release gives the decoded body back to the pool, when it came from it:
+// the metric and label names of d are not to be read after it (the label
+// values in its samples stay valid).
+func (d *RemoteWrite) Release() {
+	clear(d.tags)
+	clear(d.batch)
+	d.tags, d.batch = d.tags[:0], d.batch[:0]
+	if d.pooled && d.buf != nil {
+		b := d.buf[:0]
+		bodyPool.Put(&b)
+		d.buf = nil
+	}
+	d.pooled = false
 }
 
 // Protobuf wire types (protobuf's encoding guide).
@@ -247,7 +285,9 @@ func (d *RemoteWrite) series1(b []byte) error {
 				return err
 			}
 			if string(name) != "__name__" {
-				d.tags = append(d.tags, prometheus.Tag{Key: str(name), Value: str(value)})
+				n := len(d.arena)
+				d.arena = append(d.arena, value...)
+				d.tags = append(d.tags, prometheus.Tag{Key: str(name), Value: str(d.arena[n:])})
 			}
 		case 2:
 			if wt != wireLen {
@@ -318,7 +358,11 @@ func sample(b []byte) (value float64, ts int64, err error) {
 // counted and skipped.
 func (p *Parser) ParseRemoteWrite(body []byte, limits Limits, sink Sink) error {
 	DecodeRemoteWrite(body, limits, p.Retain, &p.rw)
-	return p.ParseDecoded(&p.rw, sink)
+	err := p.ParseDecoded(&p.rw, sink)
+	if p.Retain {
+		p.rw.Release()
+	}
+	return err
 }
 
 // ParseDecoded passes a decoded body's samples to sink, in time order, and
