@@ -6,7 +6,7 @@ PKGS    ?= ./...
 RUNARGS ?=
 FUZZTIME ?= 10s
 
-.PHONY: run build static test bench policy-eval sim-to-real lint fuzz clean
+.PHONY: run build static test bench bench-ingest policy-eval sim-to-real lint fuzz clean
 
 # Simulates last month of examples/cluster.yaml through the whole loop, writes
 # gpuledger-demo/chargeback-YYYY-MM.{csv,xlsx}, then serves the API on
@@ -39,6 +39,16 @@ test:
 # cached by tools/build-victoriametrics.sh).
 bench:
 	GPULEDGER_VICTORIAMETRICS=$$(bash tools/build-victoriametrics.sh) $(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+# Ingest as users run it (not in `make test`): gpuledger serve and
+# VictoriaMetrics single-node as separate processes, fed the same
+# remote-write bodies of a 1k/10k/50k-GPU fleet by tools/benchingest with 1
+# and 4 senders, alternating, three repetitions; prints samples/s, samples
+# per CPU-second, RSS per series, the ratios and the decode-only limit.
+BENCH_INGEST_ARGS ?=
+bench-ingest: build
+	$(GO) build -o bin/benchingest ./tools/benchingest
+	./bin/benchingest -gpuledger bin/gpuledger -victoriametrics $$(bash tools/build-victoriametrics.sh) $(BENCH_INGEST_ARGS)
 
 # The admission evaluation (not in `make test`): every policy at offered
 # loads 0.7-1.1, tuned on one half of the Philly VCs and reported on the
