@@ -64,7 +64,7 @@ type RemoteWrite struct {
 	arena  []byte
 	pooled bool
 	tags   []prometheus.Tag
-	batch []rwSample
+	batch  []rwSample
 	// series is how many series the body held; skipped how many samples
 	// of metrics ingest does not read.
 	series  int
