@@ -282,6 +282,7 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 		case rec.decoded != nil:
 			err = st.p.ParseDecoded(rec.decoded, sink)
 			rec.decoded.Release()
+			decodedPool.Put(rec.decoded)
 		case rec.kind == recRemoteWrite:
 			st.p.Retain = true
 			err = st.p.ParseRemoteWrite(rec.body, opts.Limits, sink)
@@ -355,7 +356,7 @@ func (b *bufferSink) Add(s *attribution.Sample) {
 	}
 	b.res.Accepted++
 	b.st.maxMs = max(b.st.maxMs, s.TimeMs)
-	b.st.samples.items = append(b.st.samples.items, *s)
+	b.st.samples.pending = append(b.st.samples.pending, *s)
 }
 
 func (b *bufferSink) AddPod(p attribution.PodInfo) {
@@ -366,14 +367,14 @@ func (b *bufferSink) AddPod(p attribution.PodInfo) {
 	}
 	b.res.Accepted++
 	b.st.maxMs = max(b.st.maxMs, p.TimeMs)
-	b.st.pods.items = append(b.st.pods.items, p)
+	b.st.pods.pending = append(b.st.pods.pending, p)
 }
 
 // order puts the buffers in time order after a request (each request is in
 // order by itself; only requests that came out of order need sorting).
 func (st *state) order() {
-	st.samples.order(func(s *attribution.Sample) int64 { return s.TimeMs })
-	st.pods.order(func(p *attribution.PodInfo) int64 { return p.TimeMs })
+	st.samples.order(sampleMs)
+	st.pods.order(podMs)
 }
 
 // release passes buffered samples and pod facts older than untilMs to
@@ -382,84 +383,161 @@ func (st *state) order() {
 // window, everything, and no sample keeps a reference to its body.)
 func (st *state) release(untilMs int64) {
 	for {
-		s, p := st.samples.peek(), st.pods.peek()
-		sDue := len(s) > 0 && s[0].TimeMs < untilMs
-		pDue := len(p) > 0 && p[0].TimeMs < untilMs
+		s, p := st.samples.first(), st.pods.first()
+		sDue := s != nil && s.TimeMs < untilMs
+		pDue := p != nil && p.TimeMs < untilMs
 		switch {
-		case sDue && (!pDue || s[0].TimeMs <= p[0].TimeMs):
-			st.att.Add(&s[0])
-			st.samples.head++
+		case sDue && (!pDue || s.TimeMs <= p.TimeMs):
+			st.att.Add(s)
+			st.samples.pop()
 		case pDue:
-			st.att.AddPod(p[0])
-			st.pods.head++
+			st.att.AddPod(*p)
+			st.pods.pop()
 		default:
-			st.samples.compact()
-			st.pods.compact()
 			st.collect()
 			return
 		}
 	}
 }
 
-func (st *state) buffered() int { return len(st.samples.peek()) + len(st.pods.peek()) }
+func (st *state) buffered() int { return st.samples.len() + st.pods.len() }
 
-// timeQueue is one kind of the reorder buffer: items waiting, oldest first
-// from head on; items[head:sorted] are known to be in time order.
+func sampleMs(s *attribution.Sample) int64 { return s.TimeMs }
+func podMs(p *attribution.PodInfo) int64   { return p.TimeMs }
+
+// timeQueue is one kind of the reorder buffer: the items of each request
+// are a run of their own, in time order, and the items are taken out
+// oldest first across the runs (a k-way merge over a heap of runs), ties
+// in the order they came: the order a stable sort of everything would give,
+// without moving any item. (Requests of several vmagent queues interleave
+// in time, so a sorted buffer would move most of a scrape for each one.)
 type timeQueue[T any] struct {
-	items        []T
-	head, sorted int
-	// scratch holds the part of the waiting items a merge moves.
-	scratch []T
+	// pending is what the request being parsed adds; order makes it a run.
+	pending []T
+	heap    []*timeRun[T] // by the time of their first item, then seq
+	n       int           // items waiting in the runs
+	seq     uint64
+	at      func(*T) int64
 }
 
-// peek returns the waiting items.
-func (q *timeQueue[T]) peek() []T { return q.items[q.head:] }
+// timeRun is one request's items, next from head on.
+type timeRun[T any] struct {
+	items []T
+	head  int
+	seq   uint64
+}
 
-// order puts the waiting items in time order, as a stable sort would:
-// what came since the last call (one request's items, in time order by
-// themselves) is merged into the waiting ones, moving only those stamped
-// after its first item (a request late by seconds moves seconds of the
-// buffer, not all of it).
+// order makes what the last request added a run of the queue.
 func (q *timeQueue[T]) order(at func(*T) int64) {
-	items := q.items
-	mid := max(q.sorted, q.head)
-	q.sorted = len(items)
-	old, add := items[q.head:mid], items[mid:]
+	q.at = at
+	add := q.pending
+	q.pending = nil
 	if len(add) == 0 {
 		return
 	}
 	if !sortedBy(add, at) {
 		slices.SortStableFunc(add, func(a, b T) int { return cmp.Compare(at(&a), at(&b)) })
 	}
-	if len(old) == 0 || at(&old[len(old)-1]) <= at(&add[0]) {
-		return
+	q.seq++
+	q.n += len(add)
+	q.heap = append(q.heap, &timeRun[T]{items: add, seq: q.seq})
+	q.up(len(q.heap) - 1)
+}
+
+// first returns the oldest waiting item, nil when none waits.
+func (q *timeQueue[T]) first() *T {
+	if len(q.heap) == 0 {
+		return nil
 	}
-	// The first waiting item stamped after the new ones begin: it and
-	// what follows are merged with them (an equal stamp stays first).
-	first := at(&add[0])
-	p, _ := slices.BinarySearchFunc(old, first, func(x T, t int64) int {
-		if at(&x) <= t {
-			return -1
+	r := q.heap[0]
+	return &r.items[r.head]
+}
+
+// pop takes out the oldest waiting item.
+func (q *timeQueue[T]) pop() {
+	r := q.heap[0]
+	var zero T
+	r.items[r.head] = zero // no reference to request bodies kept here
+	r.head++
+	q.n--
+	if r.head == len(r.items) {
+		last := len(q.heap) - 1
+		q.heap[0] = q.heap[last]
+		q.heap[last] = nil
+		q.heap = q.heap[:last]
+	}
+	if len(q.heap) > 0 {
+		q.down(0)
+	}
+}
+
+// len is how many items wait.
+func (q *timeQueue[T]) len() int { return q.n }
+
+// all returns the waiting items in the order they will be taken out, for a
+// snapshot.
+func (q *timeQueue[T]) all() []T {
+	type pos struct {
+		seq uint64
+		i   int
+		r   *timeRun[T]
+	}
+	var ps []pos
+	for _, r := range q.heap {
+		for i := r.head; i < len(r.items); i++ {
+			ps = append(ps, pos{r.seq, i, r})
 		}
-		return 1
+	}
+	at := q.at
+	slices.SortFunc(ps, func(a, b pos) int {
+		return cmp.Or(cmp.Compare(at(&a.r.items[a.i]), at(&b.r.items[b.i])), cmp.Compare(a.seq, b.seq), cmp.Compare(a.i, b.i))
 	})
-	q.scratch = append(q.scratch[:0], old[p:]...)
-	moved := q.scratch
-	// Writing at k never passes the next new item to read (k <= mid+j):
-	// the merge runs in place with the moved part in scratch.
-	i, j, k := 0, 0, q.head+p
-	for i < len(moved) && j < len(add) {
-		if at(&add[j]) < at(&moved[i]) {
-			items[k] = add[j]
-			j++
-		} else {
-			items[k] = moved[i]
-			i++
-		}
-		k++
+	out := make([]T, len(ps))
+	for k, p := range ps {
+		out[k] = p.r.items[p.i]
 	}
-	copy(items[k:], moved[i:])
-	clear(q.scratch) // no reference to request bodies kept here
+	return out
+}
+
+// reset makes items, in time order, the waiting ones.
+func (q *timeQueue[T]) reset(items []T, at func(*T) int64) {
+	*q = timeQueue[T]{at: at}
+	q.pending = items
+	q.order(at)
+}
+
+func (q *timeQueue[T]) less(i, j int) bool {
+	a, b := q.heap[i], q.heap[j]
+	ta, tb := q.at(&a.items[a.head]), q.at(&b.items[b.head])
+	return ta < tb || ta == tb && a.seq < b.seq
+}
+
+func (q *timeQueue[T]) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			return
+		}
+		q.heap[i], q.heap[p] = q.heap[p], q.heap[i]
+		i = p
+	}
+}
+
+func (q *timeQueue[T]) down(i int) {
+	for {
+		l, m := 2*i+1, i
+		if l < len(q.heap) && q.less(l, m) {
+			m = l
+		}
+		if r := l + 1; r < len(q.heap) && q.less(r, m) {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		q.heap[i], q.heap[m] = q.heap[m], q.heap[i]
+		i = m
+	}
 }
 
 // sortedBy says whether items are in time order.
@@ -472,19 +550,9 @@ func sortedBy[T any](items []T, at func(*T) int64) bool {
 	return true
 }
 
-// compact drops released items once they are half the buffer, and with
-// them the references to the request bodies they kept.
-func (q *timeQueue[T]) compact() {
-	if q.head > len(q.items)/2 {
-		n := copy(q.items, q.items[q.head:])
-		clear(q.items[n:])
-		q.items, q.head = q.items[:n], 0
-	}
-	q.sorted = len(q.items)
-}
-
-// reset makes items the waiting ones, in order.
-func (q *timeQueue[T]) reset(items []T) { *q = timeQueue[T]{items: items, sorted: len(items)} }
+// decodedPool keeps decodings for reuse (their label and sample lists;
+// the label values go into a new arena each time).
+var decodedPool = sync.Pool{New: func() any { return &RemoteWrite{} }}
 
 // RemoteWrite ingests one remote-write body from sender (a token's name,
 // for the per-sender counters). It returns once the body is durable and
@@ -519,7 +587,7 @@ func (pl *Pipeline) submit(ctx context.Context, rec record) (Result, error) {
 		// Decode here, in the request's goroutine, into a buffer of its own
 		// (the reorder buffer keeps strings of it): requests decode in
 		// parallel, and the committer applies them in log order.
-		rec.decoded = &RemoteWrite{}
+		rec.decoded = decodedPool.Get().(*RemoteWrite)
 		DecodeRemoteWrite(rec.body, pl.opts.Limits, true, rec.decoded)
 	}
 	pl.mu.Lock()
@@ -579,8 +647,8 @@ func (pl *Pipeline) tick() {
 	pl.mu.Lock()
 	st := &pl.st
 	old := now - pl.opts.ReorderWindow.Milliseconds()
-	s, p := st.samples.peek(), st.pods.peek()
-	due := len(s) > 0 && s[0].TimeMs < old || len(p) > 0 && p[0].TimeMs < old ||
+	s, p := st.samples.first(), st.pods.first()
+	due := s != nil && s.TimeMs < old || p != nil && p.TimeMs < old ||
 		now >= st.settleNotBefore && floorHourMs(now-pl.opts.SettleAfter.Milliseconds()) > st.att.EmittedUntil()
 	pl.mu.Unlock()
 	if due {

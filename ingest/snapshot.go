@@ -54,7 +54,7 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 		return nil, err
 	}
 	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
-		Samples: slices.Clone(st.samples.peek()), Pods: slices.Clone(st.pods.peek()), Ingest: st.p.stats,
+		Samples: st.samples.all(), Pods: st.pods.all(), Ingest: st.p.stats,
 		MaxMs: st.maxMs, SettleNotBeforeMs: st.settleNotBefore,
 		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), Rejected: make(map[string]uint64)}
 	for k, v := range st.rejected {
@@ -73,8 +73,8 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 		log.Warn("devices of the snapshot are no longer in the configuration; what they held in open hours is dropped", "devices", rep.DroppedDevices)
 	}
 	st.att = att
-	st.samples.reset(s.Samples)
-	st.pods.reset(s.Pods)
+	st.samples.reset(s.Samples, sampleMs)
+	st.pods.reset(s.Pods, podMs)
 	st.p = Parser{stats: s.Ingest}
 	st.maxMs, st.settleNotBefore = s.MaxMs, s.SettleNotBeforeMs
 	st.unwritten, st.unwrittenWls = s.Unwritten, s.UnwrittenWls

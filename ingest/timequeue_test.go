@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // item is a stamped value; seq tells equal stamps apart, so that a
@@ -16,10 +17,10 @@ type item struct {
 	seq int
 }
 
-// TestTimeQueueOrderIsAStableSort: merging each batch into the waiting
-// items gives what a stable sort of all of them gives, whatever the
-// batches (in order or not, late by a little or a lot, ties), with
-// releases from the head between them.
+// TestTimeQueueOrderIsAStableSort: the queue gives its items out in the
+// order a stable sort of all of them gives, whatever the batches (in
+// order or not, late by a little or a lot, ties), with items taken out
+// between them; and all (the snapshot) lists them in that order.
 func TestTimeQueueOrderIsAStableSort(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	at := func(x *item) int64 { return x.ms }
@@ -38,18 +39,28 @@ func TestTimeQueueOrderIsAStableSort(t *testing.T) {
 			if rng.IntN(4) > 0 {
 				slices.SortStableFunc(batch, func(a, b item) int { return cmp.Compare(a.ms, b.ms) })
 			}
-			q.items = append(q.items, batch...)
+			q.pending = append(q.pending, batch...)
 			want = append(want, batch...)
 			q.order(at)
 			slices.SortStableFunc(want, func(a, b item) int { return cmp.Compare(a.ms, b.ms) })
-			if diff := gocmp.Diff(want, q.peek(), gocmp.AllowUnexported(item{})); diff != "" {
+			if diff := gocmp.Diff(want, q.all(), gocmp.AllowUnexported(item{}), cmpopts.EquateEmpty()); diff != "" {
 				t.Fatalf("run %d: (-stable sort +queue)\n%s", run, diff)
 			}
-			// Release a few from the head, as the window passes.
-			r := rng.IntN(len(want) + 1)
-			q.head += r
-			want = want[r:]
-			q.compact()
+			if q.len() != len(want) {
+				t.Fatalf("run %d: len %d, want %d", run, q.len(), len(want))
+			}
+			// Take a few out, as the window passes: oldest first, ties in
+			// the order they came.
+			for range rng.IntN(len(want) + 1) {
+				if got := *q.first(); got != want[0] {
+					t.Fatalf("run %d: first %+v, want %+v", run, got, want[0])
+				}
+				q.pop()
+				want = want[1:]
+			}
+			if len(want) == 0 && q.first() != nil {
+				t.Fatalf("run %d: empty queue has a first item", run)
+			}
 		}
 	}
 }
