@@ -92,11 +92,6 @@ type Parser struct {
 	// errs holds the first invalid lines' messages, for the caller to report.
 	errs []string
 
-	// Retain makes every remote-write request decode into a buffer of its
-	// own instead of a reused one, so that samples a sink keeps (a reorder
-	// buffer) stay valid after the call.
-	Retain bool
-
 	// rw is the remote-write decoding, its buffers reused between
 	// requests.
 	rw RemoteWrite

@@ -278,15 +278,15 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 	case recRemoteWrite, recExposition:
 		sink := &bufferSink{st: st, limitMs: rec.nowMs + opts.MaxAhead.Milliseconds(), lateMs: st.att.EmittedUntil()}
 		var err error
-		switch {
-		case rec.decoded != nil:
-			err = st.p.ParseDecoded(rec.decoded, sink)
-			rec.decoded.Release()
-			decodedPool.Put(rec.decoded)
-		case rec.kind == recRemoteWrite:
-			st.p.Retain = true
-			err = st.p.ParseRemoteWrite(rec.body, opts.Limits, sink)
-		default:
+		if rec.kind == recRemoteWrite {
+			d := rec.decoded
+			if d == nil { // replay: decode the logged body as the request did
+				d = decodeForBuffer(rec.body, opts.Limits)
+			}
+			err = st.p.ParseDecoded(d, sink)
+			d.Release()
+			decodedPool.Put(d)
+		} else {
 			err = st.p.ParseExposition(rec.body, rec.auxMs, sink)
 		}
 		st.count(rec.sender, "late", sink.res.Late)
@@ -370,8 +370,8 @@ func (b *bufferSink) AddPod(p attribution.PodInfo) {
 	b.st.pods.pending = append(b.st.pods.pending, p)
 }
 
-// order puts the buffers in time order after a request (each request is in
-// order by itself; only requests that came out of order need sorting).
+// order makes what a request added to the buffers a run of each (in time
+// order by itself), given out oldest first across the runs.
 func (st *state) order() {
 	st.samples.order(sampleMs)
 	st.pods.order(podMs)
@@ -554,6 +554,15 @@ func sortedBy[T any](items []T, at func(*T) int64) bool {
 // the label values go into a new arena each time).
 var decodedPool = sync.Pool{New: func() any { return &RemoteWrite{} }}
 
+// decodeForBuffer decodes a remote-write body for the reorder buffer: its
+// kept label values in an arena of their own, which the buffered samples
+// keep; apply gives the rest back to the pools once parsed.
+func decodeForBuffer(body []byte, limits Limits) *RemoteWrite {
+	d := decodedPool.Get().(*RemoteWrite)
+	DecodeRemoteWrite(body, limits, true, d)
+	return d
+}
+
 // RemoteWrite ingests one remote-write body from sender (a token's name,
 // for the per-sender counters). It returns once the body is durable and
 // applied. An *InputError means the body will never be accepted; ErrBusy
@@ -583,18 +592,16 @@ func (pl *Pipeline) submit(ctx context.Context, rec record) (Result, error) {
 	if err := precheck(rec, pl.opts.Limits); err != nil {
 		return Result{}, err
 	}
-	if rec.kind == recRemoteWrite {
-		// Decode here, in the request's goroutine, into a buffer of its own
-		// (the reorder buffer keeps strings of it): requests decode in
-		// parallel, and the committer applies them in log order.
-		rec.decoded = decodedPool.Get().(*RemoteWrite)
-		DecodeRemoteWrite(rec.body, pl.opts.Limits, true, rec.decoded)
-	}
 	pl.mu.Lock()
 	busy := pl.st.buffered() >= pl.opts.MaxBuffered
 	pl.mu.Unlock()
 	if busy {
 		return Result{}, ErrBusy
+	}
+	if rec.kind == recRemoteWrite {
+		// Decode here, in the request's goroutine: requests decode in
+		// parallel, and the committer applies them in log order.
+		rec.decoded = decodeForBuffer(rec.body, pl.opts.Limits)
 	}
 	rec.nowMs = pl.opts.Now().UnixMilli()
 	e := pl.c.enqueue(rec)

@@ -79,8 +79,8 @@ type RemoteWrite struct {
 // into d, reusing d's buffers; with fresh, the label values go into a
 // buffer of their own, so that label values of an earlier decode into d
 // that a sink kept stay valid, and the decoded body comes from a pool
-// (Release gives it back). It reads the protobuf itself: a series is skipped by its
-// __name__ before any of its labels are kept, which is most of a
+// (Release gives it back). It reads the protobuf itself: a series is
+// skipped by its __name__ before any of its labels are kept, which is most of a
 // dcgm-exporter scrape (ingest reads 5 of its 25 default counters), and
 // a skipped series is not read past its name.
 func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
@@ -355,20 +355,17 @@ func sample(b []byte) (value float64, ts int64, err error) {
 // sink in time order (DecodeRemoteWrite, then ParseDecoded). A body that is
 // not valid snappy or protobuf, or breaks limits, is an *InputError and
 // nothing of it is used. Series of metrics ingest does not read are
-// counted and skipped.
+// counted and skipped. body and the samples' strings are only valid
+// during the call: the next one decodes into the same buffers.
 func (p *Parser) ParseRemoteWrite(body []byte, limits Limits, sink Sink) error {
-	DecodeRemoteWrite(body, limits, p.Retain, &p.rw)
-	err := p.ParseDecoded(&p.rw, sink)
-	if p.Retain {
-		p.rw.Release()
-	}
-	return err
+	DecodeRemoteWrite(body, limits, false, &p.rw)
+	return p.ParseDecoded(&p.rw, sink)
 }
 
 // ParseDecoded passes a decoded body's samples to sink, in time order, and
 // counts them; it returns the body's decoding error, if any, having used
-// nothing of it. With Retain the sink may keep the samples' strings: they
-// alias d's decoded body, which must then not be decoded into again.
+// nothing of it. The label values in the samples stay valid as long as d
+// is not decoded into again without fresh (see DecodeRemoteWrite).
 func (p *Parser) ParseDecoded(d *RemoteWrite, sink Sink) error {
 	if d.err != nil {
 		p.stats.Invalid++
