@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -130,9 +131,9 @@ func (s *server) get(ctx context.Context, path string) error {
 	return nil
 }
 
-// sumMetric reads /metrics and sums the series whose name starts with
-// prefix.
-func (s *server) sumMetric(ctx context.Context, prefix string) (float64, error) {
+// metric reads /metrics and sums the series of the metric name (with any
+// labels).
+func (s *server) metric(ctx context.Context, name string) (float64, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -145,11 +146,12 @@ func (s *server) sumMetric(ctx context.Context, prefix string) (float64, error) 
 	}
 	sum := 0.0
 	for line := range strings.SplitSeq(string(body), "\n") {
-		if !strings.HasPrefix(line, prefix) {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || rest[0] != ' ' && rest[0] != '{' {
 			continue
 		}
-		if i := strings.LastIndexByte(line, ' '); i > 0 {
-			if x, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+		if i := strings.LastIndexByte(rest, ' '); i >= 0 {
+			if x, err := strconv.ParseFloat(rest[i+1:], 64); err == nil {
 				sum += x
 			}
 		}
@@ -179,22 +181,12 @@ func (s *server) save(ctx context.Context, path, file string) error {
 func (s *server) waitMetric(ctx context.Context, name string, want float64) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/metrics", nil)
-		resp, err := http.DefaultClient.Do(req)
+		v, err := s.metric(ctx, name)
 		if err != nil {
 			return err
 		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		for line := range strings.SplitSeq(string(body), "\n") {
-			if v, ok := strings.CutPrefix(line, name+" "); ok {
-				if x, err := strconv.ParseFloat(v, 64); err == nil && x == want {
-					return nil
-				}
-			}
+		if v == want {
+			return nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -219,7 +211,7 @@ func (s *server) send(ctx context.Context, bodies [][]byte, senders int) (retrie
 			for body := range next {
 				if err := s.post(ctx, client, body, &retried); err != nil {
 					mu.Lock()
-					firstErr = cmpOr(firstErr, err)
+					firstErr = cmp.Or(firstErr, err)
 					mu.Unlock()
 				}
 			}
@@ -232,13 +224,6 @@ func (s *server) send(ctx context.Context, bodies [][]byte, senders int) (retrie
 	close(next)
 	wg.Wait()
 	return int(retried.Load()), firstErr
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 func (s *server) post(ctx context.Context, client *http.Client, body []byte, retried *atomic.Int64) error {
@@ -329,7 +314,7 @@ func measure(ctx context.Context, o options, sys string, f *fleet, senders, rep 
 	if sys == "gpuledger" {
 		// What attribution refused (out of order, late, too new): the
 		// benchmark counts it so that a fast run that drops samples shows.
-		n, err := s.sumMetric(ctx, "gpuledger_ingest_rejected_samples_total")
+		n, err := s.metric(ctx, "gpuledger_ingest_rejected_samples_total")
 		if err != nil {
 			return r, err
 		}
