@@ -262,6 +262,12 @@ type Store interface {
 	// q.Cluster and q.Team) summed over the range, most idle cost first,
 	// at most limit of them. Each row's Hour is q.From.
 	TopWorkloads(ctx context.Context, q Query, limit int) ([]WorkloadRow, error)
+	// WriteQueueHours atomically replaces the queue rows of every
+	// (cluster, hour) that appears in rows.
+	WriteQueueHours(ctx context.Context, rows []QueueRow) error
+	// QueueHours returns the queue rows of [from, to) of a cluster (every
+	// cluster when it is empty), ordered by cluster, hour and ClusterQueue.
+	QueueHours(ctx context.Context, cluster string, from, to time.Time) ([]QueueRow, error)
 	// Checkpoint returns how far the ingest source called name has been
 	// written; the zero time when it has not been.
 	Checkpoint(ctx context.Context, name string) (time.Time, error)

@@ -74,6 +74,23 @@ CREATE TABLE IF NOT EXISTS gpuledger.audit ON CLUSTER gpuledger (
 ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/gpuledger/audit', '{replica}')
 ORDER BY (cluster, from_hour, at_ms);
 
+-- The queues' hours (pending demand and waits, for the capacity trigger).
+CREATE TABLE IF NOT EXISTS gpuledger.queue_rows ON CLUSTER gpuledger (
+    hour DateTime,
+    cluster String,
+    cluster_queue String,
+    version UInt64,
+    pending_workloads Float64,
+    pending_gpus Float64,
+    admitted Float64,
+    admitted_wait_le Array(Float64),
+    admitted_wait_n Array(Float64),
+    pending_wait_le Array(Float64),
+    pending_wait_n Array(Float64)
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/queue_rows', '{replica}', version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (cluster, hour, cluster_queue);
+
 -- Distributed tables: what gpuledger reads and writes.
 CREATE TABLE IF NOT EXISTS gpuledger.ledger_rows_all ON CLUSTER gpuledger AS gpuledger.ledger_rows
 ENGINE = Distributed(gpuledger, gpuledger, ledger_rows, cityHash64(cluster, toUInt32(hour)));
@@ -87,8 +104,13 @@ ENGINE = Distributed(gpuledger, gpuledger, checkpoints, cityHash64(name));
 CREATE TABLE IF NOT EXISTS gpuledger.audit_all ON CLUSTER gpuledger AS gpuledger.audit
 ENGINE = Distributed(gpuledger, gpuledger, audit, cityHash64(cluster));
 
+CREATE TABLE IF NOT EXISTS gpuledger.queue_rows_all ON CLUSTER gpuledger AS gpuledger.queue_rows
+ENGINE = Distributed(gpuledger, gpuledger, queue_rows, cityHash64(cluster, toUInt32(hour)));
+
 -- Upgrading a cluster created before the unmeasured columns (gpuledger's
 -- migrations 4 and 5 on a single server):
 --   ALTER TABLE gpuledger.ledger_rows ON CLUSTER gpuledger ADD COLUMN unmeasured_gpu_seconds Float64 DEFAULT 0, ADD COLUMN unmeasured_cost Decimal(18, 6) DEFAULT 0;
 --   ALTER TABLE gpuledger.workload_rows ON CLUSTER gpuledger ADD COLUMN unmeasured_gpu_seconds Float64 DEFAULT 0, ADD COLUMN unmeasured_cost Decimal(18, 6) DEFAULT 0;
 --   then drop and re-create ledger_rows_all and workload_rows_all as above.
+-- Upgrading a cluster created before the queue rows (migration 7): run the
+-- queue_rows and queue_rows_all statements above.

@@ -32,7 +32,7 @@ type Options struct {
 	// at the Distributed tables of deploy/clickhouse/cluster.sql and set
 	// SkipMigrations. Defaults ledger_rows, workload_rows, checkpoints,
 	// audit.
-	LedgerTable, WorkloadTable, CheckpointTable, AuditTable string
+	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable string
 	// SkipMigrations leaves the schema to the operator (cluster DDL).
 	SkipMigrations bool
 	// SpoolDir, when set, holds writes that could not reach the server;
@@ -97,6 +97,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if s.opts.AuditTable == "" {
 		s.opts.AuditTable = "audit"
+	}
+	if s.opts.QueueTable == "" {
+		s.opts.QueueTable = "queue_rows"
 	}
 	if s.opts.BatchRows <= 0 {
 		s.opts.BatchRows = 100_000
@@ -196,6 +199,7 @@ type record struct {
 	Version    uint64               `json:"v"`
 	Rows       []ledger.Row         `json:"r,omitempty"`
 	Workloads  []ledger.WorkloadRow `json:"w,omitempty"`
+	Queues     []ledger.QueueRow    `json:"q,omitempty"`
 	Checkpoint *checkpoint          `json:"c,omitempty"`
 }
 
@@ -222,6 +226,21 @@ func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row, workloads []l
 		return nil
 	}
 	return s.write(ctx, &record{Version: s.nextVersion(), Rows: rows, Workloads: workloads})
+}
+
+// WriteQueueHours writes queue rows with a new version, replacing their
+// hours (through the spool when the server is unreachable, like
+// WriteHours).
+func (s *Store) WriteQueueHours(ctx context.Context, rows []ledger.QueueRow) error {
+	for i := range rows {
+		if err := rows[i].Check(); err != nil {
+			return fmt.Errorf("queue row %d: %w", i, err)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	return s.write(ctx, &record{Version: s.nextVersion(), Queues: rows})
 }
 
 // SetCheckpoint records how far a source has been written, after the hours
@@ -268,6 +287,9 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 	if c := rec.Checkpoint; c != nil {
 		return s.insertOne(ctx, `INSERT INTO `+s.table(s.opts.CheckpointTable)+` (name, at_ms, version)`, c.Name, c.AtMs, rec.Version)
 	}
+	if len(rec.Queues) > 0 {
+		return s.insertQueues(ctx, rec)
+	}
 	for start := 0; start < len(rec.Rows); start += s.opts.BatchRows {
 		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.LedgerTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
 			gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost, idle_cost, unmeasured_cost, unallocated_cost, energy_joules, energy_cost)`)
@@ -312,6 +334,37 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 	// replace the older version's: a marker row with the new version and
 	// nothing in it keeps the newest-version filter right.
 	return s.markHours(ctx, rec)
+}
+
+// insertQueues inserts a record's queue rows, in batches.
+func (s *Store) insertQueues(ctx context.Context, rec *record) error {
+	for start := 0; start < len(rec.Queues); start += s.opts.BatchRows {
+		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.QueueTable)+` (hour, cluster, cluster_queue, version,
+			pending_workloads, pending_gpus, admitted, admitted_wait_le, admitted_wait_n, pending_wait_le, pending_wait_n)`)
+		if err != nil {
+			return fmt.Errorf("prepare queue insert: %w", err)
+		}
+		for _, r := range rec.Queues[start:min(start+s.opts.BatchRows, len(rec.Queues))] {
+			if err := b.Append(r.Hour.UTC(), r.Cluster, r.ClusterQueue, rec.Version, r.PendingWorkloads, r.PendingGPUs, r.Admitted,
+				floats(r.AdmittedWait.Bounds), floats(r.AdmittedWait.Counts), floats(r.PendingWait.Bounds), floats(r.PendingWait.Counts)); err != nil {
+				b.Abort()
+				return fmt.Errorf("append queue row: %w", err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("insert %d queue rows: %w", b.Rows(), err)
+		}
+	}
+	return nil
+}
+
+// floats is never nil: the driver writes a nil slice as an empty array
+// only for some column types.
+func floats(v []float64) []float64 {
+	if v == nil {
+		return []float64{}
+	}
+	return v
 }
 
 func (s *Store) table(name string) string { return s.db + "." + name }

@@ -187,6 +187,41 @@ func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]
 	return out, nil
 }
 
+// QueueHours returns the newest queue rows of [from, to).
+func (s *Store) QueueHours(ctx context.Context, cluster string, from, to time.Time) ([]ledger.QueueRow, error) {
+	table := s.table(s.opts.QueueTable)
+	w, args := where(table, ledger.Query{From: from, To: to, Cluster: cluster})
+	rs, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT hour, cluster, cluster_queue, pending_workloads, pending_gpus, admitted,
+		admitted_wait_le, admitted_wait_n, pending_wait_le, pending_wait_n
+		FROM %s FINAL WHERE %s ORDER BY cluster, hour, cluster_queue`, table, w), args...)
+	if err != nil {
+		return nil, fmt.Errorf("query queue rows: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.QueueRow
+	for rs.Next() {
+		var r ledger.QueueRow
+		if err := rs.Scan(&r.Hour, &r.Cluster, &r.ClusterQueue, &r.PendingWorkloads, &r.PendingGPUs, &r.Admitted,
+			&r.AdmittedWait.Bounds, &r.AdmittedWait.Counts, &r.PendingWait.Bounds, &r.PendingWait.Counts); err != nil {
+			return nil, fmt.Errorf("scan queue row: %w", err)
+		}
+		r.Hour = r.Hour.UTC()
+		for _, h := range []*ledger.Histogram{&r.AdmittedWait, &r.PendingWait} {
+			if len(h.Bounds) == 0 {
+				*h = ledger.Histogram{}
+			}
+		}
+		if err := r.Check(); err != nil {
+			return nil, fmt.Errorf("read queue row: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read queue rows: %w", err)
+	}
+	return out, nil
+}
+
 // Checkpoint returns the newest checkpoint of a source.
 func (s *Store) Checkpoint(ctx context.Context, name string) (time.Time, error) {
 	var ms int64

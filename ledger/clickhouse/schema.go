@@ -69,4 +69,21 @@ var migrations = []string{
 		note String
 	) ENGINE = MergeTree
 	ORDER BY (cluster, from_hour, at_ms)`,
+	// The queues' hours (capacity: pending demand and waits); each wait
+	// histogram is its bounds (the last +Inf) and cumulative counts.
+	7: `CREATE TABLE IF NOT EXISTS {db}.queue_rows (
+		hour DateTime,
+		cluster String,
+		cluster_queue String,
+		version UInt64,
+		pending_workloads Float64,
+		pending_gpus Float64,
+		admitted Float64,
+		admitted_wait_le Array(Float64),
+		admitted_wait_n Array(Float64),
+		pending_wait_le Array(Float64),
+		pending_wait_n Array(Float64)
+	) ENGINE = ReplacingMergeTree(version)
+	PARTITION BY toYYYYMM(hour)
+	ORDER BY (cluster, hour, cluster_queue)`,
 }

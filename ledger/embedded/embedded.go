@@ -10,6 +10,7 @@ package embedded
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -94,6 +95,22 @@ var migrations = [][]string{
 	) WITHOUT ROWID`,
 		`CREATE INDEX IF NOT EXISTS ledger_days_hour ON ledger_days (hour)`,
 		`INSERT INTO ledger_days SELECT ` + rollupSelect + ` FROM ledger_rows GROUP BY ` + rollupGroup,
+	},
+	// 3 → 4: the queues' hours (capacity: pending demand and waits). The
+	// wait histograms are JSON ({"le": [...], "n": [...]}).
+	3: {
+		`CREATE TABLE IF NOT EXISTS queue_rows (
+		hour              INTEGER NOT NULL,
+		cluster           TEXT    NOT NULL,
+		cluster_queue     TEXT    NOT NULL,
+		pending_workloads REAL    NOT NULL,
+		pending_gpus      REAL    NOT NULL,
+		admitted          REAL    NOT NULL,
+		admitted_wait     TEXT    NOT NULL,
+		pending_wait      TEXT    NOT NULL,
+		PRIMARY KEY (cluster, hour, cluster_queue)
+	) WITHOUT ROWID`,
+		`CREATE INDEX IF NOT EXISTS queue_rows_hour ON queue_rows (hour)`,
 	},
 }
 
@@ -303,6 +320,93 @@ func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row, workloads []l
 		return fmt.Errorf("commit %d ledger rows and %d workload rows: %w", len(rows), len(workloads), err)
 	}
 	return nil
+}
+
+// WriteQueueHours replaces, in one transaction, the queue rows of every
+// (cluster, hour) present in rows.
+func (s *Store) WriteQueueHours(ctx context.Context, rows []ledger.QueueRow) (err error) {
+	if len(rows) == 0 {
+		return nil
+	}
+	hours := make(map[clusterHour]bool)
+	for i := range rows {
+		if err := rows[i].Check(); err != nil {
+			return fmt.Errorf("queue row %d: %w", i, err)
+		}
+		hours[clusterHour{rows[i].Cluster, rows[i].Hour.Unix()}] = true
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin queue write: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, tx.Rollback())
+		}
+	}()
+	for k := range hours {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM queue_rows WHERE cluster = ? AND hour = ?`, k.cluster, k.hour); err != nil {
+			return fmt.Errorf("clear hour %s of %s in queue_rows: %w", time.Unix(k.hour, 0).UTC().Format(time.RFC3339), k.cluster, err)
+		}
+	}
+	ins, err := tx.PrepareContext(ctx, `INSERT INTO queue_rows
+		(hour, cluster, cluster_queue, pending_workloads, pending_gpus, admitted, admitted_wait, pending_wait)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("prepare queue insert: %w", err)
+	}
+	defer ins.Close()
+	for i := range rows {
+		r := &rows[i]
+		aw, err := json.Marshal(r.AdmittedWait)
+		if err != nil {
+			return fmt.Errorf("queue row %d: encode admitted wait: %w", i, err)
+		}
+		pw, err := json.Marshal(r.PendingWait)
+		if err != nil {
+			return fmt.Errorf("queue row %d: encode pending wait: %w", i, err)
+		}
+		if _, err := ins.ExecContext(ctx, r.Hour.Unix(), r.Cluster, r.ClusterQueue, r.PendingWorkloads, r.PendingGPUs, r.Admitted,
+			string(aw), string(pw)); err != nil {
+			return fmt.Errorf("insert queue row %d of %d: %w", i, len(rows), err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit %d queue rows: %w", len(rows), err)
+	}
+	return nil
+}
+
+// QueueHours returns the queue rows of [from, to), of one cluster or all.
+func (s *Store) QueueHours(ctx context.Context, cluster string, from, to time.Time) ([]ledger.QueueRow, error) {
+	where, args := filters(ledger.Query{From: from, To: to, Cluster: cluster})
+	rs, err := s.read.QueryContext(ctx, `SELECT hour, cluster, cluster_queue, pending_workloads, pending_gpus, admitted, admitted_wait, pending_wait
+		FROM queue_rows WHERE `+where+` ORDER BY cluster, hour, cluster_queue`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query queue rows: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.QueueRow
+	for rs.Next() {
+		var r ledger.QueueRow
+		var hour int64
+		var aw, pw string
+		if err := rs.Scan(&hour, &r.Cluster, &r.ClusterQueue, &r.PendingWorkloads, &r.PendingGPUs, &r.Admitted, &aw, &pw); err != nil {
+			return nil, fmt.Errorf("scan queue row: %w", err)
+		}
+		r.Hour = time.Unix(hour, 0).UTC()
+		if err := json.Unmarshal([]byte(aw), &r.AdmittedWait); err != nil {
+			return nil, fmt.Errorf("queue row %s/%s at %s: admitted wait %q: %w", r.Cluster, r.ClusterQueue, r.Hour.Format(time.RFC3339), aw, err)
+		}
+		if err := json.Unmarshal([]byte(pw), &r.PendingWait); err != nil {
+			return nil, fmt.Errorf("queue row %s/%s at %s: pending wait %q: %w", r.Cluster, r.ClusterQueue, r.Hour.Format(time.RFC3339), pw, err)
+		}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read queue rows: %w", err)
+	}
+	return out, nil
 }
 
 func checkHour(h time.Time) error {

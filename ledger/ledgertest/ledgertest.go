@@ -4,6 +4,7 @@ package ledgertest
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -324,6 +325,52 @@ func Run(t *testing.T, open Opener) {
 		}
 		if got, err := s.Audit(ctx, h0.Add(2*time.Hour), h0.Add(5*time.Hour)); err != nil || len(got) != 0 {
 			t.Errorf("audit of untouched hours: %v, %v", got, err)
+		}
+	})
+	t.Run("QueueHours", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		inf := math.Inf(1)
+		wait := ledger.Histogram{Bounds: []float64{1, 2.5, 1280, 2560, inf}, Counts: []float64{0, 1, 3, 7, 8}}
+		pending := ledger.Histogram{Bounds: []float64{1280, 2560, inf}, Counts: []float64{1, 1, 2}}
+		q := func(h time.Time, cluster, cq string, n float64) ledger.QueueRow {
+			return ledger.QueueRow{Hour: h, Cluster: cluster, ClusterQueue: cq, PendingWorkloads: n, PendingGPUs: 8 * n, Admitted: 8,
+				AdmittedWait: wait, PendingWait: pending}
+		}
+		first := []ledger.QueueRow{q(h0, "c1", "ml", 2), q(h0, "c1", "vision", 1), q(h0.Add(time.Hour), "c1", "ml", 3), q(h0, "c2", "ml", 4)}
+		first[1].AdmittedWait, first[1].PendingWait = ledger.Histogram{}, ledger.Histogram{}
+		if err := s.WriteQueueHours(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		// Rewriting c1's first hour replaces both of its queues' rows:
+		// vision is gone from it.
+		redo := []ledger.QueueRow{q(h0, "c1", "ml", 5)}
+		if err := s.WriteQueueHours(ctx, redo); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.QueueHours(ctx, "c1", h0, h0.Add(3*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []ledger.QueueRow{redo[0], first[2]}
+		if diff := cmp.Diff(want, got, approx); diff != "" {
+			t.Errorf("c1's queue hours (-want +got):\n%s", diff)
+		}
+		all, err := s.QueueHours(ctx, "", h0, h0.Add(time.Hour))
+		if err != nil || len(all) != 2 || all[1].Cluster != "c2" {
+			t.Errorf("every cluster's first hour: %+v, %v", all, err)
+		}
+		bad := q(h0, "c1", "ml", 1)
+		bad.AdmittedWait.Counts = []float64{0, 1, 3, 2, 8}
+		if err := s.WriteQueueHours(ctx, []ledger.QueueRow{bad}); err == nil {
+			t.Error("a histogram whose cumulative counts fall was accepted")
+		}
+		bad = q(h0, "c1", "", 1)
+		if err := s.WriteQueueHours(ctx, []ledger.QueueRow{bad}); err == nil {
+			t.Error("a queue row without a ClusterQueue was accepted")
+		}
+		if got, err := s.QueueHours(ctx, "c1", h0, h0.Add(time.Hour)); err != nil || len(got) != 1 || got[0].PendingWorkloads != 5 {
+			t.Errorf("after rejected writes: %+v, %v", got, err)
 		}
 	})
 	t.Run("BadInput", func(t *testing.T) {
