@@ -131,7 +131,9 @@ type Attributor struct {
 	maxMs          int64
 	outRows        []ledger.Row
 	outWls         []ledger.WorkloadRow
-	stats          Stats
+	// queues is the queues' hours (queue.go).
+	queues queueBook
+	stats  Stats
 }
 
 // Stats counts what an Attributor did with its input.

@@ -20,7 +20,7 @@ const stateVersion = 1
 // pipeline saves so that a restart loses nothing and changes nothing.
 func (a *Attributor) Snapshot() ([]byte, error) {
 	st := state{Version: stateVersion, StartMs: a.startMs, EmittedUntilMs: a.emittedUntilMs, MaxMs: a.maxMs,
-		RequestsFromMs: a.requestsFromMs, OutRows: a.outRows, OutWls: a.outWls,
+		RequestsFromMs: a.requestsFromMs, OutRows: a.outRows, OutWls: a.outWls, Queues: a.queues,
 		Accepted: a.stats.Accepted, Rejected: a.stats.Rejected, CounterResets: a.stats.CounterResets, UnplacedMs: a.stats.UnplacedMs}
 	for _, in := range a.insts {
 		st.Insts = append(st.Insts, instState{
@@ -114,7 +114,7 @@ func Restore(model *Model, opts Options, snapshot []byte) (*Attributor, RestoreR
 		return nil, rep, err
 	}
 	a.startMs, a.emittedUntilMs, a.maxMs, a.requestsFromMs = st.StartMs, st.EmittedUntilMs, st.MaxMs, st.RequestsFromMs
-	a.outRows, a.outWls = st.OutRows, st.OutWls
+	a.outRows, a.outWls, a.queues = st.OutRows, st.OutWls, st.Queues
 	a.stats = Stats{Accepted: st.Accepted, Rejected: st.Rejected, CounterResets: st.CounterResets, UnplacedMs: st.UnplacedMs}
 	if a.stats.Rejected == nil {
 		a.stats.Rejected = make(map[Reason]uint64)
@@ -238,6 +238,7 @@ type (
 		Hours                                          []hourS
 		OutRows                                        []ledger.Row
 		OutWls                                         []ledger.WorkloadRow
+		Queues                                         queueBook
 		Accepted                                       uint64
 		Rejected                                       map[Reason]uint64
 		CounterResets                                  uint64

@@ -115,6 +115,9 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) 
 	}
 	p = Parser{}
 	write := func(rows []ledger.Row, wls []ledger.WorkloadRow) error {
+		if err := o.Store.WriteQueueHours(ctx, att.QueueRows()); err != nil {
+			return err
+		}
 		if len(rows) == 0 && len(wls) == 0 {
 			return nil
 		}
@@ -216,3 +219,5 @@ type primer struct{ a *attribution.Attributor }
 
 func (p primer) Add(s *attribution.Sample)    { p.a.Prime(s) }
 func (p primer) AddPod(i attribution.PodInfo) { p.a.PrimePod(i) }
+
+func (p primer) AddQueue(q *attribution.QueueSample) { p.a.PrimeQueue(q) }

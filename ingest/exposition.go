@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"unsafe"
 
@@ -26,6 +27,7 @@ import (
 type Sink interface {
 	Add(s *attribution.Sample)
 	AddPod(p attribution.PodInfo)
+	AddQueue(q *attribution.QueueSample)
 }
 
 // Metric names ingest reads; every other series is skipped.
@@ -40,6 +42,10 @@ const (
 	MetricKubePodRequests = "kube_pod_container_resource_requests"
 	MetricKubePodPhase    = "kube_pod_status_phase"
 	MetricKubePodInfo     = "kube_pod_info"
+	MetricKueuePending    = "kueue_pending_workloads"
+	MetricKueueWait       = "kueue_admission_wait_time_seconds_bucket"
+	MetricPendingGPUs     = "gpuledger_pending_workload_gpus"
+	MetricPendingAge      = "gpuledger_pending_workload_age_seconds_bucket"
 	LabelQueueDCGM        = "kueue_x_k8s_io_queue_name"
 	LabelQueueKubeState   = "label_kueue_x_k8s_io_queue_name"
 	maxRecordedLineErrors = 10
@@ -69,6 +75,9 @@ type Stats struct {
 	Samples uint64
 	// Pods is the number of kube_pod_labels series passed to the sink.
 	Pods uint64
+	// Queues is the number of queue samples (Kueue's, and the pending
+	// workloads' from gpuledger's controller) passed to the sink.
+	Queues uint64
 	// Skipped counts series of metrics ingest does not read.
 	Skipped uint64
 	// Invalid counts lines that are not valid exposition.
@@ -88,6 +97,7 @@ type Stats struct {
 type Parser struct {
 	rows   prometheus.Rows
 	sample attribution.Sample
+	queue  attribution.QueueSample
 	stats  Stats
 	// errs holds the first invalid lines' messages, for the caller to report.
 	errs []string
@@ -163,6 +173,10 @@ func isPodMetric(metric string) bool {
 func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
 	if isPodMetric(metric) {
 		p.handlePodRow(metric, tags, value, ts, sink)
+		return
+	}
+	if m := queueMetricOf(metric); m != attribution.QueueMetricUnknown {
+		p.handleQueueRow(m, tags, value, ts, sink)
 		return
 	}
 	f := fieldOf(metric)
@@ -327,6 +341,73 @@ func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float6
 	}
 	p.stats.Pods++
 	sink.AddPod(pi)
+}
+
+func queueMetricOf(metric string) attribution.QueueMetric {
+	switch metric {
+	case MetricKueuePending:
+		return attribution.QueuePendingWorkloads
+	case MetricKueueWait:
+		return attribution.QueueAdmissionWait
+	case MetricPendingGPUs:
+		return attribution.QueuePendingGPUs
+	case MetricPendingAge:
+		return attribution.QueuePendingAge
+	}
+	return attribution.QueueMetricUnknown
+}
+
+// handleQueueRow reads a sample of a queue series: the ClusterQueue, the
+// bucket bound of a histogram, and the other labels that tell its series
+// apart. Kueue replicas that are not the leader (replica_role="follower")
+// are skipped: with high availability every replica exports, and only the
+// leader's counts are the queue's.
+func (p *Parser) handleQueueRow(m attribution.QueueMetric, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
+	q := &p.queue
+	*q = attribution.QueueSample{TimeMs: ts, Metric: m, Value: value}
+	var status, priority, role, le string
+	for _, t := range tags {
+		switch t.Key {
+		case "cluster_queue":
+			q.ClusterQueue = t.Value
+		case "status":
+			status = t.Value
+		case "priority_class":
+			priority = t.Value
+		case "replica_role":
+			role = t.Value
+		case "le":
+			le = t.Value
+		}
+	}
+	if role == "follower" {
+		p.stats.Skipped++
+		return
+	}
+	if q.ClusterQueue == "" {
+		p.stats.MissingLabels++
+		return
+	}
+	if m == attribution.QueueAdmissionWait || m == attribution.QueuePendingAge {
+		b, err := strconv.ParseFloat(le, 64)
+		if err != nil || math.IsNaN(b) {
+			p.logLineError(fmt.Sprintf("%s{cluster_queue=%q}: le=%q is not a bucket bound; want a number or +Inf", queueMetricName(m), q.ClusterQueue, le))
+			return
+		}
+		q.Le = b
+	}
+	q.Series = status + "," + priority
+	p.stats.Queues++
+	sink.AddQueue(q)
+}
+
+func queueMetricName(m attribution.QueueMetric) string {
+	for _, n := range []string{MetricKueuePending, MetricKueueWait, MetricPendingGPUs, MetricPendingAge} {
+		if queueMetricOf(n) == m {
+			return n
+		}
+	}
+	return "?"
 }
 
 // gpuResourceKind maps a kube-state-metrics resource label (sanitised:

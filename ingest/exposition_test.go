@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -15,6 +16,13 @@ import (
 type recorder struct {
 	samples []attribution.Sample
 	pods    []attribution.PodInfo
+	queues  []attribution.QueueSample
+}
+
+func (r *recorder) AddQueue(q *attribution.QueueSample) {
+	c := *q
+	c.ClusterQueue, c.Series = strings.Clone(c.ClusterQueue), strings.Clone(c.Series)
+	r.queues = append(r.queues, c)
 }
 
 func (r *recorder) Add(s *attribution.Sample) {
@@ -242,4 +250,46 @@ func FuzzParseExposition(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestKueueSeries: Kueue's queue series and the controller's pending
+// workloads reach attribution with their ClusterQueue, bucket bound and
+// series labels; a follower replica's series and a series without a
+// ClusterQueue do not; a bound that is not a number is a line error.
+func TestKueueSeries(t *testing.T) {
+	const t0ms = 1_790_000_000_000
+	body := []byte(`# TYPE kueue_pending_workloads gauge
+kueue_pending_workloads{cluster_queue="cq-a",status="active",replica_role="leader"} 3
+kueue_pending_workloads{cluster_queue="cq-a",status="inadmissible",replica_role="leader"} 1
+kueue_pending_workloads{cluster_queue="cq-a",status="active",replica_role="follower"} 3
+kueue_pending_workloads{status="active"} 9
+kueue_admission_wait_time_seconds_bucket{cluster_queue="cq-a",priority_class="high",replica_role="leader",le="1280"} 4
+kueue_admission_wait_time_seconds_bucket{cluster_queue="cq-a",priority_class="high",replica_role="leader",le="+Inf"} 6
+kueue_admission_wait_time_seconds_bucket{cluster_queue="cq-a",priority_class="high",replica_role="leader",le="soon"} 6
+kueue_admission_wait_time_seconds_sum{cluster_queue="cq-a",priority_class="high",replica_role="leader"} 6000
+gpuledger_pending_workload_gpus{cluster_queue="cq-a"} 32
+gpuledger_pending_workload_age_seconds_bucket{cluster_queue="cq-a",le="1800"} 2
+`)
+	var p Parser
+	var r recorder
+	err := p.ParseExposition(body, t0ms, &r)
+	if err == nil || !strings.Contains(err.Error(), `le="soon"`) {
+		t.Errorf("error %v; want one naming le=\"soon\"", err)
+	}
+	inf := math.Inf(1)
+	want := []attribution.QueueSample{
+		{TimeMs: t0ms, ClusterQueue: "cq-a", Metric: attribution.QueuePendingWorkloads, Series: "active,", Value: 3},
+		{TimeMs: t0ms, ClusterQueue: "cq-a", Metric: attribution.QueuePendingWorkloads, Series: "inadmissible,", Value: 1},
+		{TimeMs: t0ms, ClusterQueue: "cq-a", Metric: attribution.QueueAdmissionWait, Le: 1280, Series: ",high", Value: 4},
+		{TimeMs: t0ms, ClusterQueue: "cq-a", Metric: attribution.QueueAdmissionWait, Le: inf, Series: ",high", Value: 6},
+		{TimeMs: t0ms, ClusterQueue: "cq-a", Metric: attribution.QueuePendingGPUs, Series: ",", Value: 32},
+		{TimeMs: t0ms, ClusterQueue: "cq-a", Metric: attribution.QueuePendingAge, Le: 1800, Series: ",", Value: 2},
+	}
+	if diff := cmp.Diff(want, r.queues); diff != "" {
+		t.Errorf("queue samples (-want +got):\n%s", diff)
+	}
+	st := p.Stats()
+	if st.Queues != 6 || st.MissingLabels != 1 {
+		t.Errorf("stats %+v; want 6 queue samples and 1 without a ClusterQueue", st)
+	}
 }

@@ -146,15 +146,17 @@ type state struct {
 	// pass. Their strings alias the request bodies, which they keep alive.
 	samples timeQueue[attribution.Sample]
 	pods    timeQueue[attribution.PodInfo]
+	queues  timeQueue[attribution.QueueSample]
 	// maxMs is the newest sample time accepted.
 	maxMs int64
 	// settleNotBefore: no hour is settled by the clock before it (a start
 	// plus SettleAfter), so that senders can deliver their backlog.
 	settleNotBefore int64
 	// Rows closed but not yet written, oldest first.
-	unwritten    []ledger.Row
-	unwrittenWls []ledger.WorkloadRow
-	applied      uint64 // the last record applied
+	unwritten       []ledger.Row
+	unwrittenWls    []ledger.WorkloadRow
+	unwrittenQueues []ledger.QueueRow
+	applied         uint64 // the last record applied
 	// rejected counts late and too-new samples per sender and reason.
 	rejected map[senderReason]uint64
 }
@@ -326,6 +328,7 @@ func (st *state) settle(untilMs int64) {
 	rows, wls := st.att.Emit(untilMs)
 	st.unwritten = append(st.unwritten, rows...)
 	st.unwrittenWls = append(st.unwrittenWls, wls...)
+	st.unwrittenQueues = append(st.unwrittenQueues, st.att.QueueRows()...)
 }
 
 // collect takes the rows of hours the data closed.
@@ -333,6 +336,7 @@ func (st *state) collect() {
 	rows, wls := st.att.Ready()
 	st.unwritten = append(st.unwritten, rows...)
 	st.unwrittenWls = append(st.unwrittenWls, wls...)
+	st.unwrittenQueues = append(st.unwrittenQueues, st.att.QueueRows()...)
 }
 
 func floorHourMs(ms int64) int64 { return time.UnixMilli(ms).UTC().Truncate(time.Hour).UnixMilli() }
@@ -370,11 +374,26 @@ func (b *bufferSink) AddPod(p attribution.PodInfo) {
 	b.st.pods.pending = append(b.st.pods.pending, p)
 }
 
+func (b *bufferSink) AddQueue(q *attribution.QueueSample) {
+	switch {
+	case q.TimeMs > b.limitMs:
+		b.res.TooNew++
+		return
+	case q.TimeMs < b.lateMs:
+		b.res.Late++
+		return
+	}
+	b.res.Accepted++
+	b.st.maxMs = max(b.st.maxMs, q.TimeMs)
+	b.st.queues.pending = append(b.st.queues.pending, *q)
+}
+
 // order makes what a request added to the buffers a run of each (in time
 // order by itself), given out oldest first across the runs.
 func (st *state) order() {
 	st.samples.order(sampleMs)
 	st.pods.order(podMs)
+	st.queues.order(queueMs)
 }
 
 // release passes buffered samples and pod facts older than untilMs to
@@ -383,16 +402,20 @@ func (st *state) order() {
 // window, everything, and no sample keeps a reference to its body.)
 func (st *state) release(untilMs int64) {
 	for {
-		s, p := st.samples.first(), st.pods.first()
+		s, p, q := st.samples.first(), st.pods.first(), st.queues.first()
 		sDue := s != nil && s.TimeMs < untilMs
 		pDue := p != nil && p.TimeMs < untilMs
+		qDue := q != nil && q.TimeMs < untilMs
 		switch {
-		case sDue && (!pDue || s.TimeMs <= p.TimeMs):
+		case sDue && (!pDue || s.TimeMs <= p.TimeMs) && (!qDue || s.TimeMs <= q.TimeMs):
 			st.att.Add(s)
 			st.samples.pop()
-		case pDue:
+		case pDue && (!qDue || p.TimeMs <= q.TimeMs):
 			st.att.AddPod(*p)
 			st.pods.pop()
+		case qDue:
+			st.att.AddQueue(q)
+			st.queues.pop()
 		default:
 			st.collect()
 			return
@@ -400,10 +423,11 @@ func (st *state) release(untilMs int64) {
 	}
 }
 
-func (st *state) buffered() int { return st.samples.len() + st.pods.len() }
+func (st *state) buffered() int { return st.samples.len() + st.pods.len() + st.queues.len() }
 
-func sampleMs(s *attribution.Sample) int64 { return s.TimeMs }
-func podMs(p *attribution.PodInfo) int64   { return p.TimeMs }
+func sampleMs(s *attribution.Sample) int64     { return s.TimeMs }
+func podMs(p *attribution.PodInfo) int64       { return p.TimeMs }
+func queueMs(q *attribution.QueueSample) int64 { return q.TimeMs }
 
 // timeQueue is one kind of the reorder buffer: the items of each request
 // are a run of their own, in time order, and the items are taken out
@@ -654,8 +678,8 @@ func (pl *Pipeline) tick() {
 	pl.mu.Lock()
 	st := &pl.st
 	old := now - pl.opts.ReorderWindow.Milliseconds()
-	s, p := st.samples.first(), st.pods.first()
-	due := s != nil && s.TimeMs < old || p != nil && p.TimeMs < old ||
+	s, p, q := st.samples.first(), st.pods.first(), st.queues.first()
+	due := s != nil && s.TimeMs < old || p != nil && p.TimeMs < old || q != nil && q.TimeMs < old ||
 		now >= st.settleNotBefore && floorHourMs(now-pl.opts.SettleAfter.Milliseconds()) > st.att.EmittedUntil()
 	pl.mu.Unlock()
 	if due {
@@ -673,15 +697,17 @@ func (pl *Pipeline) write(ctx context.Context) error {
 	pl.mu.Lock()
 	rows := slices.Clone(pl.st.unwritten)
 	wls := slices.Clone(pl.st.unwrittenWls)
+	qs := slices.Clone(pl.st.unwrittenQueues)
 	pl.mu.Unlock()
-	if len(rows) == 0 && len(wls) == 0 {
+	if len(rows) == 0 && len(wls) == 0 && len(qs) == 0 {
 		return nil
 	}
-	err := pl.writeRows(ctx, rows, wls)
+	err := pl.writeRows(ctx, rows, wls, qs)
 	pl.mu.Lock()
 	if err == nil {
 		pl.st.unwritten = pl.st.unwritten[len(rows):]
 		pl.st.unwrittenWls = pl.st.unwrittenWls[len(wls):]
+		pl.st.unwrittenQueues = pl.st.unwrittenQueues[len(qs):]
 		pl.wantSnap = true
 		pl.writes.Add(1)
 	} else {
@@ -695,10 +721,16 @@ func (pl *Pipeline) write(ctx context.Context) error {
 	return nil
 }
 
-func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledger.WorkloadRow) error {
+// writeRows writes the queue rows first: the checkpoint the ledger rows
+// move never passes queue hours not yet written.
+func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledger.WorkloadRow, qs []ledger.QueueRow) error {
 	name := ledger.LiveCheckpoint(pl.model.Cluster)
 	live, err := pl.store.Checkpoint(ctx, name)
 	if err != nil {
+		return err
+	}
+	keepQ, _ := fromLive(qs, func(q *ledger.QueueRow) time.Time { return q.Hour }, live)
+	if err := pl.store.WriteQueueHours(ctx, keepQ); err != nil {
 		return err
 	}
 	keep, end := fromLive(rows, func(r *ledger.Row) time.Time { return r.Hour }, live)

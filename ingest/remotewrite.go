@@ -403,5 +403,5 @@ func isStaleNaN(v float64) bool { return math.Float64bits(v) == staleNaNBits }
 
 // wanted says whether ingest reads a metric.
 func wanted(metric string) bool {
-	return isPodMetric(metric) || fieldOf(metric) != 0
+	return isPodMetric(metric) || fieldOf(metric) != 0 || queueMetricOf(metric) != 0
 }

@@ -35,6 +35,7 @@ type pipelineSnapshot struct {
 	Attributor []byte
 	Samples    []attribution.Sample
 	Pods       []attribution.PodInfo
+	Queues     []attribution.QueueSample
 	Ingest     Stats
 	MaxMs      int64
 	// SettleNotBeforeMs is kept as it was: a restart records a start of
@@ -42,6 +43,7 @@ type pipelineSnapshot struct {
 	SettleNotBeforeMs int64
 	Unwritten         []ledger.Row
 	UnwrittenWls      []ledger.WorkloadRow
+	UnwrittenQueues   []ledger.QueueRow
 	Rejected          map[string]uint64 // sender + "\x00" + reason
 }
 
@@ -54,9 +56,9 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 		return nil, err
 	}
 	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
-		Samples: st.samples.all(), Pods: st.pods.all(), Ingest: st.p.stats,
+		Samples: st.samples.all(), Pods: st.pods.all(), Queues: st.queues.all(), Ingest: st.p.stats,
 		MaxMs: st.maxMs, SettleNotBeforeMs: st.settleNotBefore,
-		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), Rejected: make(map[string]uint64)}
+		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), UnwrittenQueues: slices.Clone(st.unwrittenQueues), Rejected: make(map[string]uint64)}
 	for k, v := range st.rejected {
 		s.Rejected[k.sender+"\x00"+k.reason] = v
 	}
@@ -75,9 +77,10 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 	st.att = att
 	st.samples.reset(s.Samples, sampleMs)
 	st.pods.reset(s.Pods, podMs)
+	st.queues.reset(s.Queues, queueMs)
 	st.p = Parser{stats: s.Ingest}
 	st.maxMs, st.settleNotBefore = s.MaxMs, s.SettleNotBeforeMs
-	st.unwritten, st.unwrittenWls = s.Unwritten, s.UnwrittenWls
+	st.unwritten, st.unwrittenWls, st.unwrittenQueues = s.Unwritten, s.UnwrittenWls, s.UnwrittenQueues
 	st.applied = s.Seq
 	st.rejected = make(map[senderReason]uint64, len(s.Rejected))
 	for k, v := range s.Rejected {

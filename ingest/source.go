@@ -30,6 +30,7 @@ var DefaultMatch = []string{
 	`{__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_PROF_GR_ENGINE_ACTIVE|DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"}`,
 	`{__name__=~"kube_pod_labels|kube_pod_owner|kube_pod_container_resource_requests|kube_pod_info"}`,
 	`kube_pod_status_phase{phase="Running"}`,
+	`{__name__=~"kueue_pending_workloads|kueue_admission_wait_time_seconds_bucket|gpuledger_pending_workload_gpus|gpuledger_pending_workload_age_seconds_bucket"}`,
 }
 
 // rangeSink keeps the samples of [from, to).
@@ -47,6 +48,12 @@ func (r rangeSink) Add(s *attribution.Sample) {
 func (r rangeSink) AddPod(p attribution.PodInfo) {
 	if p.TimeMs >= r.from && p.TimeMs < r.to {
 		r.Sink.AddPod(p)
+	}
+}
+
+func (r rangeSink) AddQueue(q *attribution.QueueSample) {
+	if q.TimeMs >= r.from && q.TimeMs < r.to {
+		r.Sink.AddQueue(q)
 	}
 }
 

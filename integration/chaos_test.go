@@ -383,6 +383,9 @@ func (c *collect) Add(s *attribution.Sample) {
 	*c.samples = append(*c.samples, x)
 }
 
+// AddQueue drops queue samples: the chaos runs carry none.
+func (c *collect) AddQueue(*attribution.QueueSample) {}
+
 func (c *collect) AddPod(p attribution.PodInfo) {
 	p.Namespace, p.Pod, p.Queue, p.Node = strings.Clone(p.Namespace), strings.Clone(p.Pod), strings.Clone(p.Queue), strings.Clone(p.Node)
 	p.OwnerKind, p.OwnerName, p.Container, p.Kind = strings.Clone(p.OwnerKind), strings.Clone(p.OwnerName), strings.Clone(p.Container), strings.Clone(p.Kind)

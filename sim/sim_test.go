@@ -145,7 +145,8 @@ func (s *countingSink) Add(x *attribution.Sample) {
 		s.labels[x.Namespace] = true
 	}
 }
-func (s *countingSink) AddPod(attribution.PodInfo) { s.pods++ }
+func (s *countingSink) AddPod(attribution.PodInfo)        { s.pods++ }
+func (s *countingSink) AddQueue(*attribution.QueueSample) {}
 
 // TestTelemetryParses: every scrape the sim renders is valid exposition with
 // the dcgm-exporter label set, and carries the fields attribution needs for

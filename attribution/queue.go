@@ -1,0 +1,259 @@
+package attribution
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// QueueMetric says which queue quantity a QueueSample carries.
+type QueueMetric uint8
+
+// Queue metrics attribution reads. Others are dropped by ingest.
+const (
+	QueueMetricUnknown QueueMetric = iota
+	// QueuePendingWorkloads is kueue_pending_workloads: a gauge per
+	// ClusterQueue and status.
+	QueuePendingWorkloads
+	// QueueAdmissionWait is a bucket of kueue_admission_wait_time_seconds:
+	// a counter of admitted workloads whose wait was at most Le seconds.
+	QueueAdmissionWait
+	// QueuePendingGPUs is gpuledger_pending_workload_gpus: the GPUs the
+	// ClusterQueue's pending workloads ask for, a gauge from gpuledger's
+	// controller (or a replay).
+	QueuePendingGPUs
+	// QueuePendingAge is a bucket of gpuledger_pending_workload_age_seconds:
+	// how many of the pending workloads have waited at most Le seconds so
+	// far, a gauge histogram from the same source.
+	QueuePendingAge
+)
+
+// QueueSample is one value of one queue series at one instant.
+type QueueSample struct {
+	TimeMs       int64
+	ClusterQueue string
+	Metric       QueueMetric
+	// Le is the bucket's upper bound, for the histogram metrics.
+	Le float64
+	// Series tells apart the series of one metric, queue and bound: their
+	// other labels (status, priority_class, replica_role), joined.
+	Series string
+	Value  float64
+}
+
+// queueBook is what the Attributor keeps of the queues: each counter's
+// last value (its increase is what an hour gets) and the open hours.
+// Fields are exported for the snapshot's encoding.
+type queueBook struct {
+	Last  map[string]QueueLast
+	Hours map[int64]map[string]*queueHour // hour → ClusterQueue
+	Out   []ledger.QueueRow
+}
+
+// QueueLast is a counter's last sample.
+type QueueLast struct {
+	Ms int64
+	V  float64
+}
+
+// queueHour is one hour of one ClusterQueue in the making.
+type queueHour struct {
+	// Gauges sums each gauge series' samples (metric, series) and counts
+	// them: a series' mean over the hour is Sum / N.
+	Gauges map[string]*GaugeSum
+	// Admitted is the increase of the wait histogram, per bound.
+	Admitted map[float64]float64
+	// Ages is the latest value of each pending-age bucket series.
+	Ages map[string]AgeLast
+}
+
+// GaugeSum is a gauge series' sum and count of samples in an hour.
+type GaugeSum struct {
+	Metric QueueMetric
+	Sum    float64
+	N      int
+}
+
+// AgeLast is a pending-age bucket series' latest sample in an hour.
+type AgeLast struct {
+	Ms     int64
+	Le     float64
+	Series string
+	V      float64
+}
+
+// AddQueue records one sample of a queue series (see QueueSample). Queue
+// samples close no hour; they are booked to the hour they fall in and
+// emitted with it. A sample for an hour already emitted is late.
+func (a *Attributor) AddQueue(q *QueueSample) { a.addQueue(q, false) }
+
+// PrimeQueue is AddQueue for a sample from before the first hour to emit
+// (see Prime): it only sets a counter's last value, so that the first
+// hour's increase is what an uninterrupted run would book.
+func (a *Attributor) PrimeQueue(q *QueueSample) { a.addQueue(q, true) }
+
+func (a *Attributor) addQueue(q *QueueSample, prime bool) {
+	if prime {
+		if q.Metric == QueueAdmissionWait && !math.IsNaN(q.Value) && !math.IsInf(q.Value, 0) {
+			if a.queues.Last == nil {
+				a.queues.Last = make(map[string]QueueLast)
+			}
+			k := q.ClusterQueue + "\x00" + q.Series + "\x00" + strconv.FormatFloat(q.Le, 'g', -1, 64)
+			if last, ok := a.queues.Last[k]; !ok || q.TimeMs > last.Ms {
+				a.queues.Last[k] = QueueLast{Ms: q.TimeMs, V: q.Value}
+			}
+		}
+		return
+	}
+	if math.IsNaN(q.Value) || math.IsInf(q.Value, 0) || q.Value < 0 || q.Metric == QueueMetricUnknown || q.ClusterQueue == "" ||
+		(q.Metric == QueueAdmissionWait || q.Metric == QueuePendingAge) && math.IsNaN(q.Le) {
+		a.reject(ReasonBadValue)
+		return
+	}
+	if a.startMs != 0 && q.TimeMs < a.emittedUntilMs {
+		a.reject(ReasonLate)
+		return
+	}
+	b := &a.queues
+	// A snapshot's decoding leaves empty maps nil.
+	if b.Hours == nil {
+		b.Hours = make(map[int64]map[string]*queueHour)
+	}
+	if b.Last == nil {
+		b.Last = make(map[string]QueueLast)
+	}
+	h := floorHour(q.TimeMs)
+	byQueue := b.Hours[h]
+	if byQueue == nil {
+		byQueue = make(map[string]*queueHour)
+		b.Hours[h] = byQueue
+	}
+	qh := byQueue[q.ClusterQueue]
+	if qh == nil {
+		qh = &queueHour{}
+		byQueue[q.ClusterQueue] = qh
+	}
+	if qh.Gauges == nil {
+		qh.Gauges = map[string]*GaugeSum{}
+	}
+	if qh.Admitted == nil {
+		qh.Admitted = map[float64]float64{}
+	}
+	if qh.Ages == nil {
+		qh.Ages = map[string]AgeLast{}
+	}
+	le := strconv.FormatFloat(q.Le, 'g', -1, 64)
+	switch q.Metric {
+	case QueuePendingWorkloads, QueuePendingGPUs:
+		k := string(rune('0'+q.Metric)) + "\x00" + q.Series
+		g := qh.Gauges[k]
+		if g == nil {
+			g = &GaugeSum{Metric: q.Metric}
+			qh.Gauges[k] = g
+		}
+		g.Sum += q.Value
+		g.N++
+	case QueuePendingAge:
+		k := q.Series + "\x00" + le
+		if old, ok := qh.Ages[k]; ok && old.Ms > q.TimeMs {
+			a.reject(ReasonOutOfOrder)
+			return
+		}
+		qh.Ages[k] = AgeLast{Ms: q.TimeMs, Le: q.Le, Series: q.Series, V: q.Value}
+	case QueueAdmissionWait:
+		k := q.ClusterQueue + "\x00" + q.Series + "\x00" + le
+		last, seen := b.Last[k]
+		switch {
+		case seen && q.TimeMs < last.Ms:
+			a.reject(ReasonOutOfOrder)
+			return
+		case seen && q.TimeMs == last.Ms:
+			a.reject(ReasonDuplicate)
+			return
+		case !seen:
+			// The first sample of a counter is its baseline: what it
+			// counted before belongs to hours gpuledger did not see.
+		case q.Value >= last.V:
+			qh.Admitted[q.Le] += q.Value - last.V
+		default:
+			// A reset (Kueue restarted): it counted q.Value since.
+			a.stats.CounterResets++
+			qh.Admitted[q.Le] += q.Value
+		}
+		b.Last[k] = QueueLast{Ms: q.TimeMs, V: q.Value}
+	}
+	a.stats.Accepted++
+}
+
+// appendQueueHours emits the queue rows of hour h and of any hour before
+// it still open (queue samples that came before the first DCGM sample).
+func (a *Attributor) appendQueueHours(h int64) {
+	for _, hour := range slices.Sorted(maps.Keys(a.queues.Hours)) {
+		if hour <= h {
+			a.appendQueueHour(hour)
+		}
+	}
+}
+
+func (a *Attributor) appendQueueHour(h int64) {
+	byQueue := a.queues.Hours[h]
+	delete(a.queues.Hours, h)
+	for _, cq := range slices.Sorted(maps.Keys(byQueue)) {
+		qh := byQueue[cq]
+		r := ledger.QueueRow{Hour: time.UnixMilli(h).UTC(), Cluster: a.model.Cluster, ClusterQueue: cq}
+		for _, g := range qh.Gauges {
+			mean := g.Sum / float64(g.N)
+			switch g.Metric {
+			case QueuePendingWorkloads:
+				r.PendingWorkloads += mean
+			case QueuePendingGPUs:
+				r.PendingGPUs += mean
+			}
+		}
+		r.AdmittedWait = cumulative(qh.Admitted)
+		r.Admitted = r.AdmittedWait.Total()
+		ages := map[float64]float64{}
+		for _, s := range qh.Ages {
+			ages[s.Le] += s.V
+		}
+		r.PendingWait = cumulative(ages)
+		a.queues.Out = append(a.queues.Out, r)
+	}
+}
+
+// cumulative makes a Histogram of per-bound increases of cumulative
+// buckets: each bound's count is already cumulative in Prometheus' layout,
+// so the increases are too; one with no +Inf bound gets one holding its
+// highest count. A bound whose increase is below a lower bound's (a scrape
+// that caught the buckets mid-update) is raised to it.
+func cumulative(inc map[float64]float64) ledger.Histogram {
+	if len(inc) == 0 {
+		return ledger.Histogram{}
+	}
+	bounds := slices.Sorted(maps.Keys(inc))
+	h := ledger.Histogram{}
+	run := 0.0
+	for _, b := range bounds {
+		run = max(run, inc[b])
+		h.Bounds, h.Counts = append(h.Bounds, b), append(h.Counts, run)
+	}
+	if !math.IsInf(bounds[len(bounds)-1], 1) {
+		h.Bounds, h.Counts = append(h.Bounds, math.Inf(1)), append(h.Counts, run)
+	}
+	if run == 0 {
+		return ledger.Histogram{}
+	}
+	return h
+}
+
+// QueueRows returns the queue rows of the hours emitted since the last
+// call (by Emit, Ready or the data), and forgets them.
+func (a *Attributor) QueueRows() []ledger.QueueRow {
+	out := a.queues.Out
+	a.queues.Out = nil
+	return out
+}
