@@ -1,6 +1,7 @@
 package api
 
 import (
+	"math"
 	"net/http"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 type CapacityOptions struct {
 	Cluster      string
 	Rule         capacity.Rule
+	WaitRule     capacity.WaitRule
 	PricesMicros map[string]int64
 	Budgets      map[string]int64
 	// Now is the clock; default time.Now.
@@ -27,6 +29,52 @@ func (o CapacityOptions) rule() capacity.Rule {
 		return capacity.DefaultRule
 	}
 	return o.Rule
+}
+
+// waitRule is the queue-wait rule, capacity.DefaultWaitRule when none is
+// set.
+func (o CapacityOptions) waitRule() capacity.WaitRule {
+	if o.WaitRule.Window <= 0 {
+		return capacity.DefaultWaitRule
+	}
+	return o.WaitRule
+}
+
+// QueueWaitPoint is the wait trigger's verdict on one ClusterQueue. Waits
+// are seconds, absent when nothing was admitted or pending.
+type QueueWaitPoint struct {
+	ClusterQueue      string     `json:"clusterQueue"`
+	Flavor            string     `json:"flavor"`
+	Fired             bool       `json:"fired"`
+	Why               string     `json:"why"`
+	From              time.Time  `json:"from"`
+	To                time.Time  `json:"to"`
+	Hours             int        `json:"hours"`
+	HoursWithData     int        `json:"hoursWithData"`
+	WaitSeconds       *float64   `json:"waitSeconds,omitempty"`
+	LastDaySeconds    *float64   `json:"lastDayWaitSeconds,omitempty"`
+	Admitted          float64    `json:"admitted"`
+	Pending           float64    `json:"pending"`
+	PendingGPUs       float64    `json:"pendingGpus"`
+	Daily             []DayPoint `json:"daily"`
+	Forecast          string     `json:"forecast,omitempty"`
+	PurchaseGPUs      int        `json:"purchaseGpus"`
+	MonthlyCostMicros int64      `json:"monthlyCostMicros"`
+	MonthlyCost       string     `json:"monthlyCost"`
+}
+
+// DayPoint is one day's quantile wait of a ClusterQueue.
+type DayPoint struct {
+	Day         string   `json:"day"`
+	WaitSeconds *float64 `json:"waitSeconds,omitempty"`
+	Admitted    float64  `json:"admitted"`
+}
+
+func seconds(v float64) *float64 {
+	if math.IsNaN(v) {
+		return nil
+	}
+	return &v
 }
 
 // ExpansionPoint is the expansion trigger's verdict on one flavor.
@@ -99,8 +147,28 @@ func (s *Server) capacity(c echo.Context) error {
 		}
 		out = append(out, p)
 	}
+	wr := o.waitRule()
+	waits, err := capacity.EvaluateWaits(c.Request().Context(), s.opts.Store, o.Cluster, at, wr, o.PricesMicros)
+	if err != nil {
+		return err
+	}
+	queues := []QueueWaitPoint{}
+	for _, w := range waits {
+		p := QueueWaitPoint{ClusterQueue: w.ClusterQueue, Flavor: w.Flavor, Fired: w.Fired, Why: w.Why, From: w.From, To: w.To, Hours: w.Hours,
+			HoursWithData: w.HoursWithData, WaitSeconds: seconds(w.Wait), LastDaySeconds: seconds(w.LastDay), Admitted: w.Admitted,
+			Pending: w.Pending, PendingGPUs: w.PendingGPUs, Daily: []DayPoint{}, PurchaseGPUs: w.PurchaseGPUs,
+			MonthlyCostMicros: w.MonthlyCostMicros, MonthlyCost: ledger.FormatMicros(w.MonthlyCostMicros)}
+		for _, d := range w.Daily {
+			p.Daily = append(p.Daily, DayPoint{Day: d.Day.Format(time.DateOnly), WaitSeconds: seconds(d.Wait), Admitted: d.Admitted})
+		}
+		if !w.Forecast.IsZero() {
+			p.Forecast = w.Forecast.Format(time.DateOnly)
+		}
+		queues = append(queues, p)
+	}
 	return c.JSON(http.StatusOK, map[string]any{"cluster": o.Cluster, "at": at.UTC(), "currency": s.opts.Report.Currency,
-		"thresholdShare": rule.Threshold, "windowDays": rule.Window.Hours() / 24, "flavors": out})
+		"thresholdShare": rule.Threshold, "windowDays": rule.Window.Hours() / 24, "flavors": out,
+		"waitQuantile": wr.Quantile, "waitThresholdSeconds": wr.Threshold.Seconds(), "waitWindowDays": wr.Window.Hours() / 24, "queues": queues})
 }
 
 // budgets answers GET /api/v1/budgets?at=&team=: each budgeted team's

@@ -1,12 +1,16 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuledger/gpuledger/capacity"
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 // TestCapacityRoutes: the expansion trigger for viewers, the budgets for
@@ -19,13 +23,27 @@ func TestCapacityRoutes(t *testing.T) {
 		Budgets: map[string]int64{"ml": 500_000_000, "vision": 100_000_000}}
 	srv := New(opts)
 	const at = "at=2026-10-02T12:00:00Z"
+	// A day of a queue whose 8 workloads an hour waited 2 hours.
+	var qs []ledger.QueueRow
+	for h := 0; h < 24; h++ {
+		qs = append(qs, ledger.QueueRow{Hour: time.Date(2026, 10, 1, h, 0, 0, 0, time.UTC), Cluster: "c1", ClusterQueue: "cq-ml", Admitted: 8,
+			AdmittedWait: ledger.Histogram{Bounds: []float64{3600, 10240, math.Inf(1)}, Counts: []float64{0, 8, 8}}})
+	}
+	if err := opts.Store.WriteQueueHours(context.Background(), qs); err != nil {
+		t.Fatal(err)
+	}
 
 	code, body := call(t, srv, http.MethodGet, "/api/v1/capacity?"+at, "finops")
 	var cp struct {
 		Flavors []ExpansionPoint
+		Queues  []QueueWaitPoint
 	}
-	if err := json.Unmarshal([]byte(body), &cp); code != http.StatusOK || err != nil || len(cp.Flavors) != 1 {
+	if err := json.Unmarshal([]byte(body), &cp); code != http.StatusOK || err != nil || len(cp.Flavors) != 1 || len(cp.Queues) != 1 {
 		t.Fatalf("capacity: %d %s", code, body)
+	}
+	if q := cp.Queues[0]; q.ClusterQueue != "cq-ml" || q.Fired || !strings.Contains(q.Why, "not enough history") || q.Admitted != 192 ||
+		q.WaitSeconds == nil || *q.WaitSeconds < 3600 || len(q.Daily) != 1 {
+		t.Errorf("cq-ml: %+v", q)
 	}
 	if f := cp.Flavors[0]; f.Flavor != "h100" || f.Fired || f.Allocated != 0.5 || !strings.Contains(f.Why, "not enough history") || f.MonthlyCost != "361612.800000" {
 		t.Errorf("h100: %+v", f)

@@ -46,7 +46,7 @@ func ExpansionAlerts(cluster, currency string, recs []Recommendation) []Alert {
 		}
 		out = append(out, Alert{
 			Labels: map[string]string{"alertname": AlertExpansion, "generator": Generator, "cluster": cluster, "flavor": r.Flavor,
-				"severity": "warning", "action": "expand"},
+				"trigger": "utilization", "severity": "warning", "action": "expand"},
 			Annotations: map[string]string{
 				"summary": fmt.Sprintf("Buy %d more %s GPUs: %.1f%% of them were allocated over the last %d days", r.PurchaseGPUs, r.Flavor, 100*r.Allocated, r.Hours/24),
 				"evidence": fmt.Sprintf("%s; active %.1f%% of the GPU time; %.0f GPUs in the last hour; series: ledger hours of cluster %s, flavor %s, allocated / existing GPU-seconds, %s to %s",
@@ -56,6 +56,41 @@ func ExpansionAlerts(cluster, currency string, recs []Recommendation) []Alert {
 				"active":         strconv.FormatFloat(r.Active, 'f', 4, 64),
 				"window_start":   r.From.Format(time.RFC3339),
 				"window_end":     r.To.Format(time.RFC3339),
+			}})
+	}
+	return out
+}
+
+// WaitAlerts makes an alert of every ClusterQueue the wait rule fired
+// for, labelled with the queue and the flavor to buy, the daily waits in
+// its evidence.
+func WaitAlerts(cluster, currency string, waits []QueueWait) []Alert {
+	var out []Alert
+	for _, w := range waits {
+		if !w.Fired {
+			continue
+		}
+		var daily []string
+		for _, d := range w.Daily {
+			daily = append(daily, fmt.Sprintf("%s %s", d.Day.Format("01-02"), Duration(d.Wait)))
+		}
+		rec := fmt.Sprintf("%d %s GPUs, %s %s a month at the flavor's price", w.PurchaseGPUs, w.Flavor, ledger.FormatCents(w.MonthlyCostMicros), currency)
+		if w.Flavor == "" {
+			rec = fmt.Sprintf("%d GPUs of the flavor queue %s runs on (none known: no workload of it ran in the window)", w.PurchaseGPUs, w.ClusterQueue)
+		}
+		out = append(out, Alert{
+			Labels: map[string]string{"alertname": AlertExpansion, "generator": Generator, "cluster": cluster, "flavor": w.Flavor,
+				"cluster_queue": w.ClusterQueue, "trigger": "queue_wait", "severity": "warning", "action": "expand"},
+			Annotations: map[string]string{
+				"summary": fmt.Sprintf("Buy %d more %s GPUs: workloads of %s waited %s for admission (p90) over the last %d days", w.PurchaseGPUs, w.Flavor,
+					w.ClusterQueue, Duration(w.Wait), w.Hours/24),
+				"evidence": fmt.Sprintf("%s; daily: %s; %.1f GPUs pending on average over the last day; series: ledger queue hours of cluster %s, "+
+					"kueue_admission_wait_time_seconds and the pending workloads' ages, %s to %s",
+					w.Why, strings.Join(daily, ", "), w.PendingGPUs, cluster, w.From.Format(time.RFC3339), w.To.Format(time.RFC3339)),
+				"recommendation": rec,
+				"wait_seconds":   strconv.FormatFloat(w.Wait, 'f', 0, 64),
+				"window_start":   w.From.Format(time.RFC3339),
+				"window_end":     w.To.Format(time.RFC3339),
 			}})
 	}
 	return out

@@ -52,6 +52,13 @@ type Capacity struct {
 	UtilizationPercent int `yaml:"utilizationPercent"`
 	// WindowDays is how long the share must hold. Default 30.
 	WindowDays int `yaml:"windowDays"`
+	// WaitMinutes is the wait for admission that fires the trigger for
+	// a ClusterQueue: its workloads' WaitPercentile wait (admitted ones,
+	// and pending ones at their wait so far) over WaitWindowDays and over
+	// its last day. Defaults 30 minutes, the 90th percentile, 7 days.
+	WaitMinutes    int `yaml:"waitMinutes"`
+	WaitPercentile int `yaml:"waitPercentile"`
+	WaitWindowDays int `yaml:"waitWindowDays"`
 }
 
 // Auth holds the API's tokens.

@@ -263,6 +263,15 @@ func (c *Config) validate(d *decoder) {
 		if cp.WindowDays < 0 {
 			d.add(nil, "capacity.windowDays", "%d is negative; want the days the utilisation must hold, such as 30", cp.WindowDays)
 		}
+		if cp.WaitMinutes < 0 {
+			d.add(nil, "capacity.waitMinutes", "%d is negative; want the wait for admission that calls for more GPUs, such as 30", cp.WaitMinutes)
+		}
+		if cp.WaitPercentile < 0 || cp.WaitPercentile > 100 {
+			d.add(nil, "capacity.waitPercentile", "%d is not a percentile; want 1-100, such as 90", cp.WaitPercentile)
+		}
+		if cp.WaitWindowDays < 0 {
+			d.add(nil, "capacity.waitWindowDays", "%d is negative; want the days the wait must last, such as 7", cp.WaitWindowDays)
+		}
 	}
 	if c.Auth != nil {
 		validateTokens(d, "auth.tokens", c.Auth.Tokens, teams, make(map[string]bool))

@@ -24,11 +24,18 @@ capacity.windowDays (30), with the ledger holding the flavor since before the
 window and for 95% of its hours. A recommendation names the block to buy
 (capacity.purchaseGPUs, 72), its monthly cost at the flavor's price, the evidence,
 and, when the trigger has not fired but the daily share rises, when its trend
-crosses the threshold. It also shows each budgeted team's month-to-date and
+crosses the threshold. It fires too for a ClusterQueue whose workloads wait for
+admission: their capacity.waitPercentile (90th) wait over capacity.waitMinutes
+(30) over capacity.waitWindowDays (7) and over its last day, counting the
+workloads still pending at their wait so far (Kueue's
+kueue_admission_wait_time_seconds and pending workloads, with the pending ages
+gpuledger controller exports, ingested like DCGM's series); it names the flavor
+the queue runs on. It also shows each budgeted team's month-to-date and
 forecast spend against its budget (alerts at 50, 80 and 100%).
 
 With -alertmanager.url the alerts go to Alertmanager's API v2 (labels alertname,
-cluster, flavor or team, severity, action, generator="gpuledger"; the evidence
+cluster, flavor, cluster_queue or team, trigger, severity, action,
+generator="gpuledger"; the evidence
 in annotations), resolved when the condition clears; Alertmanager keeps the
 state, so a restart neither duplicates nor forgets one. With -interval it runs
 until interrupted, sending again each time.`, stdout)
@@ -87,6 +94,27 @@ until interrupted, sending again each time.`, stdout)
 	}
 }
 
+// waitRule is the configuration's queue-wait trigger.
+func waitRule(c *config.Capacity) capacity.WaitRule {
+	r := capacity.DefaultWaitRule
+	if c == nil {
+		return r
+	}
+	if c.PurchaseGPUs > 0 {
+		r.PurchaseGPUs = c.PurchaseGPUs
+	}
+	if c.WaitMinutes > 0 {
+		r.Threshold = time.Duration(c.WaitMinutes) * time.Minute
+	}
+	if c.WaitPercentile > 0 {
+		r.Quantile = float64(c.WaitPercentile) / 100
+	}
+	if c.WaitWindowDays > 0 {
+		r.Window = time.Duration(c.WaitWindowDays) * 24 * time.Hour
+	}
+	return r
+}
+
 // capacityRule is the configuration's expansion trigger.
 func capacityRule(c *config.Capacity) capacity.Rule {
 	r := capacity.DefaultRule
@@ -108,6 +136,11 @@ func capacityRule(c *config.Capacity) capacity.Rule {
 func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store ledger.Store, cluster string, cfg *config.Config,
 	rule capacity.Rule, prices map[string]int64, now time.Time, am *capacity.Alertmanager, ttl time.Duration) error {
 	recs, err := capacity.Evaluate(ctx, store, cluster, now, rule, prices)
+	if err != nil {
+		return err
+	}
+	wr := waitRule(cfg.Capacity)
+	waits, err := capacity.EvaluateWaits(ctx, store, cluster, now, wr, prices)
 	if err != nil {
 		return err
 	}
@@ -137,6 +170,27 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "\nExpansion when a ClusterQueue's p%.0f wait for admission is over %s over %.0f days and their last day:\n",
+		100*wr.Quantile, wr.Threshold, wr.Window.Hours()/24)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "cluster queue	flavor	wait	last day	admitted	pending	pending GPUs	hours with data	expand	cost a month	forecast	why")
+	for _, q := range waits {
+		expand, cost, forecast := "no", "", ""
+		if q.Fired {
+			expand, cost = fmt.Sprintf("+%d GPUs", q.PurchaseGPUs), ledger.FormatCents(q.MonthlyCostMicros)+" "+cur
+		}
+		if !q.Forecast.IsZero() {
+			forecast = q.Forecast.Format(time.DateOnly)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.1f\t%d/%d\t%s\t%s\t%s\t%s\n", q.ClusterQueue, q.Flavor, capacity.Duration(q.Wait),
+			capacity.Duration(q.LastDay), q.Admitted, q.Pending, q.PendingGPUs, q.HoursWithData, q.Hours, expand, cost, forecast, q.Why)
+	}
+	if len(waits) == 0 {
+		fmt.Fprintf(tw, "(no queue hours of cluster %s in the ledger: ingest Kueue's metrics, and run gpuledger controller for the pending workloads)\n", cluster)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	if len(budgets) > 0 {
 		fmt.Fprintf(w, "\nBudgets, %s:\n", ledger.StepMonth.Truncate(now).Format("2006-01"))
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -155,10 +209,11 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 			return err
 		}
 	}
-	alerts := append(capacity.ExpansionAlerts(cluster, cur, recs), capacity.BudgetAlerts(cluster, cur, budgets)...)
+	alerts := append(capacity.ExpansionAlerts(cluster, cur, recs), capacity.WaitAlerts(cluster, cur, waits)...)
+	alerts = append(alerts, capacity.BudgetAlerts(cluster, cur, budgets)...)
 	var names []string
 	for _, a := range alerts {
-		names = append(names, a.Labels["alertname"]+"{"+a.Labels["flavor"]+a.Labels["team"]+"}")
+		names = append(names, a.Labels["alertname"]+"{"+strings.Join(nonEmpty(a.Labels["flavor"], a.Labels["cluster_queue"], a.Labels["team"]), ",")+"}")
 	}
 	if am == nil {
 		fmt.Fprintf(w, "\n%d alerts: %s (pass -alertmanager.url to send them)\n", len(alerts), strings.Join(names, ", "))
@@ -170,6 +225,16 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 	}
 	fmt.Fprintf(w, "\nAlertmanager %s: %d alerts sent (%s), %d resolved\n", am.URL, sent, strings.Join(names, ", "), resolved)
 	return nil
+}
+
+func nonEmpty(s ...string) []string {
+	var out []string
+	for _, v := range s {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func runRules(ctx context.Context, args []string, stdout io.Writer) error {
@@ -229,5 +294,5 @@ func capacityOptions(cfg *config.Config, cluster string) api.CapacityOptions {
 	for _, f := range cfg.ResourceFlavors {
 		prices[f.Name] = cfg.PriceMicros(f.Name)
 	}
-	return api.CapacityOptions{Cluster: cluster, Rule: capacityRule(cfg.Capacity), PricesMicros: prices, Budgets: cfg.TeamBudgets()}
+	return api.CapacityOptions{Cluster: cluster, Rule: capacityRule(cfg.Capacity), WaitRule: waitRule(cfg.Capacity), PricesMicros: prices, Budgets: cfg.TeamBudgets()}
 }

@@ -1,0 +1,244 @@
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// WaitRule is the queue-wait trigger: fire for a ClusterQueue when the
+// Quantile of its workloads' waits for admission is over Threshold over
+// the whole Window and over its last day too (so a queue that has caught
+// up does not fire on last week's backlog). The waits are those of the
+// workloads admitted in the period (Kueue's histogram) and of those still
+// pending at its end, at how long they have waited so far: a queue whose
+// workloads wait for hours fires while they wait, not only once they are
+// admitted. As with Rule, the ledger must have the queue from before the
+// window began and for MinCoverage of its hours.
+type WaitRule struct {
+	Quantile    float64
+	Threshold   time.Duration
+	Window      time.Duration
+	MinCoverage float64
+	// PurchaseGPUs is the block an expansion buys.
+	PurchaseGPUs int
+}
+
+// DefaultWaitRule: the p90 wait over 30 minutes over a week and its last
+// day, 95% of the hours present, blocks of 72 GPUs.
+var DefaultWaitRule = WaitRule{Quantile: 0.9, Threshold: 30 * time.Minute, Window: 7 * 24 * time.Hour, MinCoverage: 0.95, PurchaseGPUs: 72}
+
+// QueueWait is the wait trigger's verdict on one ClusterQueue.
+type QueueWait struct {
+	ClusterQueue string
+	// Flavor is the flavor the queue's workloads ran on most in the
+	// window (by GPU time held): the one to buy more of.
+	Flavor string
+	Fired  bool
+	Why    string
+	// From and To bound the window; Hours is its length in hours,
+	// HoursWithData how many the ledger has the queue in; FirstData its
+	// first hour in the ledger.
+	From, To             time.Time
+	Hours, HoursWithData int
+	FirstData            time.Time
+	// Wait is the window's quantile wait and LastDay its last day's, in
+	// seconds (NaN: no workload admitted or pending).
+	Wait, LastDay float64
+	// Admitted is how many workloads were admitted in the window; Pending
+	// how many were pending at its end (per the controller's ages) and
+	// PendingGPUs the mean GPUs they asked for over the last day.
+	Admitted, Pending, PendingGPUs float64
+	// Daily is the quantile wait of each day of the window, oldest first.
+	Daily []DayWait
+	// Forecast, when the rule has not fired and the daily waits rise, is
+	// the day their trend crosses the threshold.
+	Forecast          time.Time
+	PurchaseGPUs      int
+	MonthlyCostMicros int64
+}
+
+// DayWait is one day's quantile wait (seconds; NaN when nothing waited)
+// and how many workloads were admitted that day.
+type DayWait struct {
+	Day      time.Time
+	Wait     float64
+	Admitted float64
+}
+
+// dayWaits is a day's admitted waits and the pending ones at its last
+// hour.
+type dayWaits struct {
+	admitted, pending ledger.Histogram
+	lastHour          time.Time
+}
+
+// Waits evaluates the wait rule at now for every ClusterQueue in rows,
+// with the flavor each queue runs on and each flavor's price per GPU-hour.
+func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time, r WaitRule, priceMicrosPerGPUHour map[string]int64) []QueueWait {
+	to := now.UTC().Truncate(time.Hour)
+	from := to.Add(-r.Window)
+	byQueue := map[string][]ledger.QueueRow{}
+	for _, q := range rows {
+		if q.Hour.Before(to) {
+			byQueue[q.ClusterQueue] = append(byQueue[q.ClusterQueue], q)
+		}
+	}
+	var out []QueueWait
+	for _, cq := range slices.Sorted(maps.Keys(byQueue)) {
+		hours := byQueue[cq]
+		sort.Slice(hours, func(i, j int) bool { return hours[i].Hour.Before(hours[j].Hour) })
+		w := QueueWait{ClusterQueue: cq, Flavor: queueFlavor[cq], From: from, To: to, Hours: int(r.Window / time.Hour),
+			FirstData: hours[0].Hour, PurchaseGPUs: r.PurchaseGPUs}
+		w.MonthlyCostMicros = int64(r.PurchaseGPUs) * priceMicrosPerGPUHour[w.Flavor] * HoursPerMonth
+		var window ledger.Histogram
+		var last ledger.QueueRow
+		days := map[time.Time]*dayWaits{}
+		seen := map[time.Time]bool{}
+		lastDay := to.Add(-24 * time.Hour)
+		var pendingGPUs float64
+		var pendingHours int
+		for _, h := range hours {
+			day := h.Hour.Truncate(24 * time.Hour)
+			d := days[day]
+			if d == nil {
+				d = &dayWaits{}
+				days[day] = d
+			}
+			d.admitted = d.admitted.Add(h.AdmittedWait)
+			if !h.Hour.Before(d.lastHour) {
+				d.pending, d.lastHour = h.PendingWait, h.Hour
+			}
+			if h.Hour.Before(from) {
+				continue
+			}
+			seen[h.Hour] = true
+			window = window.Add(h.AdmittedWait)
+			w.Admitted += h.Admitted
+			last = h
+			if !h.Hour.Before(lastDay) {
+				pendingGPUs += h.PendingGPUs
+				pendingHours++
+			}
+		}
+		w.HoursWithData = len(seen)
+		w.Pending = last.PendingWait.Total()
+		if pendingHours > 0 {
+			w.PendingGPUs = pendingGPUs / float64(pendingHours)
+		}
+		w.Wait = window.Add(last.PendingWait).Quantile(r.Quantile)
+		// The last day: what was admitted in its 24 hours, and what was
+		// pending at their end.
+		var day ledger.Histogram
+		for _, h := range hours {
+			if !h.Hour.Before(lastDay) {
+				day = day.Add(h.AdmittedWait)
+			}
+		}
+		w.LastDay = day.Add(last.PendingWait).Quantile(r.Quantile)
+		var xs, ys []float64
+		for _, d := range slices.SortedFunc(maps.Keys(days), time.Time.Compare) {
+			dd := days[d]
+			q := dd.admitted.Add(dd.pending).Quantile(r.Quantile)
+			if !d.Before(from.Truncate(24 * time.Hour)) {
+				w.Daily = append(w.Daily, DayWait{Day: d, Wait: q, Admitted: dd.admitted.Total()})
+			}
+			if !math.IsNaN(q) {
+				xs, ys = append(xs, d.Sub(from).Hours()/24), append(ys, q)
+			}
+		}
+		coverage := float64(w.HoursWithData) / float64(w.Hours)
+		threshold := r.Threshold.Seconds()
+		switch {
+		case w.FirstData.After(from):
+			w.Why = fmt.Sprintf("not enough history: the ledger has queue %s since %s, %.1f days; the rule needs %.0f", cq,
+				w.FirstData.Format(time.DateOnly), to.Sub(w.FirstData).Hours()/24, r.Window.Hours()/24)
+		case coverage < r.MinCoverage:
+			w.Why = fmt.Sprintf("not enough data: %d of the window's %d hours (%.0f%%; the rule needs %.0f%%)",
+				w.HoursWithData, w.Hours, 100*coverage, 100*r.MinCoverage)
+		case w.Wait > threshold && w.LastDay > threshold:
+			w.Fired = true
+			w.Why = fmt.Sprintf("p%.0f wait for admission in %s %s from %s to %s (%s on the last day; %.0f admitted, %.0f still pending), over %s",
+				100*r.Quantile, cq, Duration(w.Wait), from.Format(time.DateOnly), to.Format(time.DateOnly), Duration(w.LastDay), w.Admitted, w.Pending,
+				Duration(threshold))
+		case w.Wait > threshold:
+			w.Why = fmt.Sprintf("p%.0f wait %s over the window, but %s on its last day: the queue has caught up", 100*r.Quantile,
+				Duration(w.Wait), Duration(w.LastDay))
+		case math.IsNaN(w.Wait):
+			w.Why = "no workload admitted or pending in the window"
+		default:
+			w.Why = fmt.Sprintf("p%.0f wait %s over the window, not over %s", 100*r.Quantile, Duration(w.Wait), Duration(threshold))
+		}
+		if w.Flavor == "" && w.Fired {
+			w.Why += "; no flavor is known for the queue (none of its workloads ran in the window), so no price"
+		}
+		if !w.Fired {
+			if at, ok := crossing(xs, ys, threshold); ok {
+				w.Forecast = from.Add(time.Duration(at * 24 * float64(time.Hour))).Truncate(24 * time.Hour)
+				if w.Forecast.Before(to) {
+					w.Forecast = to.Truncate(24 * time.Hour)
+				}
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// Duration writes seconds as minutes or hours ("-" for NaN).
+func Duration(s float64) string {
+	switch {
+	case math.IsNaN(s):
+		return "-"
+	case s >= 2*3600:
+		return fmt.Sprintf("%.1f h", s/3600)
+	}
+	return fmt.Sprintf("%.0f min", s/60)
+}
+
+// QueueFlavors reads from the ledger the flavor each ClusterQueue's
+// workloads held the most GPU time on in [from, to).
+func QueueFlavors(ctx context.Context, s ledger.Store, cluster string, from, to time.Time) (map[string]string, error) {
+	rows, err := s.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepMonth, Cluster: cluster,
+		GroupBy: []ledger.Dimension{ledger.DimClusterQueue, ledger.DimFlavor}})
+	if err != nil {
+		return nil, fmt.Errorf("read the queues' flavors from the ledger: %w", err)
+	}
+	held := map[[2]string]float64{}
+	for _, r := range rows {
+		if r.ClusterQueue != "" {
+			held[[2]string{r.ClusterQueue, r.Flavor}] += r.GPUSeconds
+		}
+	}
+	best := map[string]string{}
+	for k, v := range held {
+		cq, flavor := k[0], k[1]
+		cur, ok := best[cq]
+		if !ok || v > held[[2]string{cq, cur}] || v == held[[2]string{cq, cur}] && flavor < cur {
+			best[cq] = flavor
+		}
+	}
+	return best, nil
+}
+
+// EvaluateWaits reads the cluster's queue hours (the window, and a year
+// for the trend) and the queues' flavors from the ledger, and evaluates
+// the wait rule at now.
+func EvaluateWaits(ctx context.Context, s ledger.Store, cluster string, now time.Time, r WaitRule, priceMicrosPerGPUHour map[string]int64) ([]QueueWait, error) {
+	to := now.UTC().Truncate(time.Hour)
+	rows, err := s.QueueHours(ctx, cluster, to.Add(-max(r.Window, 90*24*time.Hour)), to)
+	if err != nil {
+		return nil, fmt.Errorf("read the queues' hours from the ledger: %w", err)
+	}
+	flavors, err := QueueFlavors(ctx, s, cluster, to.Add(-r.Window), to)
+	if err != nil {
+		return nil, err
+	}
+	return Waits(rows, flavors, now, r, priceMicrosPerGPUHour), nil
+}
