@@ -87,6 +87,8 @@ type Controller struct {
 	diffs  string
 	// weights is what UpdateWeights last decided, by LocalQueue key.
 	weights map[string]*queueWeight
+	// pending is what waits per ClusterQueue, as UpdateWeights last saw.
+	pending map[string]*PendingQueue
 }
 
 // New makes a controller for the cluster cfg reaches.
@@ -444,6 +446,9 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 		return fmt.Errorf("list ClusterQueues: %w", err)
 	}
 	c.reportDifferences(t, list.Items, cqs.Items)
+	if err := c.updatePending(ctx, list.Items); err != nil {
+		return err
+	}
 	var queues []LocalQueue
 	for _, u := range list.Items {
 		q := LocalQueue{Namespace: u.GetNamespace(), Name: u.GetName(), Weight: 1}

@@ -52,6 +52,7 @@ func (c *Controller) WriteMetrics(w io.Writer) error {
 	if c.o.DryRun {
 		dry = 1
 	}
+	c.writePending(&b)
 	c.mu.Unlock()
 	counter("gpuledger_controller_weight_changes_total", "fairSharing.weight changes per LocalQueue (in dry-run mode: the changes it would have written).", changes...)
 	fmt.Fprintf(&b, "# HELP gpuledger_controller_localqueue_weight The fairSharing.weight gpuledger wants for the LocalQueue.\n# TYPE gpuledger_controller_localqueue_weight gauge\n")
