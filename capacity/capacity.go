@@ -174,14 +174,9 @@ func Expansion(facts []FlavorHour, now time.Time, r Rule, priceMicrosPerGPUHour 
 		if rec.HoursWithData == 0 {
 			rec.DailyMin, rec.DailyMax = 0, 0
 		}
-		coverage := float64(rec.HoursWithData) / float64(rec.Hours)
-		switch {
-		case rec.FirstData.After(from):
-			rec.Why = fmt.Sprintf("not enough history: the ledger has %s since %s, %.1f days; the rule needs %.0f", flavor,
-				rec.FirstData.Format(time.DateOnly), to.Sub(rec.FirstData).Hours()/24, r.Window.Hours()/24)
-		case coverage < r.MinCoverage:
-			rec.Why = fmt.Sprintf("not enough data: %d of the window's %d hours (%.0f%%; the rule needs %.0f%%)",
-				rec.HoursWithData, rec.Hours, 100*coverage, 100*r.MinCoverage)
+		switch short := notEnough(flavor, rec.FirstData, from, to, rec.HoursWithData, rec.Hours, r.MinCoverage); {
+		case short != "":
+			rec.Why = short
 		case rec.Allocated >= r.Threshold:
 			rec.Fired = true
 			rec.Why = fmt.Sprintf("%.1f%% of %s's GPU time allocated from %s to %s (daily %.1f%%-%.1f%%, %d of %d hours with data), at or above %.0f%%",
@@ -191,16 +186,43 @@ func Expansion(facts []FlavorHour, now time.Time, r Rule, priceMicrosPerGPUHour 
 			rec.Why = fmt.Sprintf("%.1f%% of %s's GPU time allocated over the window, below %.0f%%", 100*rec.Allocated, flavor, 100*r.Threshold)
 		}
 		if !rec.Fired {
-			if at, ok := crossing(xs, ys, r.Threshold); ok {
-				rec.Forecast = from.Add(time.Duration(at * 24 * float64(time.Hour))).Truncate(24 * time.Hour)
-				if rec.Forecast.Before(to) {
-					rec.Forecast = to.Truncate(24 * time.Hour)
-				}
-			}
+			rec.Forecast = forecast(xs, ys, r.Threshold, from, to)
 		}
 		out = append(out, rec)
 	}
 	return out
+}
+
+// notEnough says why the ledger cannot support a verdict on what (a
+// flavor, a queue) over [from, to): its data starts inside the window, or
+// fewer than minCoverage of the window's hours have data. Empty when it
+// can.
+func notEnough(what string, first, from, to time.Time, withData, hours int, minCoverage float64) string {
+	coverage := float64(withData) / float64(hours)
+	switch {
+	case first.After(from):
+		return fmt.Sprintf("not enough history: the ledger has %s since %s, %.1f days; the rule needs %.0f", what,
+			first.Format(time.DateOnly), to.Sub(first).Hours()/24, to.Sub(from).Hours()/24)
+	case coverage < minCoverage:
+		return fmt.Sprintf("not enough data: %d of the window's %d hours (%.0f%%; the rule needs %.0f%%)",
+			withData, hours, 100*coverage, 100*minCoverage)
+	}
+	return ""
+}
+
+// forecast is the day the daily values' trend (xs in days from from)
+// crosses threshold, no earlier than to's day; zero when it does not
+// (see crossing).
+func forecast(xs, ys []float64, threshold float64, from, to time.Time) time.Time {
+	at, ok := crossing(xs, ys, threshold)
+	if !ok {
+		return time.Time{}
+	}
+	day := from.Add(time.Duration(at * 24 * float64(time.Hour))).Truncate(24 * time.Hour)
+	if day.Before(to) {
+		return to.Truncate(24 * time.Hour)
+	}
+	return day
 }
 
 // crossing fits a line to the daily shares (at least 7 days) and returns

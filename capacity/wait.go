@@ -97,7 +97,8 @@ func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time,
 		w := QueueWait{ClusterQueue: cq, Flavor: queueFlavor[cq], From: from, To: to, Hours: int(r.Window / time.Hour),
 			FirstData: hours[0].Hour, PurchaseGPUs: r.PurchaseGPUs}
 		w.MonthlyCostMicros = int64(r.PurchaseGPUs) * priceMicrosPerGPUHour[w.Flavor] * HoursPerMonth
-		var window ledger.Histogram
+		// The window's admitted waits, and its last day's.
+		var window, lastDayWaits ledger.Histogram
 		var last ledger.QueueRow
 		days := map[time.Time]*dayWaits{}
 		seen := map[time.Time]bool{}
@@ -114,6 +115,9 @@ func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time,
 			d.admitted = d.admitted.Add(h.AdmittedWait)
 			if !h.Hour.Before(d.lastHour) {
 				d.pending, d.lastHour = h.PendingWait, h.Hour
+			}
+			if !h.Hour.Before(lastDay) {
+				lastDayWaits = lastDayWaits.Add(h.AdmittedWait)
 			}
 			if h.Hour.Before(from) {
 				continue
@@ -132,16 +136,9 @@ func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time,
 		if pendingHours > 0 {
 			w.PendingGPUs = pendingGPUs / float64(pendingHours)
 		}
+		// Both with what was pending at the window's end.
 		w.Wait = window.Add(last.PendingWait).Quantile(r.Quantile)
-		// The last day: what was admitted in its 24 hours, and what was
-		// pending at their end.
-		var day ledger.Histogram
-		for _, h := range hours {
-			if !h.Hour.Before(lastDay) {
-				day = day.Add(h.AdmittedWait)
-			}
-		}
-		w.LastDay = day.Add(last.PendingWait).Quantile(r.Quantile)
+		w.LastDay = lastDayWaits.Add(last.PendingWait).Quantile(r.Quantile)
 		var xs, ys []float64
 		for _, d := range slices.SortedFunc(maps.Keys(days), time.Time.Compare) {
 			dd := days[d]
@@ -153,15 +150,10 @@ func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time,
 				xs, ys = append(xs, d.Sub(from).Hours()/24), append(ys, q)
 			}
 		}
-		coverage := float64(w.HoursWithData) / float64(w.Hours)
 		threshold := r.Threshold.Seconds()
-		switch {
-		case w.FirstData.After(from):
-			w.Why = fmt.Sprintf("not enough history: the ledger has queue %s since %s, %.1f days; the rule needs %.0f", cq,
-				w.FirstData.Format(time.DateOnly), to.Sub(w.FirstData).Hours()/24, r.Window.Hours()/24)
-		case coverage < r.MinCoverage:
-			w.Why = fmt.Sprintf("not enough data: %d of the window's %d hours (%.0f%%; the rule needs %.0f%%)",
-				w.HoursWithData, w.Hours, 100*coverage, 100*r.MinCoverage)
+		switch short := notEnough("queue "+cq, w.FirstData, from, to, w.HoursWithData, w.Hours, r.MinCoverage); {
+		case short != "":
+			w.Why = short
 		case w.Wait > threshold && w.LastDay > threshold:
 			w.Fired = true
 			w.Why = fmt.Sprintf("p%.0f wait for admission in %s %s from %s to %s (%s on the last day; %.0f admitted, %.0f still pending), over %s",
@@ -179,12 +171,7 @@ func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time,
 			w.Why += "; no flavor is known for the queue (none of its workloads ran in the window), so no price"
 		}
 		if !w.Fired {
-			if at, ok := crossing(xs, ys, threshold); ok {
-				w.Forecast = from.Add(time.Duration(at * 24 * float64(time.Hour))).Truncate(24 * time.Hour)
-				if w.Forecast.Before(to) {
-					w.Forecast = to.Truncate(24 * time.Hour)
-				}
-			}
+			w.Forecast = forecast(xs, ys, threshold, from, to)
 		}
 		out = append(out, w)
 	}
