@@ -74,6 +74,7 @@ lint:
 # Runs each fuzz target for FUZZTIME.
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseMicros -fuzztime=$(FUZZTIME) ./ledger
+	$(GO) test -run='^$$' -fuzz=FuzzHistogramJSON -fuzztime=$(FUZZTIME) ./ledger
 	$(GO) test -run='^$$' -fuzz=FuzzSplit -fuzztime=$(FUZZTIME) ./attribution
 	$(GO) test -run='^$$' -fuzz=FuzzAttribution -fuzztime=$(FUZZTIME) ./attribution
 	$(GO) test -run='^$$' -fuzz='FuzzParse$$' -fuzztime=$(FUZZTIME) ./config

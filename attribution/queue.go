@@ -102,7 +102,7 @@ func (a *Attributor) addQueue(q *QueueSample, prime bool) {
 			if a.queues.Last == nil {
 				a.queues.Last = make(map[string]QueueLast)
 			}
-			k := q.ClusterQueue + "\x00" + q.Series + "\x00" + strconv.FormatFloat(q.Le, 'g', -1, 64)
+			k := counterKey(q)
 			if last, ok := a.queues.Last[k]; !ok || q.TimeMs > last.Ms {
 				a.queues.Last[k] = QueueLast{Ms: q.TimeMs, V: q.Value}
 			}
@@ -146,7 +146,6 @@ func (a *Attributor) addQueue(q *QueueSample, prime bool) {
 	if qh.Ages == nil {
 		qh.Ages = map[string]AgeLast{}
 	}
-	le := strconv.FormatFloat(q.Le, 'g', -1, 64)
 	switch q.Metric {
 	case QueuePendingWorkloads, QueuePendingGPUs:
 		k := string(rune('0'+q.Metric)) + "\x00" + q.Series
@@ -158,14 +157,14 @@ func (a *Attributor) addQueue(q *QueueSample, prime bool) {
 		g.Sum += q.Value
 		g.N++
 	case QueuePendingAge:
-		k := q.Series + "\x00" + le
+		k := q.Series + "\x00" + strconv.FormatFloat(q.Le, 'g', -1, 64)
 		if old, ok := qh.Ages[k]; ok && old.Ms > q.TimeMs {
 			a.reject(ReasonOutOfOrder)
 			return
 		}
 		qh.Ages[k] = AgeLast{Ms: q.TimeMs, Le: q.Le, Series: q.Series, V: q.Value}
 	case QueueAdmissionWait:
-		k := q.ClusterQueue + "\x00" + q.Series + "\x00" + le
+		k := counterKey(q)
 		last, seen := b.Last[k]
 		switch {
 		case seen && q.TimeMs < last.Ms:
@@ -187,6 +186,11 @@ func (a *Attributor) addQueue(q *QueueSample, prime bool) {
 		b.Last[k] = QueueLast{Ms: q.TimeMs, V: q.Value}
 	}
 	a.stats.Accepted++
+}
+
+// counterKey names a wait-histogram bucket series among the counters.
+func counterKey(q *QueueSample) string {
+	return q.ClusterQueue + "\x00" + q.Series + "\x00" + strconv.FormatFloat(q.Le, 'g', -1, 64)
 }
 
 // appendQueueHours emits the queue rows of hour h and of any hour before

@@ -237,6 +237,7 @@ func FuzzParseExposition(f *testing.F) {
 	f.Add([]byte(`DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n",namespace="a",pod="b"} 10`))
 	f.Add([]byte("kube_pod_labels{namespace=\"a\",pod=\"b\",label_kueue_x_k8s_io_queue_name=\"q\"} 1\n# HELP x\n"))
 	f.Add([]byte(`DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n\"x",exported_pod="p"} NaN 12`))
+	f.Add([]byte("kueue_admission_wait_time_seconds_bucket{cluster_queue=\"q\",le=\"+Inf\"} 3\ngpuledger_pending_workload_age_seconds_bucket{cluster_queue=\"q\",le=\"x\"} 1\n"))
 	if b, err := os.ReadFile("../../shared/data/dcgm-exporter/samples/t4-a10g-datadog-fixture.prom"); err == nil {
 		f.Add(b)
 	}

@@ -350,17 +350,25 @@ type bufferSink struct {
 }
 
 func (b *bufferSink) Add(s *attribution.Sample) {
+	if b.admit(s.TimeMs) {
+		b.st.samples.pending = append(b.st.samples.pending, *s)
+	}
+}
+
+// admit counts a sample stamped ms as too new, late or accepted, and says
+// whether it was accepted.
+func (b *bufferSink) admit(ms int64) bool {
 	switch {
-	case s.TimeMs > b.limitMs:
+	case ms > b.limitMs:
 		b.res.TooNew++
-		return
-	case s.TimeMs < b.lateMs:
+		return false
+	case ms < b.lateMs:
 		b.res.Late++
-		return
+		return false
 	}
 	b.res.Accepted++
-	b.st.maxMs = max(b.st.maxMs, s.TimeMs)
-	b.st.samples.pending = append(b.st.samples.pending, *s)
+	b.st.maxMs = max(b.st.maxMs, ms)
+	return true
 }
 
 func (b *bufferSink) AddPod(p attribution.PodInfo) {
@@ -375,17 +383,9 @@ func (b *bufferSink) AddPod(p attribution.PodInfo) {
 }
 
 func (b *bufferSink) AddQueue(q *attribution.QueueSample) {
-	switch {
-	case q.TimeMs > b.limitMs:
-		b.res.TooNew++
-		return
-	case q.TimeMs < b.lateMs:
-		b.res.Late++
-		return
+	if b.admit(q.TimeMs) {
+		b.st.queues.pending = append(b.st.queues.pending, *q)
 	}
-	b.res.Accepted++
-	b.st.maxMs = max(b.st.maxMs, q.TimeMs)
-	b.st.queues.pending = append(b.st.queues.pending, *q)
 }
 
 // order makes what a request added to the buffers a run of each (in time

@@ -173,15 +173,8 @@ func (h Histogram) Quantile(q float64) float64 {
 		return math.NaN()
 	}
 	rank := q * total
-	i, _ := slices.BinarySearchFunc(h.Counts, rank, func(c, r float64) int {
-		switch {
-		case c < r:
-			return -1
-		case c > r:
-			return 1
-		}
-		return 0
-	})
+	// The first bucket whose cumulative count reaches the rank.
+	i, _ := slices.BinarySearch(h.Counts, rank)
 	if i >= len(h.Bounds)-1 {
 		return h.Bounds[len(h.Bounds)-2]
 	}
@@ -194,30 +187,6 @@ func (h Histogram) Quantile(q float64) float64 {
 		return h.Bounds[i]
 	}
 	return lower + (h.Bounds[i]-lower)*(rank-below)/in
-}
-
-// Above estimates how many observations exceed x, interpolating linearly
-// within x's bucket like Quantile.
-func (h Histogram) Above(x float64) float64 {
-	total := h.Total()
-	if total <= 0 || len(h.Bounds) < 2 {
-		return 0
-	}
-	i, found := slices.BinarySearch(h.Bounds, x)
-	if found {
-		return total - h.Counts[i]
-	}
-	if i >= len(h.Bounds)-1 {
-		// x is past the highest finite bound: what is in +Inf's bucket
-		// is above it, as far as the histogram can say.
-		return total - h.Counts[len(h.Counts)-2]
-	}
-	lower, below := 0.0, 0.0
-	if i > 0 {
-		lower, below = h.Bounds[i-1], h.Counts[i-1]
-	}
-	at := below + (h.Counts[i]-below)*(x-lower)/(h.Bounds[i]-lower)
-	return total - at
 }
 
 // Check says what is wrong with r, if anything, naming the field.
