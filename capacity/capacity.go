@@ -86,18 +86,40 @@ var DefaultRule = Rule{Threshold: 0.8, Window: 30 * 24 * time.Hour, MinCoverage:
 // HoursPerMonth prices a month: 8,760 hours a year over 12.
 const HoursPerMonth = 730
 
-// Recommendation is the trigger's verdict on one flavor.
-type Recommendation struct {
-	Flavor string
-	Fired  bool
+// Verdict is what a rule decided over its window, on what evidence,
+// and the block it would buy: the part the utilisation and the wait
+// rules share.
+type Verdict struct {
+	Fired bool
 	// Why says what fired it, or what kept it from firing.
 	Why string
 	// From and To bound the window evaluated; Hours is its length in
-	// hours, HoursWithData how many of them the ledger has the flavor in;
-	// FirstData the flavor's first hour in the ledger.
+	// hours, HoursWithData how many of them the ledger has data for;
+	// FirstData the first hour the ledger has.
 	From, To             time.Time
 	Hours, HoursWithData int
 	FirstData            time.Time
+	// Forecast, when the rule has not fired and the daily values rise,
+	// is the day their trend crosses the threshold (zero otherwise).
+	Forecast time.Time
+	// PurchaseGPUs and MonthlyCostMicros: the block to buy and what it
+	// costs a month at the flavor's price.
+	PurchaseGPUs      int
+	MonthlyCostMicros int64
+}
+
+// newVerdict starts the verdict on the window of the given length ending
+// at to, for data from first, pricing a block of gpus at the price of a
+// GPU-hour.
+func newVerdict(to time.Time, window time.Duration, first time.Time, gpus int, priceMicrosPerGPUHour int64) Verdict {
+	return Verdict{From: to.Add(-window), To: to, Hours: int(window / time.Hour), FirstData: first, PurchaseGPUs: gpus,
+		MonthlyCostMicros: int64(gpus) * priceMicrosPerGPUHour * HoursPerMonth}
+}
+
+// Recommendation is the trigger's verdict on one flavor.
+type Recommendation struct {
+	Flavor string
+	Verdict
 	// Allocated and Active are the window's shares of the GPU time that
 	// existed (allocated / existing, active / existing), 0-1;
 	// DailyMin and DailyMax the range of the daily allocated shares.
@@ -105,13 +127,6 @@ type Recommendation struct {
 	DailyMin, DailyMax float64
 	// GPUs is the flavor's GPUs in the window's last hour with data.
 	GPUs float64
-	// Forecast, when the rule has not fired and the daily allocated share
-	// rises, is when its trend crosses the threshold (zero otherwise).
-	Forecast time.Time
-	// PurchaseGPUs and MonthlyCostMicros: the block to buy and what it
-	// costs a month at the flavor's price.
-	PurchaseGPUs      int
-	MonthlyCostMicros int64
 }
 
 // Expansion evaluates the rule for every flavor in facts at now (the
@@ -134,9 +149,8 @@ func Expansion(facts []FlavorHour, now time.Time, r Rule, priceMicrosPerGPUHour 
 	for _, flavor := range flavors {
 		hours := byFlavor[flavor]
 		sort.Slice(hours, func(i, j int) bool { return hours[i].Hour.Before(hours[j].Hour) })
-		rec := Recommendation{Flavor: flavor, From: from, To: to, Hours: int(r.Window / time.Hour), FirstData: hours[0].Hour,
-			PurchaseGPUs: r.PurchaseGPUs, DailyMin: math.Inf(1), DailyMax: math.Inf(-1)}
-		rec.MonthlyCostMicros = int64(r.PurchaseGPUs) * priceMicrosPerGPUHour[flavor] * HoursPerMonth
+		rec := Recommendation{Flavor: flavor, Verdict: newVerdict(to, r.Window, hours[0].Hour, r.PurchaseGPUs, priceMicrosPerGPUHour[flavor]),
+			DailyMin: math.Inf(1), DailyMax: math.Inf(-1)}
 		var existing, allocated, active float64
 		seen := map[time.Time]bool{}
 		days := map[time.Time]*[2]float64{}
@@ -174,7 +188,7 @@ func Expansion(facts []FlavorHour, now time.Time, r Rule, priceMicrosPerGPUHour 
 		if rec.HoursWithData == 0 {
 			rec.DailyMin, rec.DailyMax = 0, 0
 		}
-		switch short := notEnough(flavor, rec.FirstData, from, to, rec.HoursWithData, rec.Hours, r.MinCoverage); {
+		switch short := rec.notEnough(flavor, r.MinCoverage); {
 		case short != "":
 			rec.Why = short
 		case rec.Allocated >= r.Threshold:
@@ -193,19 +207,18 @@ func Expansion(facts []FlavorHour, now time.Time, r Rule, priceMicrosPerGPUHour 
 	return out
 }
 
-// notEnough says why the ledger cannot support a verdict on what (a
-// flavor, a queue) over [from, to): its data starts inside the window, or
-// fewer than minCoverage of the window's hours have data. Empty when it
-// can.
-func notEnough(what string, first, from, to time.Time, withData, hours int, minCoverage float64) string {
-	coverage := float64(withData) / float64(hours)
+// notEnough says why the ledger cannot support the verdict on what (a
+// flavor, a queue): its data starts inside the window, or fewer than
+// minCoverage of the window's hours have data. Empty when it can.
+func (v *Verdict) notEnough(what string, minCoverage float64) string {
+	coverage := float64(v.HoursWithData) / float64(v.Hours)
 	switch {
-	case first.After(from):
+	case v.FirstData.After(v.From):
 		return fmt.Sprintf("not enough history: the ledger has %s since %s, %.1f days; the rule needs %.0f", what,
-			first.Format(time.DateOnly), to.Sub(first).Hours()/24, to.Sub(from).Hours()/24)
+			v.FirstData.Format(time.DateOnly), v.To.Sub(v.FirstData).Hours()/24, v.To.Sub(v.From).Hours()/24)
 	case coverage < minCoverage:
 		return fmt.Sprintf("not enough data: %d of the window's %d hours (%.0f%%; the rule needs %.0f%%)",
-			withData, hours, 100*coverage, 100*minCoverage)
+			v.HoursWithData, v.Hours, 100*coverage, 100*minCoverage)
 	}
 	return ""
 }

@@ -40,14 +40,7 @@ type QueueWait struct {
 	// Flavor is the flavor the queue's workloads ran on most in the
 	// window (by GPU time held): the one to buy more of.
 	Flavor string
-	Fired  bool
-	Why    string
-	// From and To bound the window; Hours is its length in hours,
-	// HoursWithData how many the ledger has the queue in; FirstData its
-	// first hour in the ledger.
-	From, To             time.Time
-	Hours, HoursWithData int
-	FirstData            time.Time
+	Verdict
 	// Wait is the window's quantile wait and LastDay its last day's, in
 	// seconds (NaN: no workload admitted or pending).
 	Wait, LastDay float64
@@ -57,11 +50,6 @@ type QueueWait struct {
 	Admitted, Pending, PendingGPUs float64
 	// Daily is the quantile wait of each day of the window, oldest first.
 	Daily []DayWait
-	// Forecast, when the rule has not fired and the daily waits rise, is
-	// the day their trend crosses the threshold.
-	Forecast          time.Time
-	PurchaseGPUs      int
-	MonthlyCostMicros int64
 }
 
 // DayWait is one day's quantile wait (seconds; NaN when nothing waited)
@@ -94,9 +82,8 @@ func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time,
 	for _, cq := range slices.Sorted(maps.Keys(byQueue)) {
 		hours := byQueue[cq]
 		sort.Slice(hours, func(i, j int) bool { return hours[i].Hour.Before(hours[j].Hour) })
-		w := QueueWait{ClusterQueue: cq, Flavor: queueFlavor[cq], From: from, To: to, Hours: int(r.Window / time.Hour),
-			FirstData: hours[0].Hour, PurchaseGPUs: r.PurchaseGPUs}
-		w.MonthlyCostMicros = int64(r.PurchaseGPUs) * priceMicrosPerGPUHour[w.Flavor] * HoursPerMonth
+		w := QueueWait{ClusterQueue: cq, Flavor: queueFlavor[cq],
+			Verdict: newVerdict(to, r.Window, hours[0].Hour, r.PurchaseGPUs, priceMicrosPerGPUHour[queueFlavor[cq]])}
 		// The window's admitted waits, and its last day's.
 		var window, lastDayWaits ledger.Histogram
 		var last ledger.QueueRow
@@ -151,7 +138,7 @@ func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time,
 			}
 		}
 		threshold := r.Threshold.Seconds()
-		switch short := notEnough("queue "+cq, w.FirstData, from, to, w.HoursWithData, w.Hours, r.MinCoverage); {
+		switch short := w.notEnough("queue "+cq, r.MinCoverage); {
 		case short != "":
 			w.Why = short
 		case w.Wait > threshold && w.LastDay > threshold:
