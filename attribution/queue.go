@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
@@ -134,8 +135,10 @@ func (a *Attributor) addQueue(q *QueueSample, prime bool) {
 	}
 	qh := byQueue[q.ClusterQueue]
 	if qh == nil {
+		// The sample's strings may alias a parse buffer: what is kept
+		// is copied.
 		qh = &queueHour{}
-		byQueue[q.ClusterQueue] = qh
+		byQueue[strings.Clone(q.ClusterQueue)] = qh
 	}
 	if qh.Gauges == nil {
 		qh.Gauges = map[string]*GaugeSum{}
@@ -162,7 +165,7 @@ func (a *Attributor) addQueue(q *QueueSample, prime bool) {
 			a.reject(ReasonOutOfOrder)
 			return
 		}
-		qh.Ages[k] = AgeLast{Ms: q.TimeMs, Le: q.Le, Series: q.Series, V: q.Value}
+		qh.Ages[k] = AgeLast{Ms: q.TimeMs, Le: q.Le, Series: strings.Clone(q.Series), V: q.Value}
 	case QueueAdmissionWait:
 		k := counterKey(q)
 		last, seen := b.Last[k]

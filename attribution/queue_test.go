@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -134,5 +135,24 @@ func TestQueueSnapshot(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("restored run (-uninterrupted +restored):\n%s", diff)
+	}
+}
+
+// TestQueueSampleStringsAreCopied: a sample's strings alias the parse
+// buffer, which the next body overwrites; the hours keep their own.
+func TestQueueSampleStringsAreCopied(t *testing.T) {
+	a, err := New(testModel(), Options{StartMs: t0.UnixMilli()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := []byte("cq-a,status")
+	q := QueueSample{TimeMs: t0.UnixMilli(), ClusterQueue: unsafe.String(&buf[0], 4), Series: unsafe.String(&buf[5], 6),
+		Metric: QueuePendingAge, Le: 60, Value: 2}
+	a.AddQueue(&q)
+	copy(buf, "xxxxxxxxxxx")
+	a.Emit(t0.Add(time.Hour).UnixMilli())
+	rows := a.QueueRows()
+	if len(rows) != 1 || rows[0].ClusterQueue != "cq-a" || rows[0].PendingWait.Total() != 2 {
+		t.Errorf("rows after the buffer was overwritten: %+v", rows)
 	}
 }
