@@ -46,6 +46,9 @@ type Cluster struct {
 	Nodes []*NodeInfo
 	// Devices lists every device in node order.
 	Devices []*Device
+	// Workloads are the jobs Model.Run admitted or left pending, with
+	// their times, for Kueue's queue series in the telemetry.
+	Workloads []WorkloadTimes
 }
 
 // Stats summarises a Model.Run.
@@ -102,11 +105,15 @@ func (m *Model) Run(jobs []Job, start, end time.Time) (Stats, error) {
 		return st, err
 	}
 	var waitSum time.Duration
+	m.Cluster.Workloads = m.Cluster.Workloads[:0]
 	for _, j := range r.jobs {
+		wt := WorkloadTimes{ClusterQueue: j.Queue, GPUs: float64(j.GPUs) * migShare(j.Job.Profile()), Submit: start.Add(j.Submit)}
 		if j.run != nil {
 			st.Admitted++
 			waitSum += j.start - j.Submit
+			wt.Admit = start.Add(j.start)
 		}
+		m.Cluster.Workloads = append(m.Cluster.Workloads, wt)
 	}
 	st.Finished = len(r.jcts)
 	st.Pending = r.queues.Len() + r.queues.Deferred()
@@ -121,6 +128,19 @@ func (m *Model) Run(jobs []Job, start, end time.Time) (Stats, error) {
 		}
 	}
 	return st, nil
+}
+
+// migShare is the share of a GPU one unit of a MIG profile is (its
+// compute slices of 7), 1 for a whole GPU.
+func migShare(profile string) float64 {
+	if profile == "" {
+		return 1
+	}
+	var g, mem int
+	if n, _ := fmt.Sscanf(profile, "%dg.%dgb", &g, &mem); n < 1 {
+		return 1
+	}
+	return float64(g) / 7
 }
 
 func containerName(k Kind) string {

@@ -20,8 +20,10 @@ const DriverVersion = "570.133.20"
 // scrape instant, the dcgm-exporter series of every GPU and MIG instance
 // (with the label set and order dcgm-exporter renders, Kubernetes mapping on)
 // followed by kube-state-metrics' series of every running pod (labels,
-// owner, GPU request with its node, info, Running phase), as one Prometheus
-// text exposition body. Run must have been called first.
+// owner, GPU request with its node, info, Running phase), then, after a
+// Model.Run, Kueue's queue series and gpuledger controller's pending
+// workloads (kueue.go), as one Prometheus text exposition body. Run must
+// have been called first.
 type Telemetry struct {
 	// ExporterUpgrades, when set, has each node's dcgm-exporter go away for
 	// ExporterUpgradeDown once every 30 days (a rolling upgrade, at a time
@@ -37,6 +39,9 @@ type Telemetry struct {
 	devs     []devState
 	gpus     []*gpuState
 	seenPods map[string]struct{}
+	// kueue renders the queues' series when the cluster has workload
+	// times (Model.Run); nil otherwise.
+	kueue *kueueSeries
 }
 
 type gpuState struct {
@@ -64,6 +69,9 @@ type devState struct {
 // NewTelemetry returns scrapes at every interval over [start, end).
 func NewTelemetry(c *Cluster, start, end time.Time, interval time.Duration) *Telemetry {
 	t := &Telemetry{c: c, next: start, end: end, interval: interval, seenPods: make(map[string]struct{})}
+	if len(c.Workloads) > 0 {
+		t.kueue = newKueueSeries(c.Workloads)
+	}
 	for _, n := range c.Nodes {
 		idle, maxW := powerEnvelope(n.Model)
 		slices := 1.0
@@ -282,6 +290,9 @@ func (t *Telemetry) Next(dst []byte) (at time.Time, body []byte, ok bool) {
 			}
 			dst = append(dst, h.ksm[fam]...)
 		}
+	}
+	if t.kueue != nil {
+		dst = t.kueue.appendScrape(dst, at)
 	}
 	return at, dst, true
 }

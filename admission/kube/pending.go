@@ -10,19 +10,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-)
 
-// AgeBounds are the buckets of gpuledger_pending_workload_age_seconds:
-// Kueue's own for kueue_admission_wait_time_seconds (1, then 2.5·2^k up to
-// 40,960 s), so that the pending and the admitted waits add up bucket by
-// bucket.
-var AgeBounds = func() []float64 {
-	b := []float64{1}
-	for v := 2.5; len(b) < 16; v *= 2 {
-		b = append(b, v)
-	}
-	return b
-}()
+	"github.com/gpuledger/gpuledger/admission"
+)
 
 // PendingQueue is what waits in one ClusterQueue: the GPUs its pending
 // workloads ask for and how long each has waited so far.
@@ -107,14 +97,9 @@ func (c *Controller) writePending(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "# HELP gpuledger_pending_workload_age_seconds How long the ClusterQueue's pending Workloads have waited so far, from creation or their last eviction.\n# TYPE gpuledger_pending_workload_age_seconds gauge\n")
 	for _, cq := range cqs {
-		ages := c.pending[cq].Ages
-		for _, le := range append(slices.Clone(AgeBounds), math.Inf(1)) {
-			n := 0
-			for _, a := range ages {
-				if a <= le {
-					n++
-				}
-			}
+		counts := admission.CumulativeCounts(c.pending[cq].Ages)
+		for i, le := range admission.WaitBuckets {
+			n := counts[i]
 			bound := "+Inf"
 			if !math.IsInf(le, 1) {
 				bound = fmt.Sprintf("%g", le)

@@ -171,7 +171,7 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 		return err
 	}
 	fmt.Fprintf(w, "\nExpansion when a ClusterQueue's p%.0f wait for admission is over %s over %.0f days and their last day:\n",
-		100*wr.Quantile, wr.Threshold, wr.Window.Hours()/24)
+		100*wr.Quantile, capacity.Duration(wr.Threshold.Seconds()), wr.Window.Hours()/24)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "cluster queue	flavor	wait	last day	admitted	pending	pending GPUs	hours with data	expand	cost a month	forecast	why")
 	for _, q := range waits {

@@ -93,6 +93,32 @@ func TestDemoMonth(t *testing.T) {
 			t.Errorf("team %s has no cost: %v", team, teams)
 		}
 	}
+	// The queues' hours: every hour of each ClusterQueue with workloads,
+	// and the admissions the job summary counts (less those in the first
+	// scrape, which Kueue's counters hold from before gpuledger reads
+	// them, and after the last).
+	queues, err := store.QueueHours(context.Background(), "", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perQueue := map[string]int{}
+	var admitted float64
+	for _, q := range queues {
+		perQueue[q.ClusterQueue]++
+		admitted += q.Admitted
+	}
+	for _, cq := range []string{"research", "vision", "notebooks", "nlp-serving"} {
+		if perQueue[cq] != 31*24 {
+			t.Errorf("queue %s has %d hours in the ledger, want %d (all: %v)", cq, perQueue[cq], 31*24, perQueue)
+		}
+	}
+	var jobs, admittedJobs int
+	if _, err := fmt.Sscanf(stdout.String()[strings.Index(stdout.String(), "Jobs: "):], "Jobs: %d submitted, %d admitted", &jobs, &admittedJobs); err != nil {
+		t.Fatalf("no job summary: %v", err)
+	}
+	if admitted > float64(admittedJobs) || admitted < float64(admittedJobs)-20 {
+		t.Errorf("the queue hours count %.0f admissions, the run %d", admitted, admittedJobs)
+	}
 	store.Close()
 
 	// The capacity command on the demo's month, as of Oct 31 12:00: each
@@ -127,6 +153,20 @@ func TestDemoMonth(t *testing.T) {
 	}
 	if !strings.Contains(words, "720/720") || !strings.Contains(words, "nlp 60000.00 "+ledger.FormatCents(nlp)) {
 		t.Errorf("capacity output lacks the window's 720 hours or nlp's %s spent", ledger.FormatCents(nlp))
+	}
+	// On Oct 20 the research queue's workloads have waited hours for a
+	// week: the wait trigger fires for it, on the flavor it runs on.
+	stdout.Reset()
+	if err := run(context.Background(), []string{"capacity", "-config", "examples/cluster.yaml", "-ledger.path", filepath.Join(out, "ledger"),
+		"-at", "2026-10-20T12:00:00Z", "-log.level=warn"}, &stdout); err != nil {
+		t.Fatalf("capacity: %v\n%s", err, stdout.String())
+	}
+	words = strings.Join(strings.Fields(stdout.String()), " ")
+	for _, want := range []string{"p90 wait for admission is over 30 min over 7 days", "research h100 11.4 h 11.4 h",
+		"+72 GPUs 361612.80 USD", "GPUCapacityExpansion{h100,research}"} {
+		if !strings.Contains(words, want) {
+			t.Errorf("capacity output on Oct 20 lacks %q:\n%s", want, stdout.String())
+		}
 	}
 }
 
