@@ -3,6 +3,7 @@ package capacity
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -98,4 +99,74 @@ func promDuration(d time.Duration) string {
 		return fmt.Sprintf("%dh", d/time.Hour)
 	}
 	return fmt.Sprintf("%dm", d/time.Minute)
+}
+
+// RuleQueue is a ClusterQueue whose waits the generated rules watch, with
+// the flavor an expansion for it buys (its quota's first).
+type RuleQueue struct {
+	Name, Flavor string
+}
+
+// PrometheusWaitRules writes rule groups (to follow PrometheusRules'
+// under the same groups:) that express the queue-wait trigger on the raw
+// metrics: recording rules every RuleInterval for each ClusterQueue's
+// admitted waits (the increase of kueue_admission_wait_time_seconds_bucket
+// over the interval, leader replica only) and its pending workloads' ages
+// (gpuledger controller's gpuledger_pending_workload_age_seconds), each
+// with a source label so that the alert can add them bucket by bucket; a
+// recording of each queue's flavor; then GPUCapacityExpansion with
+// trigger="queue_wait" when the quantile of the window's waits (admitted
+// ones summed over the window, plus those pending now) and of its last
+// day's are both over the threshold, with 95% of the window's samples and
+// data from before it. match selects one cluster's Kueue series in a
+// shared TSDB (such as cluster="prod"); empty selects all.
+func PrometheusWaitRules(cluster string, queues []RuleQueue, r WaitRule, match string) string {
+	var b strings.Builder
+	sel := func(extra string) string {
+		return "{" + strings.Join(slices.DeleteFunc([]string{match, extra}, func(s string) bool { return s == "" }), ",") + "}"
+	}
+	fmt.Fprintf(&b, `- name: gpuledger-capacity-wait-records-%s
+  interval: %s
+  rules:
+  - record: gpuledger:queue_wait_seconds_bucket:increase
+    expr: %s
+    labels: {cluster: %q, source: admitted}
+  - record: gpuledger:queue_wait_seconds_bucket:pending
+    expr: %s
+    labels: {cluster: %q, source: pending}
+`, cluster, promDuration(RuleInterval),
+		yamlString(fmt.Sprintf("sum by (cluster_queue, le) (increase(kueue_admission_wait_time_seconds_bucket%s[%s]))", sel(`replica_role!="follower"`), promDuration(RuleInterval))), cluster,
+		yamlString(fmt.Sprintf("sum by (cluster_queue, le) (gpuledger_pending_workload_age_seconds_bucket%s)", sel(""))), cluster)
+	sorted := append([]RuleQueue(nil), queues...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	for _, q := range sorted {
+		fmt.Fprintf(&b, `  - record: gpuledger:cluster_queue:flavor
+    expr: vector(1)
+    labels: {cluster: %q, cluster_queue: %q, flavor: %q}
+`, cluster, q.Name, q.Flavor)
+	}
+	adm := fmt.Sprintf(`gpuledger:queue_wait_seconds_bucket:increase{cluster=%q}`, cluster)
+	pend := fmt.Sprintf(`gpuledger:queue_wait_seconds_bucket:pending{cluster=%q}`, cluster)
+	quantile := func(window string) string {
+		return fmt.Sprintf("histogram_quantile(%g, sum by (cluster, cluster_queue, le) (sum_over_time(%s[%s]) or last_over_time(%s[%s])))",
+			r.Quantile, adm, window, pend, promDuration(2*RuleInterval))
+	}
+	window := promDuration(r.Window)
+	inf := fmt.Sprintf(`gpuledger:queue_wait_seconds_bucket:increase{cluster=%q,le="+Inf"}`, cluster)
+	samples := int(float64(r.Window/RuleInterval) * r.MinCoverage)
+	expr := fmt.Sprintf("(\n  %s > %g\n  and %s > %g\n  and on(cluster, cluster_queue) count_over_time(%s[%s]) >= %d\n  and on(cluster, cluster_queue) count_over_time(%s[1h] offset %s) > 0\n)\n* on(cluster, cluster_queue) group_left(flavor) gpuledger:cluster_queue:flavor{cluster=%q}",
+		quantile(window), r.Threshold.Seconds(), quantile("1d"), r.Threshold.Seconds(), inf, window, samples, inf, window, cluster)
+	fmt.Fprintf(&b, `- name: gpuledger-capacity-wait-alerts-%s
+  interval: 1h
+  rules:
+  - alert: %s
+    expr: %s
+    labels: {severity: warning, action: expand, trigger: queue_wait, generator: gpuledger-rules}
+    annotations:
+      summary: %s
+      evidence: %s
+`, cluster, AlertExpansion, yamlString(expr),
+		yamlString(fmt.Sprintf("Buy %d more {{ $labels.flavor }} GPUs: workloads of {{ $labels.cluster_queue }} waited {{ $value | humanizeDuration }} for admission (p%.0f) over the last %s", r.PurchaseGPUs, 100*r.Quantile, window)),
+		yamlString(fmt.Sprintf("p%.0f of kueue_admission_wait_time_seconds over %s plus the pending workloads' ages = {{ $value | humanizeDuration }}, and over %s on the last day", 100*r.Quantile, window, Duration(r.Threshold.Seconds()))))
+	return b.String()
 }

@@ -54,6 +54,46 @@ func kubeSeries(prefix string, days int, now time.Time) []byte {
 	return []byte(b.String())
 }
 
+// runVMAlert runs vmalert with the rule files as a user would on a VM
+// that holds the raw series: first its replay mode over [from, to), which
+// backfills the recording rules, then as it runs in production, notifying
+// Alertmanager. It returns the alerts of the generated rules Alertmanager
+// has within a minute.
+func runVMAlert(t *testing.T, vmalert, vm, amURL string, files []string, from, to time.Time) []capacity.Alert {
+	t.Helper()
+	flush := func() {
+		t.Helper()
+		resp, err := http.Get(vm + "/internal/force_flush")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	flush()
+	replay := exec.Command(vmalert, append(files, "-datasource.url="+vm, "-remoteWrite.url="+vm,
+		"-replay.timeFrom="+from.Format(time.RFC3339), "-replay.timeTo="+to.Format(time.RFC3339),
+		"-replay.disableProgressBar", "-loggerLevel=WARN")...)
+	if out, err := replay.CombinedOutput(); err != nil {
+		t.Fatalf("vmalert replay: %v\n%s", err, tail(string(out), 3000))
+	}
+	flush()
+	addr := testenv.FreeAddr(t)
+	start(t, "http://"+addr+"/health", vmalert, append(files, "-datasource.url="+vm, "-remoteWrite.url="+vm, "-notifier.url="+amURL,
+		"-httpListenAddr="+addr, "-loggerLevel=WARN")...)
+	am := &capacity.Alertmanager{URL: amURL}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		alerts, err := am.Active(context.Background(), map[string]string{"generator": "gpuledger-rules"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(alerts) > 0 || time.Now().After(deadline) {
+			return alerts
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // TestVMAlertRulesFireTheExpansionAlert: the rules gpuledger rules writes,
 // run by a real vmalert on a real VictoriaMetrics holding 31 days of a
 // saturated flavor's kube-state-metrics series (58 of 64 GPUs requested by
@@ -68,15 +108,6 @@ func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 	amURL, _ := testenv.StartAlertmanager(t, t.TempDir())
 	now := time.Now().UTC()
 	post(t, vm+"/api/v1/import", "application/json", append(kubeSeries("prod", 31, now), kubeSeries("young", 29, now)...))
-	flush := func() {
-		t.Helper()
-		resp, err := http.Get(vm + "/internal/force_flush")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
-	flush()
 	dir := t.TempDir()
 	var files []string
 	for _, c := range []string{"prod", "young"} {
@@ -92,31 +123,8 @@ func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 		}
 		files = append(files, "-rule="+f)
 	}
-	// Backfill the recording rules over the 31 days.
-	replay := exec.Command(vmalert, append(files, "-datasource.url="+vm, "-remoteWrite.url="+vm,
-		"-replay.timeFrom="+now.Add(-31*24*time.Hour-time.Hour).Format(time.RFC3339), "-replay.timeTo="+now.Format(time.RFC3339),
-		"-replay.disableProgressBar", "-loggerLevel=WARN")...)
-	if out, err := replay.CombinedOutput(); err != nil {
-		t.Fatalf("vmalert replay: %v\n%s", err, tail(string(out), 3000))
-	}
-	flush()
-	// vmalert as it runs in production, notifying Alertmanager.
-	addr := testenv.FreeAddr(t)
-	start(t, "http://"+addr+"/health", vmalert, append(files, "-datasource.url="+vm, "-remoteWrite.url="+vm, "-notifier.url="+amURL,
-		"-httpListenAddr="+addr, "-loggerLevel=WARN")...)
+	got := runVMAlert(t, vmalert, vm, amURL, files, now.Add(-31*24*time.Hour-time.Hour), now)
 	am := &capacity.Alertmanager{URL: amURL}
-	var got []capacity.Alert
-	deadline := time.Now().Add(time.Minute)
-	for {
-		alerts, err := am.Active(context.Background(), map[string]string{"generator": "gpuledger-rules"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got = alerts; len(got) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 	if len(got) != 1 {
 		t.Fatalf("%d alerts from vmalert, want exactly prod's expansion alert: %+v", len(got), got)
 	}
@@ -155,5 +163,97 @@ func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	if young, _ := am.Active(context.Background(), map[string]string{"cluster": "young"}); len(young) != 0 {
 		t.Errorf("29 days raised %+v", young)
+	}
+}
+
+// kueueSeries writes days of one cluster's Kueue and controller series up
+// to now, every 5 minutes, in VictoriaMetrics' import format: ClusterQueue
+// cq-nlp admits a workload every 5 minutes after a 50-minute wait, and one
+// workload is always pending for 50 minutes; a follower replica's series
+// count ten times as many short waits, which would bring the p90 under 30
+// minutes if they counted.
+func kueueSeries(cluster string, days int, now time.Time) []byte {
+	var ts []int64
+	end := now.Truncate(capacity.RuleInterval)
+	for t := end.Add(-time.Duration(days) * 24 * time.Hour); !t.After(end); t = t.Add(capacity.RuleInterval) {
+		ts = append(ts, t.UnixMilli())
+	}
+	var b strings.Builder
+	line := func(metric map[string]string, v func(i int) float64) {
+		vals := make([]float64, len(ts))
+		for i := range vals {
+			vals[i] = v(i)
+		}
+		j, _ := json.Marshal(map[string]any{"metric": metric, "values": vals, "timestamps": ts})
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	for _, le := range []string{"1280", "2560", "5120", "+Inf"} {
+		over := le != "1280" && le != "2560"
+		line(map[string]string{"__name__": "kueue_admission_wait_time_seconds_bucket", "cluster": cluster, "cluster_queue": "cq-nlp",
+			"priority_class": "", "replica_role": "leader", "le": le}, func(i int) float64 {
+			if !over {
+				return 0
+			}
+			return float64(i)
+		})
+		line(map[string]string{"__name__": "kueue_admission_wait_time_seconds_bucket", "cluster": cluster, "cluster_queue": "cq-nlp",
+			"priority_class": "", "replica_role": "follower", "le": le}, func(i int) float64 { return 10 * float64(i) })
+		line(map[string]string{"__name__": "gpuledger_pending_workload_age_seconds_bucket", "cluster": cluster, "cluster_queue": "cq-nlp", "le": le},
+			func(int) float64 {
+				if over {
+					return 1
+				}
+				return 0
+			})
+	}
+	return []byte(b.String())
+}
+
+// TestVMAlertWaitRulesFire: the queue-wait rules gpuledger rules writes,
+// run by a real vmalert on a real VictoriaMetrics holding 8 days of a
+// ClusterQueue whose workloads wait 50 minutes, raise
+// GPUCapacityExpansion{trigger="queue_wait"} for it and its flavor in a
+// real Alertmanager, as gpuledger capacity does from its ledger
+// (capacity.TestWaitAlertInAlertmanager); 6 days of the same raise nothing.
+func TestVMAlertWaitRulesFire(t *testing.T) {
+	testenv.Slow(t, "VictoriaMetrics, vmalert and Alertmanager")
+	vmalert := vmBinary(t, "vmalert")
+	vm := startVictoriaMetrics(t)
+	amURL, _ := testenv.StartAlertmanager(t, t.TempDir())
+	now := time.Now().UTC()
+	post(t, vm+"/api/v1/import", "application/json", append(kueueSeries("prod", 8, now), kueueSeries("young", 6, now)...))
+	dir := t.TempDir()
+	var files []string
+	for _, c := range []string{"prod", "young"} {
+		doc := "groups:\n" + capacity.PrometheusWaitRules(c, []capacity.RuleQueue{{Name: "cq-nlp", Flavor: "h100"}}, capacity.DefaultWaitRule,
+			fmt.Sprintf("cluster=%q", c))
+		doc = strings.Replace(doc, "interval: 1h", "interval: 2s", 1)
+		f := filepath.Join(dir, c+".yml")
+		if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, "-rule="+f)
+	}
+	got := runVMAlert(t, vmalert, vm, amURL, files, now.Add(-8*24*time.Hour-time.Hour), now)
+	if len(got) != 1 {
+		t.Fatalf("%d alerts from vmalert, want exactly prod's wait alert: %+v", len(got), got)
+	}
+	a := got[0]
+	for k, v := range map[string]string{"alertname": capacity.AlertExpansion, "cluster": "prod", "cluster_queue": "cq-nlp", "flavor": "h100",
+		"trigger": "queue_wait", "action": "expand", "severity": "warning"} {
+		if a.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, a.Labels[k], v)
+		}
+	}
+	// Every wait is in (2560, 5120]: the p90 is 2560 + 0.9 × 2560 s, 1h 21m.
+	if ev := a.Annotations["evidence"]; !strings.Contains(ev, "1h 21m") {
+		t.Errorf("evidence %q: want the p90 of 4864 s", ev)
+	}
+	t.Logf("from vmalert: %v %v", a.Labels, a.Annotations)
+	time.Sleep(3 * time.Second)
+	am := &capacity.Alertmanager{URL: amURL}
+	if young, _ := am.Active(context.Background(), map[string]string{"cluster": "young"}); len(young) != 0 {
+		t.Errorf("6 days raised %+v", young)
 	}
 }

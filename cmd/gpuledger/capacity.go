@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -213,7 +214,8 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 	alerts = append(alerts, capacity.BudgetAlerts(cluster, cur, budgets)...)
 	var names []string
 	for _, a := range alerts {
-		names = append(names, a.Labels["alertname"]+"{"+strings.Join(nonEmpty(a.Labels["flavor"], a.Labels["cluster_queue"], a.Labels["team"]), ",")+"}")
+		labels := slices.DeleteFunc([]string{a.Labels["flavor"], a.Labels["cluster_queue"], a.Labels["team"]}, func(s string) bool { return s == "" })
+		names = append(names, a.Labels["alertname"]+"{"+strings.Join(labels, ",")+"}")
 	}
 	if am == nil {
 		fmt.Fprintf(w, "\n%d alerts: %s (pass -alertmanager.url to send them)\n", len(alerts), strings.Join(names, ", "))
@@ -227,16 +229,6 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 	return nil
 }
 
-func nonEmpty(s ...string) []string {
-	var out []string
-	for _, v := range s {
-		if v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 func runRules(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("rules", `Writes vmalert/Prometheus rule groups that express the expansion trigger of
 gpuledger capacity on the raw metrics, for users who alert from their TSDB:
@@ -246,10 +238,16 @@ capacity, the nodes of each flavor taken from the configuration), then the
 alert GPUCapacityExpansion on their average over capacity.windowDays, guarded by
 a sample count (95% of the window) and data from before the window; never a
 'for' of 30 days. MIG nodes are left out (their GPUs are requested as
-nvidia.com/mig-* slices).`, stdout)
+nvidia.com/mig-* slices). The queue-wait trigger too: recording rules for each
+ClusterQueue's admitted waits (kueue_admission_wait_time_seconds' increase) and
+its pending workloads' ages (gpuledger controller's metrics), then
+GPUCapacityExpansion{trigger="queue_wait"} when the p90 of the window's waits
+and of its last day's are both over capacity.waitMinutes, with the same
+guards, labelled with the flavor of the queue's quota.`, stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (clusters, nodes and their flavors, capacity)")
 	cluster := fs.String("cluster", "", "cluster of the configuration; empty for the only one")
 	out := fs.String("out", "", "file to write the rules to; empty: standard output")
+	kueueMatch := fs.String("kueue.match", "", `label matchers that select this cluster's Kueue and controller series in a TSDB shared by clusters, such as cluster="prod"; empty: all`)
 	newLogger := logFlags(fs)
 	_, cfg, err := parseWithConfig(fs, args, cfgPath, newLogger)
 	if err != nil {
@@ -272,7 +270,13 @@ nvidia.com/mig-* slices).`, stdout)
 	for f, nodes := range byFlavor {
 		flavors = append(flavors, capacity.RuleFlavor{Name: f, Nodes: nodes})
 	}
-	doc := capacity.PrometheusRules(c.Name, flavors, capacityRule(cfg.Capacity))
+	var queues []capacity.RuleQueue
+	for _, q := range cfg.ClusterQueues {
+		if len(q.Flavors) > 0 {
+			queues = append(queues, capacity.RuleQueue{Name: q.Name, Flavor: q.Flavors[0].Name})
+		}
+	}
+	doc := capacity.PrometheusRules(c.Name, flavors, capacityRule(cfg.Capacity)) + capacity.PrometheusWaitRules(c.Name, queues, waitRule(cfg.Capacity), *kueueMatch)
 	if len(mig) > 0 {
 		doc = "# MIG nodes left out: " + strings.Join(mig, ", ") + "\n" + doc
 	}
