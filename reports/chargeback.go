@@ -38,6 +38,9 @@ type Options struct {
 	// cluster's), with each flavor's price per GPU-hour.
 	Capacity     *capacity.Rule
 	PricesMicros map[string]int64
+	// Wait, when set, adds the queue-wait trigger's verdict per
+	// ClusterQueue at the month's end (to the same sheet).
+	Wait *capacity.WaitRule
 }
 
 // Line is one team's month.
@@ -146,6 +149,9 @@ type Chargeback struct {
 	// Capacity is the expansion trigger per flavor at the month's end
 	// (Options.Capacity).
 	Capacity []capacity.Recommendation
+	// Queues is the queue-wait trigger per ClusterQueue at the month's
+	// end (Options.Wait).
+	Queues []capacity.QueueWait
 }
 
 // TopWorkloads is how many workloads a report lists.
@@ -258,6 +264,11 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 	}
 	if opts.Capacity != nil && opts.Team == "" {
 		if cb.Capacity, err = capacity.Evaluate(ctx, store, opts.Cluster, to, *opts.Capacity, opts.PricesMicros); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Wait != nil && opts.Team == "" {
+		if cb.Queues, err = capacity.EvaluateWaits(ctx, store, opts.Cluster, to, *opts.Wait, opts.PricesMicros); err != nil {
 			return nil, err
 		}
 	}

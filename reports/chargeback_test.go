@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -83,10 +84,23 @@ func testChargeback(t *testing.T) *Chargeback {
 	if err := s.WriteHours(context.Background(), rows, workloads); err != nil {
 		t.Fatal(err)
 	}
+	// Queue cq-ml's last two days of the month: 4 workloads an hour
+	// admitted after up to 2560 s, one pending: too few of the week's
+	// hours for a verdict.
+	var queues []ledger.QueueRow
+	for hour := time.Date(2026, 10, 30, 0, 0, 0, 0, time.UTC); hour.Month() == time.October; hour = hour.Add(time.Hour) {
+		queues = append(queues, ledger.QueueRow{Hour: hour, Cluster: "c1", ClusterQueue: "cq-ml", PendingWorkloads: 1, PendingGPUs: 8, Admitted: 4,
+			AdmittedWait: ledger.Histogram{Bounds: []float64{1280, 2560, math.Inf(1)}, Counts: []float64{1, 4, 4}},
+			PendingWait:  ledger.Histogram{Bounds: []float64{1280, 2560, math.Inf(1)}, Counts: []float64{0, 1, 1}}})
+	}
+	if err := s.WriteQueueHours(context.Background(), queues); err != nil {
+		t.Fatal(err)
+	}
 	cb, err := Build(context.Background(), s, time.Date(2026, 10, 15, 0, 0, 0, 0, time.UTC), Options{
 		Currency: "USD", Teams: []string{"ml", "vision", "ds"},
 		Budgets:  map[string]int64{"ml": 20_000_000, "ds": 5_000_000, "vision": 1_000_000},
 		Capacity: &capacity.DefaultRule, PricesMicros: map[string]int64{"h100": 6_880_000, "a100": 3_430_900},
+		Wait: &capacity.DefaultWaitRule,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 
 	"github.com/xuri/excelize/v2"
@@ -40,6 +41,7 @@ var methodText = []string{
 	"Workloads: the pods' owner (kube_pod_owner, or the JobSet, PyTorchJob, RayCluster or Job named in the pod's labels), with the idle cost each one caused.",
 	"Variance: budget - cost, per team; positive means under budget. The TOTAL's budget and variance cover the teams with budgets only: platform overhead (_unowned, _unallocated) is in no budget.",
 	"Capacity: per flavor, the share of its GPU time that pods held (allocated, from Kubernetes) and that was busy (active, from DCGM) over the window before the month's end. Expansion is recommended when the allocated share is at or above the threshold over the whole window, and only when the ledger has the flavor from before the window and for 95% of its hours; the cost of the block is its GPUs x the flavor's price x 730 hours. The forecast is where a line fitted to the daily allocated shares crosses the threshold.",
+	"Capacity, queues: per ClusterQueue, the 90th percentile of its workloads' waits for admission (Kueue's kueue_admission_wait_time_seconds, and the workloads still pending at their wait so far) over the wait window and over its last day, interpolated within Kueue's buckets. Expansion of the flavor the queue's workloads held most is recommended when both are over the threshold, with the same history and coverage conditions.",
 }
 
 // WriteXLSX writes the workbook: Summary (one row per team, a TOTAL row and
@@ -60,7 +62,7 @@ func (cb *Chargeback) WriteXLSX(w io.Writer) error {
 	if err := cb.writeWorkloads(f); err != nil {
 		return fmt.Errorf("workloads sheet: %w", err)
 	}
-	if len(cb.Capacity) > 0 {
+	if len(cb.Capacity) > 0 || len(cb.Queues) > 0 {
 		if err := cb.writeCapacity(f); err != nil {
 			return fmt.Errorf("capacity sheet: %w", err)
 		}
@@ -242,6 +244,36 @@ func (cb *Chargeback) writeCapacity(f *excelize.File) error {
 		vals := []any{r.Flavor, round1(r.GPUs), round1(100 * r.Allocated), round1(100 * r.Active), round1(100 * r.DailyMin), round1(100 * r.DailyMax),
 			r.HoursWithData, r.Hours, r.From.Format("2006-01-02 15:04"), r.To.Format("2006-01-02 15:04"), expand, cost, forecast, r.Why}
 		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
+			return err
+		}
+	}
+	if len(cb.Queues) == 0 {
+		return nil
+	}
+	// The queues below the flavors, after an empty row.
+	row := len(cb.Capacity) + 3
+	header = []string{"cluster_queue", "flavor", "wait_p90_minutes", "last_day_wait_p90_minutes", "admitted", "pending", "pending_gpus",
+		"hours_with_data", "window_hours", "window_start", "window_end", "expand_gpus", "monthly_cost_of_expansion", "forecast", "why"}
+	if err := f.SetSheetRow(s, cell(1, row), &header); err != nil {
+		return err
+	}
+	minutes := func(s float64) any {
+		if math.IsNaN(s) {
+			return ""
+		}
+		return round1(s / 60)
+	}
+	for i, q := range cb.Queues {
+		expand, cost, forecast := 0, 0.0, ""
+		if q.Fired {
+			expand, cost = q.PurchaseGPUs, ledger.MicrosToFloat(q.MonthlyCostMicros)
+		}
+		if !q.Forecast.IsZero() {
+			forecast = q.Forecast.Format("2006-01-02")
+		}
+		vals := []any{q.ClusterQueue, q.Flavor, minutes(q.Wait), minutes(q.LastDay), q.Admitted, q.Pending, round1(q.PendingGPUs),
+			q.HoursWithData, q.Hours, q.From.Format("2006-01-02 15:04"), q.To.Format("2006-01-02 15:04"), expand, cost, forecast, q.Why}
+		if err := f.SetSheetRow(s, cell(1, row+1+i), &vals); err != nil {
 			return err
 		}
 	}
