@@ -325,7 +325,8 @@ func (c *chaos) check(drop func(attribution.Sample) bool) {
 	var p ingest.Parser
 	var samples []attribution.Sample
 	var pods []attribution.PodInfo
-	sink := &collect{samples: &samples, pods: &pods}
+	var queues []attribution.QueueSample
+	sink := &collect{samples: &samples, pods: &pods, queues: &queues}
 	for _, i := range served {
 		sc := c.scrapes[i]
 		if err := p.ParseExposition(stamp(sc, skew), sc.at.UnixMilli(), sink); err != nil {
@@ -333,11 +334,16 @@ func (c *chaos) check(drop func(attribution.Sample) bool) {
 		}
 	}
 	slices.SortStableFunc(samples, func(a, b attribution.Sample) int { return int(a.TimeMs - b.TimeMs) })
+	slices.SortStableFunc(queues, func(a, b attribution.QueueSample) int { return int(a.TimeMs - b.TimeMs) })
 	for i := range samples {
 		if drop == nil || !drop(samples[i]) {
 			for len(pods) > 0 && pods[0].TimeMs <= samples[i].TimeMs {
 				want.AddPod(pods[0])
 				pods = pods[1:]
+			}
+			for len(queues) > 0 && queues[0].TimeMs <= samples[i].TimeMs {
+				want.AddQueue(&queues[0])
+				queues = queues[1:]
 			}
 			want.Add(&samples[i])
 		}
@@ -345,9 +351,15 @@ func (c *chaos) check(drop func(attribution.Sample) bool) {
 	for _, pi := range pods {
 		want.AddPod(pi)
 	}
+	for i := range queues {
+		want.AddQueue(&queues[i])
+	}
 	rows, wls := want.Emit(chaosStart.Add(time.Hour).UnixMilli())
 	ref := openStore(c.t)
 	if err := ref.WriteHours(context.Background(), rows, wls); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := ref.WriteQueueHours(context.Background(), want.QueueRows()); err != nil {
 		c.t.Fatal(err)
 	}
 	live, err := embedded.Open(filepath.Join(c.dir, "ledger"), embedded.Options{})
@@ -367,12 +379,30 @@ func (c *chaos) check(drop func(attribution.Sample) bool) {
 	if diff := cmp.Diff(wantWls, gotWls); diff != "" {
 		c.t.Errorf("the first hour's workloads differ (-file +live):\n%s", diff)
 	}
+	// The queues' hour too (Kueue's series and the pending workloads'):
+	// as the file gives it, bit for bit.
+	wantQs, err := ref.QueueHours(context.Background(), "", chaosStart, end)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	gotQs, err := live.QueueHours(context.Background(), "", chaosStart, end)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if len(wantQs) == 0 {
+		c.t.Fatal("the reference has no queue hours: the simulated cluster served no Kueue series")
+	}
+	if diff := cmp.Diff(wantQs, gotQs); diff != "" {
+		c.t.Errorf("the first hour's queues differ (-file +live):\n%s", diff)
+	}
 }
 
-// collect gathers parsed samples and pod facts, with their own strings.
+// collect gathers parsed samples, pod facts and queue samples, with their
+// own strings.
 type collect struct {
 	samples *[]attribution.Sample
 	pods    *[]attribution.PodInfo
+	queues  *[]attribution.QueueSample
 }
 
 func (c *collect) Add(s *attribution.Sample) {
@@ -383,8 +413,11 @@ func (c *collect) Add(s *attribution.Sample) {
 	*c.samples = append(*c.samples, x)
 }
 
-// AddQueue drops queue samples: the chaos runs carry none.
-func (c *collect) AddQueue(*attribution.QueueSample) {}
+func (c *collect) AddQueue(q *attribution.QueueSample) {
+	x := *q
+	x.ClusterQueue, x.Series = strings.Clone(x.ClusterQueue), strings.Clone(x.Series)
+	*c.queues = append(*c.queues, x)
+}
 
 func (c *collect) AddPod(p attribution.PodInfo) {
 	p.Namespace, p.Pod, p.Queue, p.Node = strings.Clone(p.Namespace), strings.Clone(p.Pod), strings.Clone(p.Queue), strings.Clone(p.Node)
