@@ -54,6 +54,23 @@ func kubeSeries(prefix string, days int, now time.Time) []byte {
 	return []byte(b.String())
 }
 
+// ruleFiles writes the rules doc gives for the clusters prod and young,
+// their alert group run every 2 s instead of every hour, and returns
+// vmalert's -rule flags for them.
+func ruleFiles(t *testing.T, doc func(cluster string) string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	var files []string
+	for _, c := range []string{"prod", "young"} {
+		f := filepath.Join(dir, c+".yml")
+		if err := os.WriteFile(f, []byte(strings.Replace(doc(c), "interval: 1h", "interval: 2s", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, "-rule="+f)
+	}
+	return files
+}
+
 // runVMAlert runs vmalert with the rule files as a user would on a VM
 // that holds the raw series: first its replay mode over [from, to), which
 // backfills the recording rules, then as it runs in production, notifying
@@ -108,21 +125,13 @@ func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 	amURL, _ := testenv.StartAlertmanager(t, t.TempDir())
 	now := time.Now().UTC()
 	post(t, vm+"/api/v1/import", "application/json", append(kubeSeries("prod", 31, now), kubeSeries("young", 29, now)...))
-	dir := t.TempDir()
-	var files []string
-	for _, c := range []string{"prod", "young"} {
+	files := ruleFiles(t, func(c string) string {
 		var nodes []string
 		for i := range 8 {
 			nodes = append(nodes, fmt.Sprintf("%s-%d", c, i))
 		}
-		// The alert group runs every 2 s here instead of every hour.
-		doc := strings.Replace(capacity.PrometheusRules(c, []capacity.RuleFlavor{{Name: "h100", Nodes: nodes}}, capacity.DefaultRule), "interval: 1h", "interval: 2s", 1)
-		f := filepath.Join(dir, c+".yml")
-		if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, "-rule="+f)
-	}
+		return capacity.PrometheusRules(c, []capacity.RuleFlavor{{Name: "h100", Nodes: nodes}}, capacity.DefaultRule)
+	})
 	got := runVMAlert(t, vmalert, vm, amURL, files, now.Add(-31*24*time.Hour-time.Hour), now)
 	am := &capacity.Alertmanager{URL: amURL}
 	if len(got) != 1 {
@@ -223,18 +232,10 @@ func TestVMAlertWaitRulesFire(t *testing.T) {
 	amURL, _ := testenv.StartAlertmanager(t, t.TempDir())
 	now := time.Now().UTC()
 	post(t, vm+"/api/v1/import", "application/json", append(kueueSeries("prod", 8, now), kueueSeries("young", 6, now)...))
-	dir := t.TempDir()
-	var files []string
-	for _, c := range []string{"prod", "young"} {
-		doc := "groups:\n" + capacity.PrometheusWaitRules(c, []capacity.RuleQueue{{Name: "cq-nlp", Flavor: "h100"}}, capacity.DefaultWaitRule,
+	files := ruleFiles(t, func(c string) string {
+		return "groups:\n" + capacity.PrometheusWaitRules(c, []capacity.RuleQueue{{Name: "cq-nlp", Flavor: "h100"}}, capacity.DefaultWaitRule,
 			fmt.Sprintf("cluster=%q", c))
-		doc = strings.Replace(doc, "interval: 1h", "interval: 2s", 1)
-		f := filepath.Join(dir, c+".yml")
-		if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, "-rule="+f)
-	}
+	})
 	got := runVMAlert(t, vmalert, vm, amURL, files, now.Add(-8*24*time.Hour-time.Hour), now)
 	if len(got) != 1 {
 		t.Fatalf("%d alerts from vmalert, want exactly prod's wait alert: %+v", len(got), got)

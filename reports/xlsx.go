@@ -8,6 +8,7 @@ import (
 
 	"github.com/xuri/excelize/v2"
 
+	"github.com/gpuledger/gpuledger/capacity"
 	"github.com/gpuledger/gpuledger/ledger"
 )
 
@@ -234,13 +235,7 @@ func (cb *Chargeback) writeCapacity(f *excelize.File) error {
 		return err
 	}
 	for i, r := range cb.Capacity {
-		expand, cost, forecast := 0, 0.0, ""
-		if r.Fired {
-			expand, cost = r.PurchaseGPUs, ledger.MicrosToFloat(r.MonthlyCostMicros)
-		}
-		if !r.Forecast.IsZero() {
-			forecast = r.Forecast.Format("2006-01-02")
-		}
+		expand, cost, forecast := verdictCells(&r.Verdict)
 		vals := []any{r.Flavor, round1(r.GPUs), round1(100 * r.Allocated), round1(100 * r.Active), round1(100 * r.DailyMin), round1(100 * r.DailyMax),
 			r.HoursWithData, r.Hours, r.From.Format("2006-01-02 15:04"), r.To.Format("2006-01-02 15:04"), expand, cost, forecast, r.Why}
 		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
@@ -264,13 +259,7 @@ func (cb *Chargeback) writeCapacity(f *excelize.File) error {
 		return round1(s / 60)
 	}
 	for i, q := range cb.Queues {
-		expand, cost, forecast := 0, 0.0, ""
-		if q.Fired {
-			expand, cost = q.PurchaseGPUs, ledger.MicrosToFloat(q.MonthlyCostMicros)
-		}
-		if !q.Forecast.IsZero() {
-			forecast = q.Forecast.Format("2006-01-02")
-		}
+		expand, cost, forecast := verdictCells(&q.Verdict)
 		vals := []any{q.ClusterQueue, q.Flavor, minutes(q.Wait), minutes(q.LastDay), q.Admitted, q.Pending, round1(q.PendingGPUs),
 			q.HoursWithData, q.Hours, q.From.Format("2006-01-02 15:04"), q.To.Format("2006-01-02 15:04"), expand, cost, forecast, q.Why}
 		if err := f.SetSheetRow(s, cell(1, row+1+i), &vals); err != nil {
@@ -278,6 +267,18 @@ func (cb *Chargeback) writeCapacity(f *excelize.File) error {
 		}
 	}
 	return nil
+}
+
+// verdictCells are a verdict's GPUs to buy and their monthly cost (0
+// unless it fired) and its forecast day (empty for none).
+func verdictCells(v *capacity.Verdict) (expand int, cost float64, forecast string) {
+	if v.Fired {
+		expand, cost = v.PurchaseGPUs, ledger.MicrosToFloat(v.MonthlyCostMicros)
+	}
+	if !v.Forecast.IsZero() {
+		forecast = v.Forecast.Format("2006-01-02")
+	}
+	return expand, cost, forecast
 }
 
 func writeMethod(f *excelize.File) error {
