@@ -268,6 +268,13 @@ type Store interface {
 	// QueueHours returns the queue rows of [from, to) of a cluster (every
 	// cluster when it is empty), ordered by cluster, hour and ClusterQueue.
 	QueueHours(ctx context.Context, cluster string, from, to time.Time) ([]QueueRow, error)
+	// WriteWorkloadTimes records workloads' times: a workload (cluster,
+	// namespace, name, submit) written again replaces what was written of
+	// it (its admission and finish come later).
+	WriteWorkloadTimes(ctx context.Context, ws []WorkloadTime) error
+	// WorkloadTimes returns the workloads of a cluster (every cluster when
+	// empty) submitted in [from, to), by submit time.
+	WorkloadTimes(ctx context.Context, cluster string, from, to time.Time) ([]WorkloadTime, error)
 	// Checkpoint returns how far the ingest source called name has been
 	// written; the zero time when it has not been.
 	Checkpoint(ctx context.Context, name string) (time.Time, error)

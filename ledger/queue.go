@@ -214,3 +214,56 @@ func (r *QueueRow) Check() error {
 	}
 	return nil
 }
+
+// WorkloadTime is one workload's life in Kueue: when it was submitted
+// (created, or requeued), admitted and finished, in which LocalQueue, and
+// what it asked for. gpuledger controller (from the Workloads) and the
+// simulator record them; the capacity what-if replays the last month's
+// through the admission core with more GPUs.
+type WorkloadTime struct {
+	Cluster, Namespace, Name string
+	// LocalQueue is the Workload's queueName, in Namespace.
+	LocalQueue string
+	// Resource is nvidia.com/gpu or nvidia.com/mig-<profile>; Count how
+	// many of it the workload asks for in all.
+	Resource string
+	Count    int
+	Submit   time.Time
+	// Admit and Finish are zero while the workload waits or runs.
+	Admit, Finish time.Time
+}
+
+// Check says what is wrong with w, if anything, naming the field.
+func (w *WorkloadTime) Check() error {
+	switch {
+	case w.Cluster == "" || w.Namespace == "" || w.Name == "":
+		return fmt.Errorf("workload time: cluster %q, namespace %q and name %q must all be set", w.Cluster, w.Namespace, w.Name)
+	case w.Submit.IsZero():
+		return fmt.Errorf("workload %s/%s: no submit time", w.Namespace, w.Name)
+	case w.Count < 0:
+		return fmt.Errorf("workload %s/%s: count %d; want at least 0", w.Namespace, w.Name, w.Count)
+	case !w.Admit.IsZero() && w.Admit.Before(w.Submit):
+		return fmt.Errorf("workload %s/%s: admitted %s before its submission %s", w.Namespace, w.Name, w.Admit.Format(time.RFC3339), w.Submit.Format(time.RFC3339))
+	case !w.Finish.IsZero() && (w.Admit.IsZero() || w.Finish.Before(w.Admit)):
+		return fmt.Errorf("workload %s/%s: finished %s without an admission before it (admitted %s)", w.Namespace, w.Name,
+			w.Finish.Format(time.RFC3339), w.Admit.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// MilliOrZero is t in Unix milliseconds, 0 for the zero time: how the
+// stores keep a workload's admission and finish not yet seen.
+func MilliOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// TimeOrZero reads what MilliOrZero writes, in UTC.
+func TimeOrZero(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}

@@ -91,6 +91,22 @@ CREATE TABLE IF NOT EXISTS gpuledger.queue_rows ON CLUSTER gpuledger (
 PARTITION BY toYYYYMM(hour)
 ORDER BY (cluster, hour, cluster_queue);
 
+-- The workloads' times in Kueue (capacity's what-if).
+CREATE TABLE IF NOT EXISTS gpuledger.workload_times ON CLUSTER gpuledger (
+    cluster String,
+    namespace String,
+    name String,
+    submit_ms Int64,
+    version UInt64,
+    local_queue String,
+    resource String,
+    count Int64,
+    admit_ms Int64,
+    finish_ms Int64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/workload_times', '{replica}', version)
+PARTITION BY toYYYYMM(toDateTime(intDiv(submit_ms, 1000)))
+ORDER BY (cluster, namespace, name, submit_ms);
+
 -- Distributed tables: what gpuledger reads and writes.
 CREATE TABLE IF NOT EXISTS gpuledger.ledger_rows_all ON CLUSTER gpuledger AS gpuledger.ledger_rows
 ENGINE = Distributed(gpuledger, gpuledger, ledger_rows, cityHash64(cluster, toUInt32(hour)));
@@ -107,10 +123,14 @@ ENGINE = Distributed(gpuledger, gpuledger, audit, cityHash64(cluster));
 CREATE TABLE IF NOT EXISTS gpuledger.queue_rows_all ON CLUSTER gpuledger AS gpuledger.queue_rows
 ENGINE = Distributed(gpuledger, gpuledger, queue_rows, cityHash64(cluster, toUInt32(hour)));
 
+CREATE TABLE IF NOT EXISTS gpuledger.workload_times_all ON CLUSTER gpuledger AS gpuledger.workload_times
+ENGINE = Distributed(gpuledger, gpuledger, workload_times, cityHash64(cluster, namespace, name));
+
 -- Upgrading a cluster created before the unmeasured columns (gpuledger's
 -- migrations 4 and 5 on a single server):
 --   ALTER TABLE gpuledger.ledger_rows ON CLUSTER gpuledger ADD COLUMN unmeasured_gpu_seconds Float64 DEFAULT 0, ADD COLUMN unmeasured_cost Decimal(18, 6) DEFAULT 0;
 --   ALTER TABLE gpuledger.workload_rows ON CLUSTER gpuledger ADD COLUMN unmeasured_gpu_seconds Float64 DEFAULT 0, ADD COLUMN unmeasured_cost Decimal(18, 6) DEFAULT 0;
 --   then drop and re-create ledger_rows_all and workload_rows_all as above.
--- Upgrading a cluster created before the queue rows (migration 7): run the
--- queue_rows and queue_rows_all statements above.
+-- Upgrading a cluster created before the queue rows (migration 7) or the
+-- workload times (migration 8): run the queue_rows, queue_rows_all,
+-- workload_times and workload_times_all statements above.

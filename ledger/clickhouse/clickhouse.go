@@ -32,7 +32,7 @@ type Options struct {
 	// at the Distributed tables of deploy/clickhouse/cluster.sql and set
 	// SkipMigrations. Defaults ledger_rows, workload_rows, checkpoints,
 	// audit.
-	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable string
+	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable, TimesTable string
 	// SkipMigrations leaves the schema to the operator (cluster DDL).
 	SkipMigrations bool
 	// SpoolDir, when set, holds writes that could not reach the server;
@@ -100,6 +100,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if s.opts.QueueTable == "" {
 		s.opts.QueueTable = "queue_rows"
+	}
+	if s.opts.TimesTable == "" {
+		s.opts.TimesTable = "workload_times"
 	}
 	if s.opts.BatchRows <= 0 {
 		s.opts.BatchRows = 100_000
@@ -196,11 +199,12 @@ func (s *Store) nextVersion() uint64 {
 // record is one write: rows and workload rows that replace their hours, or
 // a checkpoint. It is what the spool keeps.
 type record struct {
-	Version    uint64               `json:"v"`
-	Rows       []ledger.Row         `json:"r,omitempty"`
-	Workloads  []ledger.WorkloadRow `json:"w,omitempty"`
-	Queues     []ledger.QueueRow    `json:"q,omitempty"`
-	Checkpoint *checkpoint          `json:"c,omitempty"`
+	Version    uint64                `json:"v"`
+	Rows       []ledger.Row          `json:"r,omitempty"`
+	Workloads  []ledger.WorkloadRow  `json:"w,omitempty"`
+	Queues     []ledger.QueueRow     `json:"q,omitempty"`
+	Times      []ledger.WorkloadTime `json:"t,omitempty"`
+	Checkpoint *checkpoint           `json:"c,omitempty"`
 }
 
 type checkpoint struct {
@@ -241,6 +245,20 @@ func (s *Store) WriteQueueHours(ctx context.Context, rows []ledger.QueueRow) err
 		return nil
 	}
 	return s.write(ctx, &record{Version: s.nextVersion(), Queues: rows})
+}
+
+// WriteWorkloadTimes writes workloads' times with a new version: reads
+// keep each workload's newest (through the spool like WriteHours).
+func (s *Store) WriteWorkloadTimes(ctx context.Context, ws []ledger.WorkloadTime) error {
+	for i := range ws {
+		if err := ws[i].Check(); err != nil {
+			return fmt.Errorf("workload time %d: %w", i, err)
+		}
+	}
+	if len(ws) == 0 {
+		return nil
+	}
+	return s.write(ctx, &record{Version: s.nextVersion(), Times: ws})
 }
 
 // SetCheckpoint records how far a source has been written, after the hours
@@ -289,6 +307,9 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 	}
 	if len(rec.Queues) > 0 {
 		return s.insertQueues(ctx, rec)
+	}
+	if len(rec.Times) > 0 {
+		return s.insertTimes(ctx, rec)
 	}
 	for start := 0; start < len(rec.Rows); start += s.opts.BatchRows {
 		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.LedgerTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
@@ -353,6 +374,28 @@ func (s *Store) insertQueues(ctx context.Context, rec *record) error {
 		}
 		if err := b.Send(); err != nil {
 			return fmt.Errorf("insert %d queue rows: %w", b.Rows(), err)
+		}
+	}
+	return nil
+}
+
+// insertTimes inserts a record's workload times, in batches.
+func (s *Store) insertTimes(ctx context.Context, rec *record) error {
+	for start := 0; start < len(rec.Times); start += s.opts.BatchRows {
+		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.TimesTable)+` (cluster, namespace, name, submit_ms, version,
+			local_queue, resource, count, admit_ms, finish_ms)`)
+		if err != nil {
+			return fmt.Errorf("prepare workload times insert: %w", err)
+		}
+		for _, w := range rec.Times[start:min(start+s.opts.BatchRows, len(rec.Times))] {
+			if err := b.Append(w.Cluster, w.Namespace, w.Name, w.Submit.UnixMilli(), rec.Version, w.LocalQueue, w.Resource, int64(w.Count),
+				ledger.MilliOrZero(w.Admit), ledger.MilliOrZero(w.Finish)); err != nil {
+				b.Abort()
+				return fmt.Errorf("append workload time: %w", err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("insert %d workload times: %w", b.Rows(), err)
 		}
 	}
 	return nil

@@ -222,6 +222,35 @@ func (s *Store) QueueHours(ctx context.Context, cluster string, from, to time.Ti
 	return out, nil
 }
 
+// WorkloadTimes returns each workload's newest times, submitted in
+// [from, to).
+func (s *Store) WorkloadTimes(ctx context.Context, cluster string, from, to time.Time) ([]ledger.WorkloadTime, error) {
+	conds, args := []string{"submit_ms >= ?", "submit_ms < ?"}, []any{from.UnixMilli(), to.UnixMilli()}
+	if cluster != "" {
+		conds, args = append(conds, "cluster = ?"), append(args, cluster)
+	}
+	rs, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT cluster, namespace, name, submit_ms, local_queue, resource, count, admit_ms, finish_ms
+		FROM %s FINAL WHERE %s ORDER BY submit_ms, cluster, namespace, name`, s.table(s.opts.TimesTable), strings.Join(conds, " AND ")), args...)
+	if err != nil {
+		return nil, fmt.Errorf("query workload times: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.WorkloadTime
+	for rs.Next() {
+		var w ledger.WorkloadTime
+		var submit, admit, finish, count int64
+		if err := rs.Scan(&w.Cluster, &w.Namespace, &w.Name, &submit, &w.LocalQueue, &w.Resource, &count, &admit, &finish); err != nil {
+			return nil, fmt.Errorf("scan workload time: %w", err)
+		}
+		w.Count, w.Submit, w.Admit, w.Finish = int(count), ledger.TimeOrZero(submit), ledger.TimeOrZero(admit), ledger.TimeOrZero(finish)
+		out = append(out, w)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read workload times: %w", err)
+	}
+	return out, nil
+}
+
 // Checkpoint returns the newest checkpoint of a source.
 func (s *Store) Checkpoint(ctx context.Context, name string) (time.Time, error) {
 	var ms int64

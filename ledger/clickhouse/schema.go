@@ -86,4 +86,20 @@ var migrations = []string{
 	) ENGINE = ReplacingMergeTree(version)
 	PARTITION BY toYYYYMM(hour)
 	ORDER BY (cluster, hour, cluster_queue)`,
+	// The workloads' times in Kueue (capacity's what-if); 0 for an
+	// admission or finish not yet seen.
+	8: `CREATE TABLE IF NOT EXISTS {db}.workload_times (
+		cluster String,
+		namespace String,
+		name String,
+		submit_ms Int64,
+		version UInt64,
+		local_queue String,
+		resource String,
+		count Int64,
+		admit_ms Int64,
+		finish_ms Int64
+	) ENGINE = ReplacingMergeTree(version)
+	PARTITION BY toYYYYMM(toDateTime(intDiv(submit_ms, 1000)))
+	ORDER BY (cluster, namespace, name, submit_ms)`,
 }

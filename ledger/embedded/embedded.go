@@ -112,6 +112,22 @@ var migrations = [][]string{
 	) WITHOUT ROWID`,
 		`CREATE INDEX IF NOT EXISTS queue_rows_hour ON queue_rows (hour)`,
 	},
+	// 4 → 5: the workloads' times in Kueue (capacity's what-if).
+	4: {
+		`CREATE TABLE IF NOT EXISTS workload_times (
+		cluster     TEXT    NOT NULL,
+		namespace   TEXT    NOT NULL,
+		name        TEXT    NOT NULL,
+		submit_ms   INTEGER NOT NULL,
+		local_queue TEXT    NOT NULL,
+		resource    TEXT    NOT NULL,
+		count       INTEGER NOT NULL,
+		admit_ms    INTEGER NOT NULL, -- 0: not admitted
+		finish_ms   INTEGER NOT NULL, -- 0: not finished
+		PRIMARY KEY (cluster, namespace, name, submit_ms)
+	) WITHOUT ROWID`,
+		`CREATE INDEX IF NOT EXISTS workload_times_submit ON workload_times (submit_ms)`,
+	},
 }
 
 // The daily rollup's columns (hour is the start of the UTC day) and the
@@ -405,6 +421,73 @@ func (s *Store) QueueHours(ctx context.Context, cluster string, from, to time.Ti
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("read queue rows: %w", err)
+	}
+	return out, nil
+}
+
+// WriteWorkloadTimes records workloads' times, replacing what was written
+// of the same workload, in one transaction.
+func (s *Store) WriteWorkloadTimes(ctx context.Context, ws []ledger.WorkloadTime) (err error) {
+	for i := range ws {
+		if err := ws[i].Check(); err != nil {
+			return fmt.Errorf("workload time %d: %w", i, err)
+		}
+	}
+	if len(ws) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin workload times write: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, tx.Rollback())
+		}
+	}()
+	ins, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO workload_times
+		(cluster, namespace, name, submit_ms, local_queue, resource, count, admit_ms, finish_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fmt.Errorf("prepare workload times insert: %w", err)
+	}
+	defer ins.Close()
+	for i := range ws {
+		w := &ws[i]
+		if _, err := ins.ExecContext(ctx, w.Cluster, w.Namespace, w.Name, w.Submit.UnixMilli(), w.LocalQueue, w.Resource, w.Count,
+			ledger.MilliOrZero(w.Admit), ledger.MilliOrZero(w.Finish)); err != nil {
+			return fmt.Errorf("insert workload time %d of %d: %w", i, len(ws), err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit %d workload times: %w", len(ws), err)
+	}
+	return nil
+}
+
+// WorkloadTimes returns the workloads submitted in [from, to).
+func (s *Store) WorkloadTimes(ctx context.Context, cluster string, from, to time.Time) ([]ledger.WorkloadTime, error) {
+	where, args := "submit_ms >= ? AND submit_ms < ?", []any{from.UnixMilli(), to.UnixMilli()}
+	if cluster != "" {
+		where, args = where+" AND cluster = ?", append(args, cluster)
+	}
+	rs, err := s.read.QueryContext(ctx, `SELECT cluster, namespace, name, submit_ms, local_queue, resource, count, admit_ms, finish_ms
+		FROM workload_times WHERE `+where+` ORDER BY submit_ms, cluster, namespace, name`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query workload times: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.WorkloadTime
+	for rs.Next() {
+		var w ledger.WorkloadTime
+		var submit, admit, finish int64
+		if err := rs.Scan(&w.Cluster, &w.Namespace, &w.Name, &submit, &w.LocalQueue, &w.Resource, &w.Count, &admit, &finish); err != nil {
+			return nil, fmt.Errorf("scan workload time: %w", err)
+		}
+		w.Submit, w.Admit, w.Finish = ledger.TimeOrZero(submit), ledger.TimeOrZero(admit), ledger.TimeOrZero(finish)
+		out = append(out, w)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read workload times: %w", err)
 	}
 	return out, nil
 }

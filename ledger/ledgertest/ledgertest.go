@@ -373,6 +373,48 @@ func Run(t *testing.T, open Opener) {
 			t.Errorf("after rejected writes: %+v, %v", got, err)
 		}
 	})
+	t.Run("WorkloadTimes", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		w := func(name string, submit time.Duration) ledger.WorkloadTime {
+			return ledger.WorkloadTime{Cluster: "c1", Namespace: "ml", Name: name, LocalQueue: "train", Resource: "nvidia.com/gpu", Count: 8,
+				Submit: h0.Add(submit)}
+		}
+		a, b, c := w("a", 0), w("b", 10*time.Minute), w("c", 2*time.Hour)
+		d := w("d", 20*time.Minute)
+		d.Cluster = "c2"
+		if err := s.WriteWorkloadTimes(ctx, []ledger.WorkloadTime{a, b, c, d}); err != nil {
+			t.Fatal(err)
+		}
+		// a is admitted and finishes: written again, it replaces itself.
+		a.Admit, a.Finish = h0.Add(40*time.Minute), h0.Add(3*time.Hour)
+		if err := s.WriteWorkloadTimes(ctx, []ledger.WorkloadTime{a}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.WorkloadTimes(ctx, "c1", h0, h0.Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]ledger.WorkloadTime{a, b}, got); diff != "" {
+			t.Errorf("c1's workloads submitted in the first hour (-want +got):\n%s", diff)
+		}
+		if all, err := s.WorkloadTimes(ctx, "", h0, h0.Add(time.Hour)); err != nil || len(all) != 3 {
+			t.Errorf("every cluster's: %+v, %v", all, err)
+		}
+		bad := w("e", 0)
+		bad.Admit = h0.Add(-time.Minute)
+		if err := s.WriteWorkloadTimes(ctx, []ledger.WorkloadTime{b, bad}); err == nil {
+			t.Error("a workload admitted before its submission was accepted")
+		}
+		bad = w("f", 0)
+		bad.Finish = h0.Add(time.Hour)
+		if err := s.WriteWorkloadTimes(ctx, []ledger.WorkloadTime{bad}); err == nil {
+			t.Error("a workload finished without an admission was accepted")
+		}
+		if got, err := s.WorkloadTimes(ctx, "c1", h0, h0.Add(3*time.Hour)); err != nil || len(got) != 3 {
+			t.Errorf("after rejected writes: %+v, %v", got, err)
+		}
+	})
 	t.Run("BadInput", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()
