@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"sort"
@@ -52,11 +53,13 @@ func ExpansionAlerts(cluster, currency string, recs []Recommendation) []Alert {
 				"evidence": fmt.Sprintf("%s; active %.1f%% of the GPU time; %.0f GPUs in the last hour; series: ledger hours of cluster %s, flavor %s, allocated / existing GPU-seconds, %s to %s",
 					r.Why, 100*r.Active, r.GPUs, cluster, r.Flavor, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339)),
 				"recommendation": fmt.Sprintf("%d %s GPUs, %s %s a month at the flavor's price", r.PurchaseGPUs, r.Flavor, ledger.FormatCents(r.MonthlyCostMicros), currency),
+				"what_if":        r.WhatIf,
 				"allocated":      strconv.FormatFloat(r.Allocated, 'f', 4, 64),
 				"active":         strconv.FormatFloat(r.Active, 'f', 4, 64),
 				"window_start":   r.From.Format(time.RFC3339),
 				"window_end":     r.To.Format(time.RFC3339),
 			}})
+		dropEmpty(out[len(out)-1].Annotations)
 	}
 	return out
 }
@@ -88,10 +91,12 @@ func WaitAlerts(cluster, currency string, waits []QueueWait) []Alert {
 					"kueue_admission_wait_time_seconds and the pending workloads' ages, %s to %s",
 					w.Why, strings.Join(daily, ", "), w.PendingGPUs, cluster, w.From.Format(time.RFC3339), w.To.Format(time.RFC3339)),
 				"recommendation": rec,
+				"what_if":        w.WhatIf,
 				"wait_seconds":   strconv.FormatFloat(w.Wait, 'f', 0, 64),
 				"window_start":   w.From.Format(time.RFC3339),
 				"window_end":     w.To.Format(time.RFC3339),
 			}})
+		dropEmpty(out[len(out)-1].Annotations)
 	}
 	return out
 }
@@ -259,4 +264,10 @@ func (a *Alertmanager) post(ctx context.Context, alerts []Alert) error {
 		return fmt.Errorf("send alerts to Alertmanager: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
 	return nil
+}
+
+// dropEmpty removes the annotations with no value (an evidence line that
+// does not apply).
+func dropEmpty(m map[string]string) {
+	maps.DeleteFunc(m, func(_, v string) bool { return v == "" })
 }

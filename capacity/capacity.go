@@ -106,6 +106,10 @@ type Verdict struct {
 	// costs a month at the flavor's price.
 	PurchaseGPUs      int
 	MonthlyCostMicros int64
+	// WhatIf says, when set, what the block would have done to the last
+	// month's workloads (a replay through the admission core, which the
+	// caller runs).
+	WhatIf string
 }
 
 // newVerdict starts the verdict on the window of the given length ending

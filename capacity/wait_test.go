@@ -158,6 +158,11 @@ func TestWaitAlertInAlertmanager(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		for i := range ws {
+			if ws[i].Fired {
+				ws[i].WhatIf = "+72 h100 GPUs as quota of cq-nlp: p90 wait 81 min -> 0 min"
+			}
+		}
 		if _, _, err := am.Sync(ctx, tc.cluster, WaitAlerts(tc.cluster, "USD", ws), time.Now(), time.Hour); err != nil {
 			t.Fatal(err)
 		}
@@ -183,6 +188,9 @@ func TestWaitAlertInAlertmanager(t *testing.T) {
 		}
 		if rec := a.Annotations["recommendation"]; !strings.Contains(rec, "72 h100 GPUs, 361612.80 USD a month") {
 			t.Errorf("recommendation %q", rec)
+		}
+		if wi := a.Annotations["what_if"]; wi != "+72 h100 GPUs as quota of cq-nlp: p90 wait 81 min -> 0 min" {
+			t.Errorf("what_if annotation %q", wi)
 		}
 		t.Logf("in Alertmanager: %v %v", a.Labels, a.Annotations)
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 // Device is one schedulable GPU unit: a whole GPU, or one MIG instance.
@@ -107,11 +110,19 @@ func (m *Model) Run(jobs []Job, start, end time.Time) (Stats, error) {
 	var waitSum time.Duration
 	m.Cluster.Workloads = m.Cluster.Workloads[:0]
 	for _, j := range r.jobs {
-		wt := WorkloadTimes{ClusterQueue: j.Queue, GPUs: float64(j.GPUs) * migShare(j.Job.Profile()), Submit: start.Add(j.Submit)}
+		wt := WorkloadTimes{ClusterQueue: j.Queue, GPUs: float64(j.GPUs) * migShare(j.Job.Profile()),
+			WorkloadTime: ledger.WorkloadTime{Cluster: m.Cluster.Name, Namespace: j.Job.Namespace, Name: j.Job.Name, LocalQueue: j.Job.Queue,
+				Resource: j.Job.Resource, Count: j.Job.Count, Submit: start.Add(j.Submit)}}
+		if wt.Resource == "" {
+			wt.Resource = config.ResourceGPU
+		}
 		if j.run != nil {
 			st.Admitted++
 			waitSum += j.start - j.Submit
 			wt.Admit = start.Add(j.start)
+			if finish := wt.Admit.Add(j.Duration); finish.Before(end) {
+				wt.Finish = finish
+			}
 		}
 		m.Cluster.Workloads = append(m.Cluster.Workloads, wt)
 	}

@@ -8,15 +8,17 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/admission"
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
-// WorkloadTimes is one job of a Model.Run as Kueue sees it: its
-// ClusterQueue, the GPUs it asks for, when it was submitted and when it was
-// admitted (zero: not within the run).
+// WorkloadTimes is one job of a Model.Run as Kueue sees it: what the
+// ledger records of it (its LocalQueue and request, when it was submitted,
+// admitted and finished, zero for what did not happen within the run),
+// its ClusterQueue and the GPUs it asks for.
 type WorkloadTimes struct {
-	ClusterQueue  string
-	GPUs          float64
-	Submit, Admit time.Time
+	ledger.WorkloadTime
+	ClusterQueue string
+	GPUs         float64
 }
 
 // kueueSeries renders, scrape by scrape, what Kueue's metrics endpoint

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuledger/gpuledger/capacity"
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/sim"
 )
 
 func runCapacity(ctx context.Context, args []string, stdout io.Writer) error {
@@ -95,6 +96,67 @@ until interrupted, sending again each time.`, stdout)
 	}
 }
 
+// whatIfWindow is how far back the what-if replays the workloads.
+const whatIfWindow = 30 * 24 * time.Hour
+
+// whatIfs replays the last whatIfWindow's workloads (their times in the
+// ledger) through the admission core with each fired verdict's block, sets
+// the verdict's WhatIf to what it would have done, and returns those
+// sentences. Without workload times in the ledger it says so once.
+func whatIfs(ctx context.Context, store ledger.Store, cfg *config.Config, cluster string, now time.Time,
+	recs []capacity.Recommendation, waits []capacity.QueueWait) ([]string, error) {
+	type target struct {
+		v      *capacity.Verdict
+		flavor string
+		queues []string
+	}
+	var targets []target
+	for i := range recs {
+		if recs[i].Fired {
+			targets = append(targets, target{&recs[i].Verdict, recs[i].Flavor, nil})
+		}
+	}
+	for i := range waits {
+		if waits[i].Fired && waits[i].Flavor != "" {
+			targets = append(targets, target{&waits[i].Verdict, waits[i].Flavor, []string{waits[i].ClusterQueue}})
+		}
+	}
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	to := now.UTC().Truncate(time.Hour)
+	from := to.Add(-whatIfWindow)
+	times, err := store.WorkloadTimes(ctx, cluster, from, to)
+	if err != nil {
+		return nil, err
+	}
+	if len(times) == 0 {
+		return []string{"no workload times in the ledger for the last 30 days (gpuledger controller records them): no what-if"}, nil
+	}
+	var out []string
+	for _, t := range targets {
+		wi, err := sim.ReplayWhatIf(cfg, cluster, times, sim.WhatIfQuery{Flavor: t.flavor, GPUs: t.v.PurchaseGPUs, Queues: t.queues,
+			From: from, To: to, Since: t.v.From})
+		if err != nil {
+			t.v.WhatIf = err.Error()
+			out = append(out, t.v.WhatIf)
+			continue
+		}
+		b, a := wi.Before, wi.After
+		var queues []string
+		for _, q := range t.queues {
+			queues = append(queues, fmt.Sprintf("%s's p90 wait (admitted since %s, or waiting) %s -> %s, ", q, t.v.From.Format(time.DateOnly),
+				capacity.Duration(b.QueueWaitP90[q]), capacity.Duration(a.QueueWaitP90[q])))
+		}
+		t.v.WhatIf = fmt.Sprintf("+%d %s GPUs (%d nodes) as quota of %s: %sthe cluster's p90 wait %s -> %s, mean %s -> %s, admitted %d -> %d, still waiting %d -> %d, %s allocated %.1f%% -> %.1f%% (%d workloads submitted %s to %s replayed from an empty cluster; %d never admitted ran for the others' median)",
+			wi.GPUs, wi.Flavor, wi.Nodes, strings.Join(wi.Queues, ", "), strings.Join(queues, ""), capacity.Duration(b.WaitP90), capacity.Duration(a.WaitP90),
+			capacity.Duration(b.WaitMean), capacity.Duration(a.WaitMean), b.Admitted, a.Admitted, b.Pending, a.Pending, wi.Flavor,
+			100*b.Allocated, 100*a.Allocated, wi.Replayed, wi.From.Format(time.DateOnly), wi.To.Format(time.DateOnly), wi.Guessed)
+		out = append(out, t.v.WhatIf)
+	}
+	return out, nil
+}
+
 // waitRule is the configuration's queue-wait trigger.
 func waitRule(c *config.Capacity) capacity.WaitRule {
 	r := capacity.DefaultWaitRule
@@ -149,6 +211,10 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 	if err != nil {
 		return err
 	}
+	whatIfs, err := whatIfs(ctx, store, cfg, cluster, now, recs, waits)
+	if err != nil {
+		return err
+	}
 	cur := cfg.Currency
 	fmt.Fprintf(w, "Cluster %s as of %s: expansion when a flavor's GPUs are %.0f%% allocated over %.0f days, in blocks of %d GPUs\n\n",
 		cluster, now.UTC().Format(time.RFC3339), 100*rule.Threshold, rule.Window.Hours()/24, rule.PurchaseGPUs)
@@ -191,6 +257,12 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(whatIfs) > 0 {
+		fmt.Fprintf(w, "\nWhat-if, the last %d days' workloads replayed through the admission core with the block:\n", int(whatIfWindow.Hours()/24))
+		for _, line := range whatIfs {
+			fmt.Fprintln(w, "  "+line)
+		}
 	}
 	if len(budgets) > 0 {
 		fmt.Fprintf(w, "\nBudgets, %s:\n", ledger.StepMonth.Truncate(now).Format("2006-01"))

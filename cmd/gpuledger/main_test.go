@@ -155,7 +155,8 @@ func TestDemoMonth(t *testing.T) {
 		t.Errorf("capacity output lacks the window's 720 hours or nlp's %s spent", ledger.FormatCents(nlp))
 	}
 	// On Oct 20 the research queue's workloads have waited hours for a
-	// week: the wait trigger fires for it, on the flavor it runs on.
+	// week: the wait trigger fires for it, on the flavor it runs on, and
+	// the what-if says the block would have ended the waits.
 	stdout.Reset()
 	if err := run(context.Background(), []string{"capacity", "-config", "examples/cluster.yaml", "-ledger.path", filepath.Join(out, "ledger"),
 		"-at", "2026-10-20T12:00:00Z", "-log.level=warn"}, &stdout); err != nil {
@@ -163,7 +164,11 @@ func TestDemoMonth(t *testing.T) {
 	}
 	words = strings.Join(strings.Fields(stdout.String()), " ")
 	for _, want := range []string{"p90 wait for admission is over 30 min over 7 days", "research h100 11.4 h 11.4 h",
-		"+72 GPUs 361612.80 USD", "GPUCapacityExpansion{h100,research}"} {
+		"+72 GPUs 361612.80 USD", "GPUCapacityExpansion{h100,research}",
+		// The what-if: the month's workloads so far (their times in the
+		// ledger) replayed with the block as research's quota.
+		"+72 h100 GPUs (9 nodes) as quota of research: research's p90 wait (admitted since 2026-10-13, or waiting) 12.8 h -> 0 min",
+		"1288 workloads submitted 2026-10-01 to 2026-10-20 replayed"} {
 		if !strings.Contains(words, want) {
 			t.Errorf("capacity output on Oct 20 lacks %q:\n%s", want, stdout.String())
 		}

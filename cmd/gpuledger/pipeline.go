@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/gpuledger/gpuledger/attribution"
@@ -51,6 +52,15 @@ func runDemoLoop(ctx context.Context, o simOptions) (*simResult, error) {
 	}
 	if res.offline, err = ingest.IngestScrapes(ctx, m.Attribution, o.store, tel.Next, oo); err != nil {
 		return nil, err
+	}
+	// The workloads' times in Kueue, as gpuledger controller records them
+	// on a real cluster: what capacity's what-if replays.
+	times := make([]ledger.WorkloadTime, len(m.Cluster.Workloads))
+	for i, w := range m.Cluster.Workloads {
+		times[i] = w.WorkloadTime
+	}
+	if err := o.store.WriteWorkloadTimes(ctx, times); err != nil {
+		return nil, fmt.Errorf("record the workloads' times: %w", err)
 	}
 	return res, nil
 }

@@ -1,0 +1,273 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// WhatIfOutcome is what a replay of the workloads gave: how many were
+// admitted within it and how many still waited at its end, their waits
+// for admission (p90 and mean, seconds; a workload still waiting counts
+// with its wait so far), and the flavor's GPU time held by them over its
+// GPU time (0-1).
+type WhatIfOutcome struct {
+	Admitted, Pending int
+	WaitP90, WaitMean float64
+	Allocated         float64
+	// QueueWaitP90 is the p90 wait of each ClusterQueue's workloads
+	// admitted since WhatIfQuery.Since or still waiting at the end: the
+	// waits the wait trigger looks at (Kueue's histogram counts a wait
+	// when the workload is admitted).
+	QueueWaitP90 map[string]float64
+}
+
+// WhatIf is a block of GPUs that was not bought, and what it would have
+// changed: the workloads replayed as the cluster is (Before) and with the
+// block (After).
+type WhatIf struct {
+	Flavor string
+	// GPUs is the block; Nodes the nodes added for it (like the flavor's
+	// first), and Queues the ClusterQueues whose nominal quota of the
+	// flavor grew by it (split evenly).
+	GPUs          int
+	Nodes         int
+	// From and To are the span replayed.
+	From, To time.Time
+	Queues        []string
+	Before, After WhatIfOutcome
+	// Replayed is how many workloads were replayed, and Guessed how many
+	// of them had no run time of their own (never admitted): they run for
+	// the median of the others.
+	Replayed, Guessed int
+}
+
+// WhatIfQuery is the block a what-if adds: GPUs of Flavor, as nominal
+// quota of Queues (every ClusterQueue with quota of the flavor when
+// empty), replaying the workloads submitted in [From, To); the queues'
+// waits are of those admitted since Since (the verdict's window) or still
+// waiting at To.
+type WhatIfQuery struct {
+	Flavor          string
+	GPUs            int
+	Queues          []string
+	From, To, Since time.Time
+}
+
+// ReplayWhatIf replays the workloads submitted in [q.From, q.To) (their
+// LocalQueues, requests, submissions and run times as recorded) through
+// the admission core, from an empty cluster at from (or at the first
+// submission, when later), on the cluster as configured, then with gpus more of
+// flavor (whole GPUs: not a MIG flavor): nodes like the flavor's first,
+// and as nominal quota of queues
+// (every ClusterQueue with quota of the flavor when empty). A workload
+// still running at to runs until to; one never admitted runs for the
+// median run time of the others.
+func ReplayWhatIf(cfg *config.Config, cluster string, times []ledger.WorkloadTime, q WhatIfQuery) (WhatIf, error) {
+	from, to, flavor, gpus := q.From, q.To, q.Flavor, q.GPUs
+	w := WhatIf{Flavor: flavor, GPUs: gpus}
+	first := to
+	for _, t := range times {
+		if !t.Submit.Before(from) && t.Submit.Before(first) {
+			first = t.Submit
+		}
+	}
+	if f := first.Truncate(time.Hour); f.After(from) {
+		from = f
+	}
+	w.From, w.To = from, to
+	var runs []time.Duration
+	for _, t := range times {
+		switch {
+		case !t.Finish.IsZero():
+			runs = append(runs, t.Finish.Sub(t.Admit))
+		case !t.Admit.IsZero():
+			runs = append(runs, to.Sub(t.Admit))
+		}
+	}
+	slices.Sort(runs)
+	median := time.Hour
+	if len(runs) > 0 {
+		median = runs[len(runs)/2]
+	}
+	var jobs []Job
+	for i, t := range times {
+		if t.Submit.Before(from) || !t.Submit.Before(to) {
+			continue
+		}
+		j := Job{ID: i, Name: t.Name, Kind: KindTraining, Namespace: t.Namespace, Queue: t.LocalQueue, Resource: t.Resource, Count: t.Count,
+			Submit: t.Submit, Duration: median}
+		switch {
+		case !t.Finish.IsZero():
+			j.Duration = t.Finish.Sub(t.Admit)
+		case !t.Admit.IsZero():
+			j.Duration = to.Sub(t.Admit)
+		default:
+			w.Guessed++
+		}
+		jobs = append(jobs, j)
+	}
+	slices.SortStableFunc(jobs, func(a, b Job) int { return a.Submit.Compare(b.Submit) })
+	w.Replayed = len(jobs)
+	var err error
+	if w.Before, err = replayOutcome(cfg, cluster, jobs, from, to, q.Since, flavor); err != nil {
+		return w, err
+	}
+	bigger, nodes, grown, err := withBlock(cfg, cluster, flavor, gpus, q.Queues)
+	if err != nil {
+		return w, err
+	}
+	w.Nodes, w.Queues = nodes, grown
+	if w.After, err = replayOutcome(bigger, cluster, jobs, from, to, q.Since, flavor); err != nil {
+		return w, err
+	}
+	return w, nil
+}
+
+// replayOutcome runs the jobs on the configured cluster and measures them.
+func replayOutcome(cfg *config.Config, cluster string, jobs []Job, from, to, since time.Time, flavor string) (WhatIfOutcome, error) {
+	m, err := NewModel(cfg, cluster)
+	if err != nil {
+		return WhatIfOutcome{}, err
+	}
+	// Run fills in the jobs' devices; each replay gets its own copy.
+	st, err := m.Run(slices.Clone(jobs), from, to)
+	if err != nil {
+		return WhatIfOutcome{}, err
+	}
+	o := WhatIfOutcome{Admitted: st.Admitted, Pending: st.Pending, QueueWaitP90: map[string]float64{}}
+	var waits []float64
+	byQueue := map[string][]float64{}
+	for _, wt := range m.Cluster.Workloads {
+		end := wt.Admit
+		if end.IsZero() {
+			end = to
+		}
+		waits = append(waits, end.Sub(wt.Submit).Seconds())
+		if !end.Before(since) {
+			byQueue[wt.ClusterQueue] = append(byQueue[wt.ClusterQueue], end.Sub(wt.Submit).Seconds())
+		}
+	}
+	if len(waits) > 0 {
+		var sum float64
+		for _, v := range waits {
+			sum += v
+		}
+		o.WaitMean = sum / float64(len(waits))
+		o.WaitP90 = p90(waits)
+	}
+	for cq, ws := range byQueue {
+		o.QueueWaitP90[cq] = p90(ws)
+	}
+	var held, capacity float64
+	for _, d := range m.Cluster.Devices {
+		if d.Node.Flavor != flavor {
+			continue
+		}
+		share := 1.0
+		if d.Profile != "" {
+			share = migShare(d.Profile)
+		}
+		capacity += share * to.Sub(from).Seconds()
+		for _, h := range d.Holds {
+			s, e := h.Start, h.End
+			if s.Before(from) {
+				s = from
+			}
+			if e.After(to) {
+				e = to
+			}
+			if e.After(s) {
+				held += share * e.Sub(s).Seconds()
+			}
+		}
+	}
+	if capacity > 0 {
+		o.Allocated = held / capacity
+	}
+	return o, nil
+}
+
+// p90 is the 90th percentile of v (nearest rank); v is sorted.
+func p90(v []float64) float64 {
+	slices.Sort(v)
+	return v[int(math.Ceil(0.9*float64(len(v))))-1]
+}
+
+// withBlock is cfg with gpus more of flavor in cluster: whole nodes like
+// the flavor's first (rounded up), and the GPUs as nominal quota of the
+// queues (every ClusterQueue with quota of the flavor when none is given),
+// split evenly. cfg is not changed.
+func withBlock(cfg *config.Config, cluster, flavor string, gpus int, queues []string) (*config.Config, int, []string, error) {
+	out := *cfg
+	out.Clusters = slices.Clone(cfg.Clusters)
+	ci := -1
+	for i, c := range out.Clusters {
+		if c.Name == cluster || cluster == "" && len(out.Clusters) == 1 {
+			ci = i
+		}
+	}
+	if ci < 0 {
+		return nil, 0, nil, fmt.Errorf("what-if: no cluster %q in the configuration", cluster)
+	}
+	c := &out.Clusters[ci]
+	c.Nodes = slices.Clone(c.Nodes)
+	var like *config.Node
+	for i := range c.Nodes {
+		if c.Nodes[i].Flavor == flavor {
+			like = &c.Nodes[i]
+			break
+		}
+	}
+	if like == nil || like.GPUs <= 0 {
+		return nil, 0, nil, fmt.Errorf("what-if: cluster %s has no node of flavor %q to add more of", c.Name, flavor)
+	}
+	if len(like.MIG) > 0 {
+		return nil, 0, nil, fmt.Errorf("what-if: flavor %q is partitioned into MIG slices; the what-if adds whole GPUs only", flavor)
+	}
+	n := (gpus + like.GPUs - 1) / like.GPUs
+	model := *like
+	for i := range n {
+		node := model
+		node.Name = fmt.Sprintf("%s-whatif-%d", model.Name, i+1)
+		c.Nodes = append(c.Nodes, node)
+	}
+	out.ClusterQueues = slices.Clone(cfg.ClusterQueues)
+	var grown []string
+	var quotas []*config.ResourceQuota
+	for qi := range out.ClusterQueues {
+		q := &out.ClusterQueues[qi]
+		if len(queues) > 0 && !slices.Contains(queues, q.Name) {
+			continue
+		}
+		q.Flavors = slices.Clone(q.Flavors)
+		for fi := range q.Flavors {
+			f := &q.Flavors[fi]
+			if f.Name != flavor {
+				continue
+			}
+			f.Resources = slices.Clone(f.Resources)
+			for ri := range f.Resources {
+				if f.Resources[ri].Name == config.ResourceGPU {
+					quotas = append(quotas, &f.Resources[ri])
+					grown = append(grown, q.Name)
+				}
+			}
+		}
+	}
+	if len(quotas) == 0 {
+		return nil, 0, nil, fmt.Errorf("what-if: no ClusterQueue %v has quota of flavor %q to grow", queues, flavor)
+	}
+	// The block as nominal quota, split evenly, the remainder to the first.
+	for i, r := range quotas {
+		r.NominalQuota += gpus / len(quotas)
+		if i < gpus%len(quotas) {
+			r.NominalQuota++
+		}
+	}
+	return &out, n, grown, nil
+}

@@ -1,0 +1,54 @@
+package sim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// TestReplayWhatIf: the workload times a run records, replayed on the same
+// cluster, give the run back (the same admissions and waits); with 16 more
+// H100s as the research queue's quota its workloads wait less, and the
+// flavor's utilisation is over the larger capacity.
+func TestReplayWhatIf(t *testing.T) {
+	cfg := exampleConfig(t)
+	m, err := NewModel(cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := start.Add(3 * 24 * time.Hour)
+	st, err := m.Run(GenerateMix(cfg, start, end.Sub(start), 1.3, 5), start, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var times []ledger.WorkloadTime
+	for _, w := range m.Cluster.Workloads {
+		times = append(times, w.WorkloadTime)
+	}
+	w, err := ReplayWhatIf(cfg, "", times, WhatIfQuery{Flavor: "h100", GPUs: 16, Queues: []string{"research"}, From: start, To: end, Since: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("run: %+v; what-if: %+v", st, w)
+	if w.Before.Admitted != st.Admitted || w.Before.Pending != st.Pending || w.Replayed != st.Submitted {
+		t.Errorf("the replay as the cluster is admitted %d and left %d pending of %d; the run %d and %d of %d",
+			w.Before.Admitted, w.Before.Pending, w.Replayed, st.Admitted, st.Pending, st.Submitted)
+	}
+	if w.Nodes != 2 || len(w.Queues) != 1 || w.Queues[0] != "research" {
+		t.Errorf("block as %d nodes for queues %v; want 2 nodes of 8 for research", w.Nodes, w.Queues)
+	}
+	if !(w.Before.WaitP90 > 1800) {
+		t.Fatalf("p90 wait %g s before: the load does not test the what-if", w.Before.WaitP90)
+	}
+	if !(w.After.WaitP90 < w.Before.WaitP90) || w.After.Admitted < w.Before.Admitted {
+		t.Errorf("with 16 more GPUs: p90 wait %g s → %g s, admitted %d → %d; want less wait, as many admitted",
+			w.Before.WaitP90, w.After.WaitP90, w.Before.Admitted, w.After.Admitted)
+	}
+	if b, a := w.Before.QueueWaitP90["research"], w.After.QueueWaitP90["research"]; !(a < b) {
+		t.Errorf("research's p90 wait %g s → %g s with the block as its quota; want less", b, a)
+	}
+	if _, err := ReplayWhatIf(cfg, "", times, WhatIfQuery{Flavor: "h100-mig", GPUs: 7, From: start, To: end}); err == nil {
+		t.Error("a what-if of whole GPUs on a MIG flavor was accepted")
+	}
+}
