@@ -34,10 +34,10 @@ type WhatIf struct {
 	// GPUs is the block; Nodes the nodes added for it (like the flavor's
 	// first), and Queues the ClusterQueues whose nominal quota of the
 	// flavor grew by it (split evenly).
-	GPUs          int
-	Nodes         int
+	GPUs  int
+	Nodes int
 	// From and To are the span replayed.
-	From, To time.Time
+	From, To      time.Time
 	Queues        []string
 	Before, After WhatIfOutcome
 	// Replayed is how many workloads were replayed, and Guessed how many
