@@ -396,7 +396,6 @@ func demand(u *unstructured.Unstructured) Demand {
 	if s, ok, _ := unstructured.NestedInt64(u.Object, "spec", "maximumExecutionTimeSeconds"); ok {
 		d.MaxDuration = time.Duration(s) * time.Second
 	}
-	sets, _, _ := unstructured.NestedSlice(u.Object, "spec", "podSets")
 	assign, _, _ := unstructured.NestedSlice(u.Object, "status", "admission", "podSetAssignments")
 	flavorOf := map[string]map[string]any{}
 	for _, a := range assign {
@@ -405,6 +404,22 @@ func demand(u *unstructured.Unstructured) Demand {
 		f, _ := m["flavors"].(map[string]any)
 		flavorOf[name] = f
 	}
+	eachGPURequest(u, func(podSet string, count int64, res string, q resource.Quantity) {
+		share := 1.0
+		if res != "nvidia.com/gpu" {
+			share, _ = MIGShare(res)
+		}
+		flavor, _ := flavorOf[podSet][res].(string)
+		d.GPUsByFlavor[flavor] += float64(count) * q.AsApproximateFloat64() * share
+	})
+	return d
+}
+
+// eachGPURequest calls fn for every GPU request (nvidia.com/gpu or a MIG
+// resource) of every container of a Workload's pod sets, with the pod
+// set's name and pod count.
+func eachGPURequest(u *unstructured.Unstructured, fn func(podSet string, count int64, res string, q resource.Quantity)) {
+	sets, _, _ := unstructured.NestedSlice(u.Object, "spec", "podSets")
 	for _, s := range sets {
 		m, _ := s.(map[string]any)
 		name, _ := m["name"].(string)
@@ -413,23 +428,17 @@ func demand(u *unstructured.Unstructured) Demand {
 		for _, ct := range containers {
 			req, _, _ := unstructured.NestedStringMap(ct.(map[string]any), "resources", "requests")
 			for res, qty := range req {
-				share := 1.0
-				if res != "nvidia.com/gpu" {
-					var ok bool
-					if share, ok = MIGShare(res); !ok {
-						continue
-					}
+				if _, mig := MIGShare(res); res != "nvidia.com/gpu" && !mig {
+					continue
 				}
 				q, err := resource.ParseQuantity(qty)
 				if err != nil {
 					continue
 				}
-				flavor, _ := flavorOf[name][res].(string)
-				d.GPUsByFlavor[flavor] += float64(count) * q.AsApproximateFloat64() * share
+				fn(name, count, res, q)
 			}
 		}
 	}
-	return d
 }
 
 // UpdateWeights sets every LocalQueue's fairSharing.weight from the

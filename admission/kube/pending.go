@@ -8,10 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gpuledger/gpuledger/admission"
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 // PendingQueue is what waits in one ClusterQueue: the GPUs its pending
@@ -66,8 +68,48 @@ func Pending(workloads, localQueues []unstructured.Unstructured, now time.Time) 
 	return out
 }
 
-// updatePending lists the Workloads and LocalQueues and keeps what waits
-// for the metrics.
+// WorkloadTimes reads each Workload's times in Kueue for the ledger: its
+// creation, when it was admitted (the Admitted condition) and finished
+// (Finished), its LocalQueue and its GPU request (whole GPUs, or MIG
+// slices of one profile, over all its pods). Workloads without a GPU
+// request are left out.
+func WorkloadTimes(cluster string, workloads []unstructured.Unstructured) []ledger.WorkloadTime {
+	var out []ledger.WorkloadTime
+	for i := range workloads {
+		u := &workloads[i]
+		w := ledger.WorkloadTime{Cluster: cluster, Namespace: u.GetNamespace(), Name: u.GetName(), Submit: u.GetCreationTimestamp().Time.UTC()}
+		w.LocalQueue, _, _ = unstructured.NestedString(u.Object, "spec", "queueName")
+		w.Resource, w.Count = gpuRequest(u)
+		if w.Count == 0 {
+			continue
+		}
+		if at, ok := condition(u, "Admitted"); ok {
+			w.Admit = at.UTC()
+		}
+		if at, ok := condition(u, "Finished"); ok && !w.Admit.IsZero() {
+			w.Finish = at.UTC()
+		}
+		if w.Check() != nil {
+			continue // clocks that disagree: better no record than a wrong one
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// gpuRequest is the GPU resource a Workload's pods ask for, and how many
+// of it in all.
+func gpuRequest(u *unstructured.Unstructured) (string, int) {
+	var name string
+	var total int64
+	eachGPURequest(u, func(_ string, count int64, res string, q resource.Quantity) {
+		name, total = res, total+count*q.Value()
+	})
+	return name, int(total)
+}
+
+// updatePending lists the Workloads and LocalQueues, keeps what waits for
+// the metrics, and records the Workloads' times in the ledger.
 func (c *Controller) updatePending(ctx context.Context, localQueues []unstructured.Unstructured) error {
 	wls, err := c.dyn.Resource(workloadsGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -77,6 +119,9 @@ func (c *Controller) updatePending(ctx context.Context, localQueues []unstructur
 	c.mu.Lock()
 	c.pending = p
 	c.mu.Unlock()
+	if err := c.o.Store.WriteWorkloadTimes(ctx, WorkloadTimes(c.currentTeams().Cluster, wls.Items)); err != nil {
+		return fmt.Errorf("record the Workloads' times: %w", err)
+	}
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 func obj(m map[string]any) unstructured.Unstructured { return unstructured.Unstructured{Object: m} }
@@ -38,8 +40,10 @@ func TestPending(t *testing.T) {
 	wls := []unstructured.Unstructured{
 		wl("waiting", 2*time.Hour, gpus(2), nil),                              // 16 GPUs, 2 h
 		wl("requeued", 5*time.Hour, gpus(1), cond("Evicted", 10*time.Minute)), // 8 GPUs, 10 min
-		wl("admitted", time.Hour, gpus(1), map[string]any{"admission": map[string]any{"clusterQueue": "cq-nlp"}}),
-		wl("done", time.Hour, gpus(1), cond("Finished", time.Minute)),
+		wl("admitted", time.Hour, gpus(1), map[string]any{"admission": map[string]any{"clusterQueue": "cq-nlp"},
+			"conditions": cond("Admitted", 30*time.Minute)["conditions"]}),
+		wl("done", time.Hour, gpus(1), map[string]any{"conditions": append(cond("Admitted", 50*time.Minute)["conditions"].([]any),
+			cond("Finished", time.Minute)["conditions"].([]any)...)}),
 		wl("off", time.Hour, func() map[string]any { s := gpus(1); s["active"] = false; return s }(), nil),
 	}
 	other := wl("elsewhere", time.Hour, gpus(1), nil)
@@ -50,6 +54,27 @@ func TestPending(t *testing.T) {
 	if len(p) != 1 || q == nil || q.GPUs != 24 || len(q.Ages) != 2 || q.Ages[0] != 7200 || q.Ages[1] != 600 {
 		t.Fatalf("pending: %+v (cq-nlp %+v); want 24 GPUs waiting 7200 s and 600 s", p, q)
 	}
+	// The times the ledger gets: every Workload with a GPU request.
+	times := WorkloadTimes("prod", wls)
+	byName := map[string]ledger.WorkloadTime{}
+	for _, w := range times {
+		byName[w.Name] = w
+	}
+	if len(times) != 6 {
+		t.Errorf("%d workload times, want 6: %+v", len(times), times)
+	}
+	for name, want := range map[string]ledger.WorkloadTime{
+		"waiting":  {Cluster: "prod", Namespace: "nlp", Name: "waiting", LocalQueue: "main", Resource: "nvidia.com/gpu", Count: 16, Submit: now.Add(-2 * time.Hour)},
+		"admitted": {Cluster: "prod", Namespace: "nlp", Name: "admitted", LocalQueue: "main", Resource: "nvidia.com/gpu", Count: 8, Submit: now.Add(-time.Hour), Admit: now.Add(-30 * time.Minute)},
+		"done": {Cluster: "prod", Namespace: "nlp", Name: "done", LocalQueue: "main", Resource: "nvidia.com/gpu", Count: 8, Submit: now.Add(-time.Hour),
+			Admit: now.Add(-50 * time.Minute), Finish: now.Add(-time.Minute)},
+	} {
+		if got := byName[name]; !got.Submit.Equal(want.Submit) || got.Admit != want.Admit || got.Finish != want.Finish ||
+			got.Count != want.Count || got.Resource != want.Resource || got.LocalQueue != want.LocalQueue || got.Cluster != want.Cluster {
+			t.Errorf("%s: %+v, want %+v", name, got, want)
+		}
+	}
+
 	c := &Controller{pending: p, weights: map[string]*queueWeight{}}
 	var b strings.Builder
 	if err := c.WriteMetrics(&b); err != nil {
