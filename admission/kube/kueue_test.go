@@ -390,9 +390,11 @@ func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 				ca, cb := consumed(t, s, "a"), consumed(t, s, "b")
 				return ca > 0 && cb > 1.5*ca
 			})
+			var c *Controller
+			var store ledger.Store
 			if steered {
-				store := ledgerWith(t, map[string]int64{"a": 900_000_000, "b": 100_000_000})
-				c := steer(t, s, store, Teams{Cluster: "test", ByNamespace: map[string]string{"a": "a", "b": "b"}, ByClusterQueue: map[string]string{"shared": ""}})
+				store = ledgerWith(t, map[string]int64{"a": 900_000_000, "b": 100_000_000})
+				c = steer(t, s, store, Teams{Cluster: "test", ByNamespace: map[string]string{"a": "a", "b": "b"}, ByClusterQueue: map[string]string{"shared": ""}})
 				evs, err := s.Client.CoreV1().Events("b").List(ctx, metav1.ListOptions{FieldSelector: "reason=FairSharingWeight"})
 				if err != nil || len(evs.Items) == 0 {
 					t.Fatalf("no FairSharingWeight Event on b's LocalQueue: %v %v", err, evs)
@@ -414,6 +416,31 @@ func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 			t.Logf("%s: consumed a %.4g, b %.4g; %s admitted first", name, consumed(t, s, "a"), consumed(t, s, "b"), first)
 			if first != want {
 				t.Fatalf("%s admitted %s's workload first, want %s's", name, first, want)
+			}
+			if !steered {
+				return
+			}
+			// The controller records the Workloads' times at its next
+			// interval: the race's two, 4 GPUs each from queue q, the
+			// first admitted.
+			if err := c.UpdateWeights(ctx); err != nil {
+				t.Fatal(err)
+			}
+			times, err := store.WorkloadTimes(ctx, "test", time.Time{}, time.Now().Add(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]ledger.WorkloadTime{}
+			for _, w := range times {
+				got[w.Namespace+"/"+w.Name] = w
+			}
+			for _, key := range []string{"a/a1", "b/b1"} {
+				if w, ok := got[key]; !ok || w.Count != 4 || w.LocalQueue != "q" || w.Resource != "nvidia.com/gpu" {
+					t.Errorf("workload time of %s: %+v (found %v); want 4 nvidia.com/gpu from queue q", key, w, ok)
+				}
+			}
+			if w := got[first+"/"+first+"1"]; w.Admit.IsZero() || w.Admit.Before(w.Submit) {
+				t.Errorf("the first admitted, %s, has no admission time: %+v", first, w)
 			}
 		})
 	}
