@@ -60,13 +60,12 @@ type WhatIfQuery struct {
 
 // ReplayWhatIf replays the workloads submitted in [q.From, q.To) (their
 // LocalQueues, requests, submissions and run times as recorded) through
-// the admission core, from an empty cluster at from (or at the first
-// submission, when later), on the cluster as configured, then with gpus more of
-// flavor (whole GPUs: not a MIG flavor): nodes like the flavor's first,
-// and as nominal quota of queues
-// (every ClusterQueue with quota of the flavor when empty). A workload
-// still running at to runs until to; one never admitted runs for the
-// median run time of the others.
+// the admission core, from an empty cluster at q.From (or at the first
+// submission, when later), on the cluster as configured, then with q.GPUs
+// more of q.Flavor (whole GPUs: not a MIG flavor) as nodes like the
+// flavor's first and as nominal quota of q.Queues. A workload still
+// running at q.To runs until then; one never admitted before it runs for
+// the median run time of the others.
 func ReplayWhatIf(cfg *config.Config, cluster string, times []ledger.WorkloadTime, q WhatIfQuery) (WhatIf, error) {
 	from, to, flavor, gpus := q.From, q.To, q.Flavor, q.GPUs
 	w := WhatIf{Flavor: flavor, GPUs: gpus}
@@ -82,11 +81,8 @@ func ReplayWhatIf(cfg *config.Config, cluster string, times []ledger.WorkloadTim
 	w.From, w.To = from, to
 	var runs []time.Duration
 	for _, t := range times {
-		switch {
-		case !t.Finish.IsZero():
-			runs = append(runs, t.Finish.Sub(t.Admit))
-		case !t.Admit.IsZero():
-			runs = append(runs, to.Sub(t.Admit))
+		if d, ok := ranFor(t, to); ok {
+			runs = append(runs, d)
 		}
 	}
 	slices.Sort(runs)
@@ -101,12 +97,9 @@ func ReplayWhatIf(cfg *config.Config, cluster string, times []ledger.WorkloadTim
 		}
 		j := Job{ID: i, Name: t.Name, Kind: KindTraining, Namespace: t.Namespace, Queue: t.LocalQueue, Resource: t.Resource, Count: t.Count,
 			Submit: t.Submit, Duration: median}
-		switch {
-		case !t.Finish.IsZero():
-			j.Duration = t.Finish.Sub(t.Admit)
-		case !t.Admit.IsZero():
-			j.Duration = to.Sub(t.Admit)
-		default:
+		if d, ok := ranFor(t, to); ok {
+			j.Duration = d
+		} else {
 			w.Guessed++
 		}
 		jobs = append(jobs, j)
@@ -126,6 +119,19 @@ func ReplayWhatIf(cfg *config.Config, cluster string, times []ledger.WorkloadTim
 		return w, err
 	}
 	return w, nil
+}
+
+// ranFor is how long a workload ran before to: from its admission to its
+// finish, or to to while it ran then; false when it was not admitted
+// before to.
+func ranFor(t ledger.WorkloadTime, to time.Time) (time.Duration, bool) {
+	switch {
+	case t.Admit.IsZero() || !t.Admit.Before(to):
+		return 0, false
+	case !t.Finish.IsZero() && t.Finish.Before(to):
+		return t.Finish.Sub(t.Admit), true
+	}
+	return to.Sub(t.Admit), true
 }
 
 // replayOutcome runs the jobs on the configured cluster and measures them.

@@ -52,3 +52,22 @@ func TestReplayWhatIf(t *testing.T) {
 		t.Error("a what-if of whole GPUs on a MIG flavor was accepted")
 	}
 }
+
+// TestRanFor: what the ledger knows at the what-if's end is all the replay
+// uses: an admission after it is none, a finish after it is a workload
+// still running.
+func TestRanFor(t *testing.T) {
+	to := start.Add(10 * time.Hour)
+	w := ledger.WorkloadTime{Submit: start, Admit: start.Add(time.Hour), Finish: start.Add(3 * time.Hour)}
+	if d, ok := ranFor(w, to); !ok || d != 2*time.Hour {
+		t.Errorf("finished: %s %v", d, ok)
+	}
+	w.Finish = to.Add(time.Hour)
+	if d, ok := ranFor(w, to); !ok || d != 9*time.Hour {
+		t.Errorf("finished after the end: %s %v, want 9h (running at the end)", d, ok)
+	}
+	w.Admit, w.Finish = to.Add(time.Minute), time.Time{}
+	if _, ok := ranFor(w, to); ok {
+		t.Error("admitted after the end counted as run")
+	}
+}
