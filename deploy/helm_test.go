@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/internal/kubetest"
@@ -86,6 +88,17 @@ func TestHelmChart(t *testing.T) {
 	if err := s.ServerSideApply(ctx, monitoringCRDs, ""); err != nil {
 		t.Fatal(err)
 	}
+	// A CRD is served some time after it is created: the chart's
+	// ServiceMonitor and VMServiceScrape map only once discovery lists them.
+	kubetest.WaitFor(t, time.Minute, "the monitoring CRDs served", func() bool {
+		for gv, kind := range map[string]string{"monitoring.coreos.com/v1": "ServiceMonitor", "operator.victoriametrics.com/v1beta1": "VMServiceScrape"} {
+			list, err := s.Client.Discovery().ServerResourcesForGroupVersion(gv)
+			if err != nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Kind == kind }) {
+				return false
+			}
+		}
+		return true
+	})
 	for _, v := range values {
 		t.Run(filepath.Base(v), func(t *testing.T) {
 			if out, err := helm(t, bin, "lint", chart, "--strict", "-f", v); err != nil {
