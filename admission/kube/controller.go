@@ -77,14 +77,16 @@ type Stats struct {
 
 // Controller steers one cluster's Kueue.
 type Controller struct {
-	o      Options
-	dyn    dynamic.Interface
-	core   kubernetes.Interface
-	Stats  Stats
-	mu     sync.Mutex
-	teams  Teams
-	checks map[string]bool // our AdmissionChecks by name
-	diffs  string
+	o     Options
+	dyn   dynamic.Interface
+	core  kubernetes.Interface
+	Stats Stats
+	// updateMu serialises UpdateWeights.
+	updateMu sync.Mutex
+	mu       sync.Mutex
+	teams    Teams
+	checks   map[string]bool // our AdmissionChecks by name
+	diffs    string
 	// weights is what UpdateWeights last decided, by LocalQueue key.
 	weights map[string]*queueWeight
 	// pending is what waits per ClusterQueue, as UpdateWeights last saw.
@@ -443,8 +445,12 @@ func eachGPURequest(u *unstructured.Unstructured, fn func(podSet string, count i
 
 // UpdateWeights sets every LocalQueue's fairSharing.weight from the
 // ledger (Weights), with hysteresis; each change gets an Event on the
-// LocalQueue. In dry-run mode only the Events are written.
+// LocalQueue. In dry-run mode only the Events are written. Calls run one
+// at a time: two at once (Run's loop and a caller's) would both read the
+// old weight and both write the new one.
 func (c *Controller) UpdateWeights(ctx context.Context) error {
+	c.updateMu.Lock()
+	defer c.updateMu.Unlock()
 	t := c.currentTeams()
 	list, err := c.dyn.Resource(localQueuesGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
