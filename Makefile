@@ -75,6 +75,7 @@ lint:
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseMicros -fuzztime=$(FUZZTIME) ./ledger
 	$(GO) test -run='^$$' -fuzz=FuzzHistogramJSON -fuzztime=$(FUZZTIME) ./ledger
+	$(GO) test -run='^$$' -fuzz=FuzzGapsJSON -fuzztime=$(FUZZTIME) ./ledger
 	$(GO) test -run='^$$' -fuzz=FuzzSplit -fuzztime=$(FUZZTIME) ./attribution
 	$(GO) test -run='^$$' -fuzz=FuzzAttribution -fuzztime=$(FUZZTIME) ./attribution
 	$(GO) test -run='^$$' -fuzz='FuzzParse$$' -fuzztime=$(FUZZTIME) ./config

@@ -268,6 +268,13 @@ type Store interface {
 	// QueueHours returns the queue rows of [from, to) of a cluster (every
 	// cluster when it is empty), ordered by cluster, hour and ClusterQueue.
 	QueueHours(ctx context.Context, cluster string, from, to time.Time) ([]QueueRow, error)
+	// WriteEndpointHours atomically replaces the endpoint rows of every
+	// (cluster, hour) that appears in rows.
+	WriteEndpointHours(ctx context.Context, rows []EndpointRow) error
+	// EndpointHours returns the endpoint rows of [from, to) of a cluster
+	// (every cluster when it is empty), ordered by cluster, hour,
+	// namespace and model.
+	EndpointHours(ctx context.Context, cluster string, from, to time.Time) ([]EndpointRow, error)
 	// WriteWorkloadTimes records workloads' times: a workload (cluster,
 	// namespace, name, submit) written again replaces what was written of
 	// it (its admission and finish come later).

@@ -38,7 +38,7 @@ func storeFlags(fs *flag.FlagSet, defaultPath string, readOnly bool) func(ctx co
 		case "clickhouse":
 			opts := clickhouse.Options{DSN: *dsn, SpoolDir: *spool, Logger: log}
 			if *distributed {
-				opts.LedgerTable, opts.WorkloadTable, opts.CheckpointTable, opts.AuditTable, opts.QueueTable, opts.TimesTable = "ledger_rows_all", "workload_rows_all", "checkpoints_all", "audit_all", "queue_rows_all", "workload_times_all"
+				opts.LedgerTable, opts.WorkloadTable, opts.CheckpointTable, opts.AuditTable, opts.QueueTable, opts.TimesTable, opts.EndpointTable = "ledger_rows_all", "workload_rows_all", "checkpoints_all", "audit_all", "queue_rows_all", "workload_times_all", "endpoint_rows_all"
 				opts.SkipMigrations = true
 			}
 			return clickhouse.Open(ctx, opts)

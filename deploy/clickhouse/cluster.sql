@@ -107,6 +107,27 @@ CREATE TABLE IF NOT EXISTS gpuledger.workload_times ON CLUSTER gpuledger (
 PARTITION BY toYYYYMM(toDateTime(intDiv(submit_ms, 1000)))
 ORDER BY (cluster, namespace, name, submit_ms);
 
+-- The inference endpoints' hours (scale-to-zero).
+CREATE TABLE IF NOT EXISTS gpuledger.endpoint_rows ON CLUSTER gpuledger (
+    hour DateTime,
+    cluster String,
+    namespace String,
+    model String,
+    version UInt64,
+    kind String,
+    name String,
+    pods Int64,
+    reported_seconds Float64,
+    busy_seconds Float64,
+    requests Float64,
+    generation_tokens Float64,
+    gaps_n Array(Int64),
+    gaps_s Array(Float64),
+    idle_since_ms Int64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/endpoint_rows', '{replica}', version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (cluster, hour, namespace, model);
+
 -- Distributed tables: what gpuledger reads and writes.
 CREATE TABLE IF NOT EXISTS gpuledger.ledger_rows_all ON CLUSTER gpuledger AS gpuledger.ledger_rows
 ENGINE = Distributed(gpuledger, gpuledger, ledger_rows, cityHash64(cluster, toUInt32(hour)));
@@ -126,11 +147,15 @@ ENGINE = Distributed(gpuledger, gpuledger, queue_rows, cityHash64(cluster, toUIn
 CREATE TABLE IF NOT EXISTS gpuledger.workload_times_all ON CLUSTER gpuledger AS gpuledger.workload_times
 ENGINE = Distributed(gpuledger, gpuledger, workload_times, cityHash64(cluster, namespace, name));
 
+CREATE TABLE IF NOT EXISTS gpuledger.endpoint_rows_all ON CLUSTER gpuledger AS gpuledger.endpoint_rows
+ENGINE = Distributed(gpuledger, gpuledger, endpoint_rows, cityHash64(cluster, toUInt32(hour)));
+
 -- Upgrading a cluster created before the unmeasured columns (gpuledger's
 -- migrations 4 and 5 on a single server):
 --   ALTER TABLE gpuledger.ledger_rows ON CLUSTER gpuledger ADD COLUMN unmeasured_gpu_seconds Float64 DEFAULT 0, ADD COLUMN unmeasured_cost Decimal(18, 6) DEFAULT 0;
 --   ALTER TABLE gpuledger.workload_rows ON CLUSTER gpuledger ADD COLUMN unmeasured_gpu_seconds Float64 DEFAULT 0, ADD COLUMN unmeasured_cost Decimal(18, 6) DEFAULT 0;
 --   then drop and re-create ledger_rows_all and workload_rows_all as above.
 -- Upgrading a cluster created before the queue rows (migration 7) or the
--- workload times (migration 8): run the queue_rows, queue_rows_all,
--- workload_times and workload_times_all statements above.
+-- workload times (migration 8) or the endpoint rows (migration 9): run the
+-- queue_rows, queue_rows_all, workload_times, workload_times_all,
+-- endpoint_rows and endpoint_rows_all statements above.

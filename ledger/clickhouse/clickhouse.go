@@ -32,7 +32,7 @@ type Options struct {
 	// at the Distributed tables of deploy/clickhouse/cluster.sql and set
 	// SkipMigrations. Defaults ledger_rows, workload_rows, checkpoints,
 	// audit.
-	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable, TimesTable string
+	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable, TimesTable, EndpointTable string
 	// SkipMigrations leaves the schema to the operator (cluster DDL).
 	SkipMigrations bool
 	// SpoolDir, when set, holds writes that could not reach the server;
@@ -103,6 +103,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if s.opts.TimesTable == "" {
 		s.opts.TimesTable = "workload_times"
+	}
+	if s.opts.EndpointTable == "" {
+		s.opts.EndpointTable = "endpoint_rows"
 	}
 	if s.opts.BatchRows <= 0 {
 		s.opts.BatchRows = 100_000
@@ -204,6 +207,7 @@ type record struct {
 	Workloads  []ledger.WorkloadRow  `json:"w,omitempty"`
 	Queues     []ledger.QueueRow     `json:"q,omitempty"`
 	Times      []ledger.WorkloadTime `json:"t,omitempty"`
+	Endpoints  []ledger.EndpointRow  `json:"e,omitempty"`
 	Checkpoint *checkpoint           `json:"c,omitempty"`
 }
 
@@ -245,6 +249,20 @@ func (s *Store) WriteQueueHours(ctx context.Context, rows []ledger.QueueRow) err
 		return nil
 	}
 	return s.write(ctx, &record{Version: s.nextVersion(), Queues: rows})
+}
+
+// WriteEndpointHours writes endpoint rows with a new version, replacing
+// their hours (through the spool like WriteHours).
+func (s *Store) WriteEndpointHours(ctx context.Context, rows []ledger.EndpointRow) error {
+	for i := range rows {
+		if err := rows[i].Check(); err != nil {
+			return fmt.Errorf("endpoint row %d: %w", i, err)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	return s.write(ctx, &record{Version: s.nextVersion(), Endpoints: rows})
 }
 
 // WriteWorkloadTimes writes workloads' times with a new version: reads
@@ -311,6 +329,9 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 	if len(rec.Times) > 0 {
 		return s.insertTimes(ctx, rec)
 	}
+	if len(rec.Endpoints) > 0 {
+		return s.insertEndpoints(ctx, rec)
+	}
 	for start := 0; start < len(rec.Rows); start += s.opts.BatchRows {
 		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.LedgerTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
 			gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost, idle_cost, unmeasured_cost, unallocated_cost, energy_joules, energy_cost)`)
@@ -374,6 +395,32 @@ func (s *Store) insertQueues(ctx context.Context, rec *record) error {
 		}
 		if err := b.Send(); err != nil {
 			return fmt.Errorf("insert %d queue rows: %w", b.Rows(), err)
+		}
+	}
+	return nil
+}
+
+// insertEndpoints inserts a record's endpoint rows, in batches.
+func (s *Store) insertEndpoints(ctx context.Context, rec *record) error {
+	for start := 0; start < len(rec.Endpoints); start += s.opts.BatchRows {
+		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.EndpointTable)+` (hour, cluster, namespace, model, version, kind, name,
+			pods, reported_seconds, busy_seconds, requests, generation_tokens, gaps_n, gaps_s, idle_since_ms)`)
+		if err != nil {
+			return fmt.Errorf("prepare endpoint insert: %w", err)
+		}
+		for _, r := range rec.Endpoints[start:min(start+s.opts.BatchRows, len(rec.Endpoints))] {
+			counts := r.Gaps.Counts
+			if counts == nil {
+				counts = []int64{}
+			}
+			if err := b.Append(r.Hour.UTC(), r.Cluster, r.Namespace, r.Model, rec.Version, r.Kind, r.Name, int64(r.Pods), r.ReportedSeconds,
+				r.BusySeconds, r.Requests, r.GenerationTokens, counts, floats(r.Gaps.Seconds), ledger.MilliOrZero(r.IdleSince)); err != nil {
+				b.Abort()
+				return fmt.Errorf("append endpoint row: %w", err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("insert %d endpoint rows: %w", b.Rows(), err)
 		}
 	}
 	return nil

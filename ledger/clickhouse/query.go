@@ -222,6 +222,40 @@ func (s *Store) QueueHours(ctx context.Context, cluster string, from, to time.Ti
 	return out, nil
 }
 
+// EndpointHours returns the newest endpoint rows of [from, to).
+func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time.Time) ([]ledger.EndpointRow, error) {
+	table := s.table(s.opts.EndpointTable)
+	w, args := where(table, ledger.Query{From: from, To: to, Cluster: cluster})
+	rs, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT hour, cluster, namespace, model, kind, name, pods, reported_seconds, busy_seconds,
+		requests, generation_tokens, gaps_n, gaps_s, idle_since_ms
+		FROM %s FINAL WHERE %s ORDER BY cluster, hour, namespace, model`, table, w), args...)
+	if err != nil {
+		return nil, fmt.Errorf("query endpoint rows: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.EndpointRow
+	for rs.Next() {
+		var r ledger.EndpointRow
+		var pods, idle int64
+		if err := rs.Scan(&r.Hour, &r.Cluster, &r.Namespace, &r.Model, &r.Kind, &r.Name, &pods, &r.ReportedSeconds, &r.BusySeconds,
+			&r.Requests, &r.GenerationTokens, &r.Gaps.Counts, &r.Gaps.Seconds, &idle); err != nil {
+			return nil, fmt.Errorf("scan endpoint row: %w", err)
+		}
+		r.Hour, r.Pods, r.IdleSince = r.Hour.UTC(), int(pods), ledger.TimeOrZero(idle)
+		if len(r.Gaps.Counts) == 0 {
+			r.Gaps = ledger.Gaps{}
+		}
+		if err := r.Check(); err != nil {
+			return nil, fmt.Errorf("read endpoint row: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read endpoint rows: %w", err)
+	}
+	return out, nil
+}
+
 // WorkloadTimes returns each workload's newest times, submitted in
 // [from, to).
 func (s *Store) WorkloadTimes(ctx context.Context, cluster string, from, to time.Time) ([]ledger.WorkloadTime, error) {

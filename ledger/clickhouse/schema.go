@@ -102,4 +102,26 @@ var migrations = []string{
 	) ENGINE = ReplacingMergeTree(version)
 	PARTITION BY toYYYYMM(toDateTime(intDiv(submit_ms, 1000)))
 	ORDER BY (cluster, namespace, name, submit_ms)`,
+	// The inference endpoints' hours (scale-to-zero); the idle gaps are
+	// each bucket's count and seconds (ledger.GapBounds and one above);
+	// idle_since_ms 0 when no gap was open.
+	9: `CREATE TABLE IF NOT EXISTS {db}.endpoint_rows (
+		hour DateTime,
+		cluster String,
+		namespace String,
+		model String,
+		version UInt64,
+		kind String,
+		name String,
+		pods Int64,
+		reported_seconds Float64,
+		busy_seconds Float64,
+		requests Float64,
+		generation_tokens Float64,
+		gaps_n Array(Int64),
+		gaps_s Array(Float64),
+		idle_since_ms Int64
+	) ENGINE = ReplacingMergeTree(version)
+	PARTITION BY toYYYYMM(hour)
+	ORDER BY (cluster, hour, namespace, model)`,
 }

@@ -128,6 +128,28 @@ var migrations = [][]string{
 	) WITHOUT ROWID`,
 		`CREATE INDEX IF NOT EXISTS workload_times_submit ON workload_times (submit_ms)`,
 	},
+	// 5 → 6: the inference endpoints' hours (scale-to-zero: busy time and
+	// idle gaps, from vLLM's metrics). The gaps are JSON ({"n": [...],
+	// "s": [...]}); idle_since_ms 0 when no gap was open.
+	5: {
+		`CREATE TABLE IF NOT EXISTS endpoint_rows (
+		hour              INTEGER NOT NULL,
+		cluster           TEXT    NOT NULL,
+		namespace         TEXT    NOT NULL,
+		model             TEXT    NOT NULL,
+		kind              TEXT    NOT NULL,
+		name              TEXT    NOT NULL,
+		pods              INTEGER NOT NULL,
+		reported_seconds  REAL    NOT NULL,
+		busy_seconds      REAL    NOT NULL,
+		requests          REAL    NOT NULL,
+		generation_tokens REAL    NOT NULL,
+		gaps              TEXT    NOT NULL,
+		idle_since_ms     INTEGER NOT NULL,
+		PRIMARY KEY (cluster, hour, namespace, model)
+	) WITHOUT ROWID`,
+		`CREATE INDEX IF NOT EXISTS endpoint_rows_hour ON endpoint_rows (hour)`,
+	},
 }
 
 // The daily rollup's columns (hour is the start of the UTC day) and the
@@ -340,57 +362,128 @@ func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row, workloads []l
 
 // WriteQueueHours replaces, in one transaction, the queue rows of every
 // (cluster, hour) present in rows.
-func (s *Store) WriteQueueHours(ctx context.Context, rows []ledger.QueueRow) (err error) {
-	if len(rows) == 0 {
-		return nil
-	}
-	hours := make(map[clusterHour]bool)
+func (s *Store) WriteQueueHours(ctx context.Context, rows []ledger.QueueRow) error {
+	hours := make([]clusterHour, len(rows))
 	for i := range rows {
 		if err := rows[i].Check(); err != nil {
 			return fmt.Errorf("queue row %d: %w", i, err)
 		}
-		hours[clusterHour{rows[i].Cluster, rows[i].Hour.Unix()}] = true
+		hours[i] = clusterHour{rows[i].Cluster, rows[i].Hour.Unix()}
+	}
+	return s.replaceHours(ctx, "queue_rows", hours, `INSERT INTO queue_rows
+		(hour, cluster, cluster_queue, pending_workloads, pending_gpus, admitted, admitted_wait, pending_wait)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, func(i int) ([]any, error) {
+		r := &rows[i]
+		aw, err := json.Marshal(r.AdmittedWait)
+		if err != nil {
+			return nil, fmt.Errorf("encode admitted wait: %w", err)
+		}
+		pw, err := json.Marshal(r.PendingWait)
+		if err != nil {
+			return nil, fmt.Errorf("encode pending wait: %w", err)
+		}
+		return []any{r.Hour.Unix(), r.Cluster, r.ClusterQueue, r.PendingWorkloads, r.PendingGPUs, r.Admitted, string(aw), string(pw)}, nil
+	})
+}
+
+// WriteEndpointHours replaces, in one transaction, the endpoint rows of
+// every (cluster, hour) present in rows.
+func (s *Store) WriteEndpointHours(ctx context.Context, rows []ledger.EndpointRow) error {
+	hours := make([]clusterHour, len(rows))
+	for i := range rows {
+		if err := rows[i].Check(); err != nil {
+			return fmt.Errorf("endpoint row %d: %w", i, err)
+		}
+		hours[i] = clusterHour{rows[i].Cluster, rows[i].Hour.Unix()}
+	}
+	return s.replaceHours(ctx, "endpoint_rows", hours, `INSERT INTO endpoint_rows
+		(hour, cluster, namespace, model, kind, name, pods, reported_seconds, busy_seconds, requests, generation_tokens, gaps, idle_since_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, func(i int) ([]any, error) {
+		r := &rows[i]
+		gaps, err := json.Marshal(r.Gaps)
+		if err != nil {
+			return nil, fmt.Errorf("encode gaps: %w", err)
+		}
+		return []any{r.Hour.Unix(), r.Cluster, r.Namespace, r.Model, r.Kind, r.Name, r.Pods, r.ReportedSeconds, r.BusySeconds,
+			r.Requests, r.GenerationTokens, string(gaps), ledger.MilliOrZero(r.IdleSince)}, nil
+	})
+}
+
+// replaceHours deletes the rows of table in each (cluster, hour) of hours
+// and inserts n rows with insert, each row's arguments from args, all in
+// one transaction: a failure leaves the table as it was.
+func (s *Store) replaceHours(ctx context.Context, table string, hours []clusterHour, insert string, args func(i int) ([]any, error)) (err error) {
+	if len(hours) == 0 {
+		return nil
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("begin queue write: %w", err)
+		return fmt.Errorf("begin write of %s: %w", table, err)
 	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, tx.Rollback())
 		}
 	}()
-	for k := range hours {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM queue_rows WHERE cluster = ? AND hour = ?`, k.cluster, k.hour); err != nil {
-			return fmt.Errorf("clear hour %s of %s in queue_rows: %w", time.Unix(k.hour, 0).UTC().Format(time.RFC3339), k.cluster, err)
+	cleared := make(map[clusterHour]bool)
+	for _, k := range hours {
+		if cleared[k] {
+			continue
+		}
+		cleared[k] = true
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE cluster = ? AND hour = ?`, k.cluster, k.hour); err != nil {
+			return fmt.Errorf("clear hour %s of %s in %s: %w", time.Unix(k.hour, 0).UTC().Format(time.RFC3339), k.cluster, table, err)
 		}
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO queue_rows
-		(hour, cluster, cluster_queue, pending_workloads, pending_gpus, admitted, admitted_wait, pending_wait)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	ins, err := tx.PrepareContext(ctx, insert)
 	if err != nil {
-		return fmt.Errorf("prepare queue insert: %w", err)
+		return fmt.Errorf("prepare insert into %s: %w", table, err)
 	}
 	defer ins.Close()
-	for i := range rows {
-		r := &rows[i]
-		aw, err := json.Marshal(r.AdmittedWait)
+	for i := range hours {
+		a, err := args(i)
 		if err != nil {
-			return fmt.Errorf("queue row %d: encode admitted wait: %w", i, err)
+			return fmt.Errorf("row %d of %s: %w", i, table, err)
 		}
-		pw, err := json.Marshal(r.PendingWait)
-		if err != nil {
-			return fmt.Errorf("queue row %d: encode pending wait: %w", i, err)
-		}
-		if _, err := ins.ExecContext(ctx, r.Hour.Unix(), r.Cluster, r.ClusterQueue, r.PendingWorkloads, r.PendingGPUs, r.Admitted,
-			string(aw), string(pw)); err != nil {
-			return fmt.Errorf("insert queue row %d of %d: %w", i, len(rows), err)
+		if _, err := ins.ExecContext(ctx, a...); err != nil {
+			return fmt.Errorf("insert row %d of %d into %s: %w", i, len(hours), table, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit %d queue rows: %w", len(rows), err)
+		return fmt.Errorf("commit %d rows of %s: %w", len(hours), table, err)
 	}
 	return nil
+}
+
+// EndpointHours returns the endpoint rows of [from, to), of one cluster or
+// all, ordered by cluster, hour, namespace and model.
+func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time.Time) ([]ledger.EndpointRow, error) {
+	where, args := filters(ledger.Query{From: from, To: to, Cluster: cluster})
+	rs, err := s.read.QueryContext(ctx, `SELECT hour, cluster, namespace, model, kind, name, pods, reported_seconds, busy_seconds, requests,
+		generation_tokens, gaps, idle_since_ms FROM endpoint_rows WHERE `+where+` ORDER BY cluster, hour, namespace, model`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query endpoint rows: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.EndpointRow
+	for rs.Next() {
+		var r ledger.EndpointRow
+		var hour, idle int64
+		var gaps string
+		if err := rs.Scan(&hour, &r.Cluster, &r.Namespace, &r.Model, &r.Kind, &r.Name, &r.Pods, &r.ReportedSeconds, &r.BusySeconds,
+			&r.Requests, &r.GenerationTokens, &gaps, &idle); err != nil {
+			return nil, fmt.Errorf("scan endpoint row: %w", err)
+		}
+		r.Hour, r.IdleSince = time.Unix(hour, 0).UTC(), ledger.TimeOrZero(idle)
+		if err := json.Unmarshal([]byte(gaps), &r.Gaps); err != nil {
+			return nil, fmt.Errorf("endpoint row %s/%s/%s at %s: gaps %q: %w", r.Cluster, r.Namespace, r.Model, r.Hour.Format(time.RFC3339), gaps, err)
+		}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read endpoint rows: %w", err)
+	}
+	return out, nil
 }
 
 // QueueHours returns the queue rows of [from, to), of one cluster or all.

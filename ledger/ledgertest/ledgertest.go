@@ -373,6 +373,61 @@ func Run(t *testing.T, open Opener) {
 			t.Errorf("after rejected writes: %+v, %v", got, err)
 		}
 	})
+	t.Run("EndpointHours", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		var gaps ledger.Gaps
+		for _, g := range []float64{45, 45, 290, 7300, 20000} {
+			gaps.Add(g)
+		}
+		e := func(h time.Time, cluster, model string, busy float64) ledger.EndpointRow {
+			return ledger.EndpointRow{Hour: h, Cluster: cluster, Namespace: "serve", Model: model, Kind: "ReplicaSet", Name: model + "-7d9f8b6c5",
+				Pods: 2, ReportedSeconds: 3600, BusySeconds: busy, Requests: 120, GenerationTokens: 51200, Gaps: gaps}
+		}
+		first := []ledger.EndpointRow{e(h0, "c1", "llama", 600), e(h0, "c1", "qwen", 0), e(h0.Add(time.Hour), "c1", "llama", 30), e(h0, "c2", "llama", 1)}
+		first[1].Gaps, first[1].IdleSince = ledger.Gaps{}, h0.Add(-90*time.Minute)
+		if err := s.WriteEndpointHours(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+		// Rewriting c1's first hour replaces both of its endpoints' rows:
+		// qwen is gone from it.
+		redo := []ledger.EndpointRow{e(h0, "c1", "llama", 900)}
+		if err := s.WriteEndpointHours(ctx, redo); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.EndpointHours(ctx, "c1", h0, h0.Add(3*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]ledger.EndpointRow{redo[0], first[2]}, got, approx); diff != "" {
+			t.Errorf("c1's endpoint hours (-want +got):\n%s", diff)
+		}
+		all, err := s.EndpointHours(ctx, "", h0, h0.Add(time.Hour))
+		if err != nil || len(all) != 2 || all[1].Cluster != "c2" {
+			t.Errorf("every cluster's first hour: %+v, %v", all, err)
+		}
+		s2 := e(h0.Add(2*time.Hour), "c1", "qwen", 0)
+		s2.Gaps, s2.IdleSince = ledger.Gaps{}, h0.Add(-90*time.Minute)
+		if err := s.WriteEndpointHours(ctx, []ledger.EndpointRow{s2}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.EndpointHours(ctx, "c1", h0.Add(2*time.Hour), h0.Add(3*time.Hour)); err != nil || len(got) != 1 || !got[0].IdleSince.Equal(s2.IdleSince) || got[0].Gaps.Counts != nil {
+			t.Errorf("an idle endpoint's hour: %+v, %v", got, err)
+		}
+		bad := e(h0, "c1", "llama", 1)
+		bad.Gaps.Seconds = append([]float64{}, bad.Gaps.Seconds...)
+		bad.Gaps.Seconds[0] = 1e6 // more than 30 s per gap in the first bucket
+		if err := s.WriteEndpointHours(ctx, []ledger.EndpointRow{bad}); err == nil {
+			t.Error("gaps too long for their bucket were accepted")
+		}
+		bad = e(h0, "c1", "llama", 4000)
+		if err := s.WriteEndpointHours(ctx, []ledger.EndpointRow{bad}); err == nil {
+			t.Error("more busy seconds than reported were accepted")
+		}
+		if got, err := s.EndpointHours(ctx, "c1", h0, h0.Add(time.Hour)); err != nil || len(got) != 1 || got[0].BusySeconds != 900 {
+			t.Errorf("after rejected writes: %+v, %v", got, err)
+		}
+	})
 	t.Run("WorkloadTimes", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()

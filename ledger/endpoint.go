@@ -1,0 +1,183 @@
+package ledger
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+)
+
+// EndpointRow is one hour of one inference endpoint: the model server pods
+// of a namespace serving one model (vLLM's model_name), read from their
+// own metrics (vllm:num_requests_running, vllm:num_requests_waiting,
+// vllm:generation_tokens_total, vllm:request_success_total). It says how
+// long the endpoint was busy and the lengths of its idle gaps, from which
+// scale-to-zero replays a cooldown exactly per gap bucket.
+type EndpointRow struct {
+	// Hour is the start of the hour, in UTC.
+	Hour      time.Time
+	Cluster   string
+	Namespace string
+	// Model is vLLM's model_name.
+	Model string
+	// Kind and Name are the owner kube-state-metrics reported for the
+	// endpoint's pods (a Deployment's ReplicaSet, a LeaderWorkerSet): the
+	// workload whose WorkloadRows hold its GPU time and cost. Empty when
+	// kube-state-metrics said nothing of the pods.
+	Kind, Name string
+	// Pods is how many pods reported in the hour.
+	Pods int
+	// ReportedSeconds is how long the endpoint reported: the spans between
+	// its consecutive reports (each at most EndpointStale); BusySeconds
+	// the part of it with a request running or waiting, or tokens
+	// generated.
+	ReportedSeconds, BusySeconds float64
+	// Requests is the hour's increase of vllm:request_success_total, and
+	// GenerationTokens of vllm:generation_tokens_total.
+	Requests, GenerationTokens float64
+	// Gaps are the idle gaps that ended in the hour (a request came after
+	// them).
+	Gaps Gaps
+	// IdleSince is, when the endpoint was idle at its last report of the
+	// hour, the time of its last activity before: an idle gap still open.
+	// Zero otherwise.
+	IdleSince time.Time
+}
+
+// EndpointStale is the longest span between two reports of an endpoint
+// still counted as reported: past it, the endpoint was gone (scaled to
+// zero, or not scraped), and neither the span nor a gap across it counts.
+const EndpointStale = 5 * time.Minute
+
+// GapBounds are the upper bounds, in seconds, of the idle-gap buckets:
+// the cooldowns scale-to-zero chooses among, so that a cooldown's replay
+// on the buckets is exact.
+var GapBounds = []float64{30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400}
+
+// Gaps is a histogram of idle-gap lengths in GapBounds' buckets (the last
+// one above the highest bound): how many gaps fell in each and their
+// seconds in all. A gap is the time from one activity of the endpoint to
+// the next, with only idle reports between: known to a scrape interval.
+// The zero value is empty.
+type Gaps struct {
+	Counts  []int64   `json:"n"`
+	Seconds []float64 `json:"s"`
+}
+
+// Add counts one gap of sec seconds.
+func (g *Gaps) Add(sec float64) {
+	if g.Counts == nil {
+		g.Counts, g.Seconds = make([]int64, len(GapBounds)+1), make([]float64, len(GapBounds)+1)
+	}
+	i := len(GapBounds)
+	for j, b := range GapBounds {
+		if sec <= b {
+			i = j
+			break
+		}
+	}
+	g.Counts[i]++
+	g.Seconds[i] += sec
+}
+
+// Merge adds o's gaps to g.
+func (g *Gaps) Merge(o Gaps) {
+	if o.Counts == nil {
+		return
+	}
+	if g.Counts == nil {
+		g.Counts, g.Seconds = make([]int64, len(GapBounds)+1), make([]float64, len(GapBounds)+1)
+	}
+	for i := range o.Counts {
+		g.Counts[i] += o.Counts[i]
+		g.Seconds[i] += o.Seconds[i]
+	}
+}
+
+// Over returns how many gaps were longer than bound (one of GapBounds, or
+// 0 for all) and their seconds beyond it: exact at a bound, since a
+// bucket's gaps are all on one side of it.
+func (g Gaps) Over(bound float64) (count int64, beyond float64) {
+	for i := range g.Counts {
+		if i < len(GapBounds) && GapBounds[i] <= bound {
+			continue
+		}
+		count += g.Counts[i]
+		beyond += g.Seconds[i] - bound*float64(g.Counts[i])
+	}
+	return count, beyond
+}
+
+// Check says what is wrong with g, if anything.
+func (g Gaps) Check() error {
+	if g.Counts == nil && g.Seconds == nil {
+		return nil
+	}
+	if len(g.Counts) != len(GapBounds)+1 || len(g.Seconds) != len(GapBounds)+1 {
+		return fmt.Errorf("gaps have %d counts and %d sums; want %d of each (GapBounds and one above)", len(g.Counts), len(g.Seconds), len(GapBounds)+1)
+	}
+	for i := range g.Counts {
+		lo, hi := 0.0, math.Inf(1)
+		if i > 0 {
+			lo = GapBounds[i-1]
+		}
+		if i < len(GapBounds) {
+			hi = GapBounds[i]
+		}
+		n, s := float64(g.Counts[i]), g.Seconds[i]
+		// A sum of many gaps may round a little past its bucket's edge.
+		if g.Counts[i] < 0 || math.IsNaN(s) || math.IsInf(s, 0) || s < lo*n*(1-1e-9) || s > hi*n*(1+1e-9) {
+			return fmt.Errorf("gap bucket %d (%g, %g] has %d gaps of %g s in all; want a count of at least 0 and seconds between %g and %g per gap",
+				i, lo, hi, g.Counts[i], s, lo, hi)
+		}
+	}
+	return nil
+}
+
+// UnmarshalJSON reads {"n": counts, "s": seconds}, and checks it.
+func (g *Gaps) UnmarshalJSON(b []byte) error {
+	var j struct {
+		Counts  []int64   `json:"n"`
+		Seconds []float64 `json:"s"`
+	}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	out := Gaps{Counts: j.Counts, Seconds: j.Seconds}
+	if err := out.Check(); err != nil {
+		return err
+	}
+	*g = out
+	return nil
+}
+
+// Check says what is wrong with r, if anything, naming the field.
+func (r *EndpointRow) Check() error {
+	if !r.Hour.Equal(r.Hour.Truncate(time.Hour)) {
+		return fmt.Errorf("endpoint row hour %s is not the start of an hour", r.Hour)
+	}
+	if r.Cluster == "" || r.Namespace == "" || r.Model == "" {
+		return fmt.Errorf("endpoint row of %s: cluster %q, namespace %q and model %q must all be set", r.Hour.Format(time.RFC3339), r.Cluster, r.Namespace, r.Model)
+	}
+	at := func() string { return fmt.Sprintf("endpoint row %s/%s/%s at %s", r.Cluster, r.Namespace, r.Model, r.Hour.Format(time.RFC3339)) }
+	if r.Pods < 0 {
+		return fmt.Errorf("%s: pods is %d; want at least 0", at(), r.Pods)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+		max  float64
+	}{{"reported seconds", r.ReportedSeconds, 3600}, {"busy seconds", r.BusySeconds, r.ReportedSeconds},
+		{"requests", r.Requests, math.Inf(1)}, {"generation tokens", r.GenerationTokens, math.Inf(1)}} {
+		if !(f.v >= 0) || math.IsInf(f.v, 0) || f.v > f.max {
+			return fmt.Errorf("%s: %s is %g; want a finite number from 0 to %g", at(), f.name, f.v, f.max)
+		}
+	}
+	if err := r.Gaps.Check(); err != nil {
+		return fmt.Errorf("%s: %w", at(), err)
+	}
+	if !r.IdleSince.IsZero() && !r.IdleSince.Before(r.Hour.Add(time.Hour)) {
+		return fmt.Errorf("%s: idle since %s, after the hour; want a time before its end", at(), r.IdleSince.Format(time.RFC3339))
+	}
+	return nil
+}
