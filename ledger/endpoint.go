@@ -159,7 +159,9 @@ func (r *EndpointRow) Check() error {
 	if r.Cluster == "" || r.Namespace == "" || r.Model == "" {
 		return fmt.Errorf("endpoint row of %s: cluster %q, namespace %q and model %q must all be set", r.Hour.Format(time.RFC3339), r.Cluster, r.Namespace, r.Model)
 	}
-	at := func() string { return fmt.Sprintf("endpoint row %s/%s/%s at %s", r.Cluster, r.Namespace, r.Model, r.Hour.Format(time.RFC3339)) }
+	at := func() string {
+		return fmt.Sprintf("endpoint row %s/%s/%s at %s", r.Cluster, r.Namespace, r.Model, r.Hour.Format(time.RFC3339))
+	}
 	if r.Pods < 0 {
 		return fmt.Errorf("%s: pods is %d; want at least 0", at(), r.Pods)
 	}
