@@ -31,13 +31,30 @@ const (
 	// how many of the pending workloads have waited at most Le seconds so
 	// far, a gauge histogram from the same source.
 	QueuePendingAge
+	// EndpointRunning is vllm:num_requests_running and EndpointWaiting
+	// vllm:num_requests_waiting: gauges of an inference endpoint's pod
+	// (see endpoint.go).
+	EndpointRunning
+	EndpointWaiting
+	// EndpointTokens is vllm:generation_tokens_total and EndpointRequests
+	// vllm:request_success_total: counters of an endpoint's pod.
+	EndpointTokens
+	EndpointRequests
 )
 
-// QueueSample is one value of one queue series at one instant.
+// isEndpoint says whether m is an inference endpoint's metric.
+func (m QueueMetric) isEndpoint() bool { return m >= EndpointRunning && m <= EndpointRequests }
+
+// QueueSample is one value of one queue series at one instant, or of an
+// inference endpoint's series (the Endpoint metrics), which name the
+// endpoint's Namespace, Pod and Model instead of a ClusterQueue.
 type QueueSample struct {
 	TimeMs       int64
 	ClusterQueue string
-	Metric       QueueMetric
+	// Namespace, Pod and Model (vLLM's model_name) of an endpoint's
+	// sample.
+	Namespace, Pod, Model string
+	Metric                QueueMetric
 	// Le is the bucket's upper bound, for the histogram metrics.
 	Le float64
 	// Series tells apart the series of one metric, queue and bound: their
@@ -53,6 +70,8 @@ type queueBook struct {
 	Last  map[string]QueueLast
 	Hours map[int64]map[string]*queueHour // hour → ClusterQueue
 	Out   []ledger.QueueRow
+	// Endpoints is the inference endpoints' (endpoint.go).
+	Endpoints endpointBook
 }
 
 // QueueLast is a counter's last sample.
@@ -98,6 +117,10 @@ func (a *Attributor) AddQueue(q *QueueSample) { a.addQueue(q, false) }
 func (a *Attributor) PrimeQueue(q *QueueSample) { a.addQueue(q, true) }
 
 func (a *Attributor) addQueue(q *QueueSample, prime bool) {
+	if q.Metric.isEndpoint() {
+		a.addEndpoint(q, prime)
+		return
+	}
 	if prime {
 		if q.Metric == QueueAdmissionWait && !math.IsNaN(q.Value) && !math.IsInf(q.Value, 0) {
 			if a.queues.Last == nil {
@@ -204,6 +227,7 @@ func (a *Attributor) appendQueueHours(h int64) {
 			a.appendQueueHour(hour)
 		}
 	}
+	a.appendEndpointHours(h)
 }
 
 func (a *Attributor) appendQueueHour(h int64) {

@@ -412,7 +412,7 @@ func preWarm(arr []Arrival, span time.Duration) []DailyWindow {
 	for _, a := range arr {
 		active[int(a.At%(24*time.Hour)/time.Hour)][int(a.At/(24*time.Hour))] = true
 	}
-	busy := make([]bool, 24)
+	var busy [24]bool
 	quiet := false
 	for h := range 24 {
 		f := float64(len(active[h])) / float64(days)
@@ -422,16 +422,5 @@ func preWarm(arr []Arrival, span time.Duration) []DailyWindow {
 	if !quiet {
 		return nil
 	}
-	var out []DailyWindow
-	for h := 0; h < 24; h++ {
-		if !busy[h] {
-			continue
-		}
-		from := h
-		for h < 24 && busy[h] {
-			h++
-		}
-		out = append(out, DailyWindow{time.Duration(from) * time.Hour, time.Duration(h) * time.Hour})
-	}
-	return out
+	return dailyWindows(busy)
 }

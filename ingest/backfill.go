@@ -115,7 +115,7 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) 
 	}
 	p = Parser{}
 	write := func(rows []ledger.Row, wls []ledger.WorkloadRow) error {
-		if err := o.Store.WriteQueueHours(ctx, att.QueueRows()); err != nil {
+		if err := writeSideHours(ctx, o.Store, att); err != nil {
 			return err
 		}
 		if len(rows) == 0 && len(wls) == 0 {
@@ -221,3 +221,12 @@ func (p primer) Add(s *attribution.Sample)    { p.a.Prime(s) }
 func (p primer) AddPod(i attribution.PodInfo) { p.a.PrimePod(i) }
 
 func (p primer) AddQueue(q *attribution.QueueSample) { p.a.PrimeQueue(q) }
+
+// writeSideHours writes the queue and endpoint rows of the hours att has
+// emitted, before the ledger rows of the same hours.
+func writeSideHours(ctx context.Context, store ledger.Store, att *attribution.Attributor) error {
+	if err := store.WriteQueueHours(ctx, att.QueueRows()); err != nil {
+		return err
+	}
+	return store.WriteEndpointHours(ctx, att.EndpointRows())
+}

@@ -46,6 +46,10 @@ const (
 	MetricKueueWait       = "kueue_admission_wait_time_seconds_bucket"
 	MetricPendingGPUs     = "gpuledger_pending_workload_gpus"
 	MetricPendingAge      = "gpuledger_pending_workload_age_seconds_bucket"
+	MetricVLLMRunning     = "vllm:num_requests_running"
+	MetricVLLMWaiting     = "vllm:num_requests_waiting"
+	MetricVLLMTokens      = "vllm:generation_tokens_total"
+	MetricVLLMRequests    = "vllm:request_success_total"
 	LabelQueueDCGM        = "kueue_x_k8s_io_queue_name"
 	LabelQueueKubeState   = "label_kueue_x_k8s_io_queue_name"
 	maxRecordedLineErrors = 10
@@ -75,8 +79,9 @@ type Stats struct {
 	Samples uint64
 	// Pods is the number of kube_pod_labels series passed to the sink.
 	Pods uint64
-	// Queues is the number of queue samples (Kueue's, and the pending
-	// workloads' from gpuledger's controller) passed to the sink.
+	// Queues is the number of queue samples (Kueue's, the pending
+	// workloads' from gpuledger's controller, and vLLM's endpoint
+	// series) passed to the sink.
 	Queues uint64
 	// Skipped counts series of metrics ingest does not read.
 	Skipped uint64
@@ -175,7 +180,12 @@ func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, 
 		p.handlePodRow(metric, tags, value, ts, sink)
 		return
 	}
-	if m := queueMetricOf(metric); m != attribution.QueueMetricUnknown {
+	switch m := queueMetricOf(metric); m {
+	case attribution.QueueMetricUnknown:
+	case attribution.EndpointRunning, attribution.EndpointWaiting, attribution.EndpointTokens, attribution.EndpointRequests:
+		p.handleEndpointRow(m, tags, value, ts, sink)
+		return
+	default:
 		p.handleQueueRow(m, tags, value, ts, sink)
 		return
 	}
@@ -353,8 +363,58 @@ func queueMetricOf(metric string) attribution.QueueMetric {
 		return attribution.QueuePendingGPUs
 	case MetricPendingAge:
 		return attribution.QueuePendingAge
+	case MetricVLLMRunning:
+		return attribution.EndpointRunning
+	case MetricVLLMWaiting:
+		return attribution.EndpointWaiting
+	case MetricVLLMTokens:
+		return attribution.EndpointTokens
+	case MetricVLLMRequests:
+		return attribution.EndpointRequests
 	}
 	return attribution.QueueMetricUnknown
+}
+
+// handleEndpointRow reads a sample of an inference endpoint's vLLM series:
+// the model (model_name), the pod and namespace the scrape gave it
+// (exported_* win, as for kube-state-metrics), and the other labels that
+// tell its series apart (engine, finished_reason).
+func (p *Parser) handleEndpointRow(m attribution.QueueMetric, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
+	q := &p.queue
+	*q = attribution.QueueSample{TimeMs: ts, Metric: m, Value: value}
+	var ns, pod, engine, reason string
+	var expNS, expPod bool
+	for _, t := range tags {
+		switch t.Key {
+		case "model_name":
+			q.Model = t.Value
+		case "namespace":
+			ns = t.Value
+		case "exported_namespace":
+			q.Namespace, expNS = t.Value, true
+		case "pod":
+			pod = t.Value
+		case "exported_pod":
+			q.Pod, expPod = t.Value, true
+		case "engine":
+			engine = t.Value
+		case "finished_reason":
+			reason = t.Value
+		}
+	}
+	if !expNS {
+		q.Namespace = ns
+	}
+	if !expPod {
+		q.Pod = pod
+	}
+	if q.Model == "" || q.Namespace == "" || q.Pod == "" {
+		p.stats.MissingLabels++
+		return
+	}
+	q.Series = engine + "," + reason
+	p.stats.Queues++
+	sink.AddQueue(q)
 }
 
 // handleQueueRow reads a sample of a queue series: the ClusterQueue, the
@@ -402,7 +462,7 @@ func (p *Parser) handleQueueRow(m attribution.QueueMetric, tags []prometheus.Tag
 }
 
 func queueMetricName(m attribution.QueueMetric) string {
-	for _, n := range []string{MetricKueuePending, MetricKueueWait, MetricPendingGPUs, MetricPendingAge} {
+	for _, n := range []string{MetricKueuePending, MetricKueueWait, MetricPendingGPUs, MetricPendingAge, MetricVLLMRunning, MetricVLLMWaiting, MetricVLLMTokens, MetricVLLMRequests} {
 		if queueMetricOf(n) == m {
 			return n
 		}

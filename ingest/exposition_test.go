@@ -238,6 +238,7 @@ func FuzzParseExposition(f *testing.F) {
 	f.Add([]byte("kube_pod_labels{namespace=\"a\",pod=\"b\",label_kueue_x_k8s_io_queue_name=\"q\"} 1\n# HELP x\n"))
 	f.Add([]byte(`DCGM_FI_DEV_GPU_UTIL{gpu="0",Hostname="n\"x",exported_pod="p"} NaN 12`))
 	f.Add([]byte("kueue_admission_wait_time_seconds_bucket{cluster_queue=\"q\",le=\"+Inf\"} 3\ngpuledger_pending_workload_age_seconds_bucket{cluster_queue=\"q\",le=\"x\"} 1\n"))
+	f.Add([]byte("vllm:num_requests_running{model_name=\"m\",namespace=\"a\",pod=\"b\"} 2\nvllm:generation_tokens_total{model_name=\"m\",exported_pod=\"b\"} 1e3\n"))
 	if b, err := os.ReadFile("../../shared/data/dcgm-exporter/samples/t4-a10g-datadog-fixture.prom"); err == nil {
 		f.Add(b)
 	}
@@ -292,5 +293,45 @@ gpuledger_pending_workload_age_seconds_bucket{cluster_queue="cq-a",le="1800"} 2
 	st := p.Stats()
 	if st.Queues != 6 || st.MissingLabels != 1 {
 		t.Errorf("stats %+v; want 6 queue samples and 1 without a ClusterQueue", st)
+	}
+}
+
+// TestVLLMSeries: vLLM's series reach attribution as endpoint samples with
+// their model, namespace and pod (exported_* winning, as a scrape with
+// honorLabels false writes them) and the labels that tell their series
+// apart; a series without a model or pod does not; vLLM's other series
+// are skipped.
+func TestVLLMSeries(t *testing.T) {
+	const t0ms = 1_790_000_000_000
+	body := []byte(`# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="llama-8b",namespace="serve",pod="llama-7d9f8b6c5-x2x4z"} 3
+vllm:num_requests_waiting{engine="0",model_name="llama-8b",namespace="serve",pod="llama-7d9f8b6c5-x2x4z"} 0
+vllm:generation_tokens_total{engine="0",model_name="llama-8b",namespace="monitoring",pod="vmagent-0",exported_namespace="serve",exported_pod="llama-7d9f8b6c5-x2x4z"} 12345
+vllm:request_success_total{engine="0",finished_reason="stop",model_name="llama-8b",namespace="serve",pod="llama-7d9f8b6c5-x2x4z"} 77
+vllm:request_success_total{engine="0",finished_reason="length",model_name="llama-8b",namespace="serve",pod="llama-7d9f8b6c5-x2x4z"} 3
+vllm:num_requests_running{engine="0",namespace="serve",pod="p"} 1
+vllm:num_requests_running{engine="0",model_name="m",namespace="serve"} 1
+vllm:kv_cache_usage_perc{engine="0",model_name="llama-8b",namespace="serve",pod="llama-7d9f8b6c5-x2x4z"} 0.4
+`)
+	var p Parser
+	var r recorder
+	if err := p.ParseExposition(body, t0ms, &r); err != nil {
+		t.Fatal(err)
+	}
+	ep := func(m attribution.QueueMetric, series string, v float64) attribution.QueueSample {
+		return attribution.QueueSample{TimeMs: t0ms, Namespace: "serve", Pod: "llama-7d9f8b6c5-x2x4z", Model: "llama-8b", Metric: m, Series: series, Value: v}
+	}
+	want := []attribution.QueueSample{
+		ep(attribution.EndpointRunning, "0,", 3),
+		ep(attribution.EndpointWaiting, "0,", 0),
+		ep(attribution.EndpointTokens, "0,", 12345),
+		ep(attribution.EndpointRequests, "0,stop", 77),
+		ep(attribution.EndpointRequests, "0,length", 3),
+	}
+	if diff := cmp.Diff(want, r.queues); diff != "" {
+		t.Errorf("endpoint samples (-want +got):\n%s", diff)
+	}
+	if st := p.Stats(); st.Queues != 5 || st.MissingLabels != 2 || st.Skipped != 1 {
+		t.Errorf("stats %+v; want 5 endpoint samples, 2 without a model or pod, 1 skipped", st)
 	}
 }

@@ -88,8 +88,8 @@ func IngestScrapes(ctx context.Context, model *attribution.Model, store ledger.S
 			rows, workloads = att.Emit(until.UnixMilli())
 		}
 		st.Rows += len(rows)
-		if err := store.WriteQueueHours(ctx, att.QueueRows()); err != nil {
-			return fmt.Errorf("write the queues' hours up to %s: %w", until.Format(time.RFC3339), err)
+		if err := writeSideHours(ctx, store, att); err != nil {
+			return fmt.Errorf("write the queues' and endpoints' hours up to %s: %w", until.Format(time.RFC3339), err)
 		}
 		if err := store.WriteHours(ctx, rows, workloads); err != nil {
 			return fmt.Errorf("write ledger up to %s: %w", until.Format(time.RFC3339), err)

@@ -156,7 +156,10 @@ type state struct {
 	unwritten       []ledger.Row
 	unwrittenWls    []ledger.WorkloadRow
 	unwrittenQueues []ledger.QueueRow
-	applied         uint64 // the last record applied
+	// unwrittenEndpoints are the inference endpoints' hours, written with
+	// the queues'.
+	unwrittenEndpoints []ledger.EndpointRow
+	applied            uint64 // the last record applied
 	// rejected counts late and too-new samples per sender and reason.
 	rejected map[senderReason]uint64
 }
@@ -329,6 +332,7 @@ func (st *state) settle(untilMs int64) {
 	st.unwritten = append(st.unwritten, rows...)
 	st.unwrittenWls = append(st.unwrittenWls, wls...)
 	st.unwrittenQueues = append(st.unwrittenQueues, st.att.QueueRows()...)
+	st.unwrittenEndpoints = append(st.unwrittenEndpoints, st.att.EndpointRows()...)
 }
 
 // collect takes the rows of hours the data closed.
@@ -337,6 +341,7 @@ func (st *state) collect() {
 	st.unwritten = append(st.unwritten, rows...)
 	st.unwrittenWls = append(st.unwrittenWls, wls...)
 	st.unwrittenQueues = append(st.unwrittenQueues, st.att.QueueRows()...)
+	st.unwrittenEndpoints = append(st.unwrittenEndpoints, st.att.EndpointRows()...)
 }
 
 func floorHourMs(ms int64) int64 { return time.UnixMilli(ms).UTC().Truncate(time.Hour).UnixMilli() }
@@ -698,16 +703,18 @@ func (pl *Pipeline) write(ctx context.Context) error {
 	rows := slices.Clone(pl.st.unwritten)
 	wls := slices.Clone(pl.st.unwrittenWls)
 	qs := slices.Clone(pl.st.unwrittenQueues)
+	eps := slices.Clone(pl.st.unwrittenEndpoints)
 	pl.mu.Unlock()
-	if len(rows) == 0 && len(wls) == 0 && len(qs) == 0 {
+	if len(rows) == 0 && len(wls) == 0 && len(qs) == 0 && len(eps) == 0 {
 		return nil
 	}
-	err := pl.writeRows(ctx, rows, wls, qs)
+	err := pl.writeRows(ctx, rows, wls, qs, eps)
 	pl.mu.Lock()
 	if err == nil {
 		pl.st.unwritten = pl.st.unwritten[len(rows):]
 		pl.st.unwrittenWls = pl.st.unwrittenWls[len(wls):]
 		pl.st.unwrittenQueues = pl.st.unwrittenQueues[len(qs):]
+		pl.st.unwrittenEndpoints = pl.st.unwrittenEndpoints[len(eps):]
 		pl.wantSnap = true
 		pl.writes.Add(1)
 	} else {
@@ -721,9 +728,9 @@ func (pl *Pipeline) write(ctx context.Context) error {
 	return nil
 }
 
-// writeRows writes the queue rows first: the checkpoint the ledger rows
-// move never passes queue hours not yet written.
-func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledger.WorkloadRow, qs []ledger.QueueRow) error {
+// writeRows writes the queue and endpoint rows first: the checkpoint the
+// ledger rows move never passes their hours not yet written.
+func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledger.WorkloadRow, qs []ledger.QueueRow, eps []ledger.EndpointRow) error {
 	name := ledger.LiveCheckpoint(pl.model.Cluster)
 	live, err := pl.store.Checkpoint(ctx, name)
 	if err != nil {
@@ -731,6 +738,10 @@ func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledg
 	}
 	keepQ, _ := fromLive(qs, func(q *ledger.QueueRow) time.Time { return q.Hour }, live)
 	if err := pl.store.WriteQueueHours(ctx, keepQ); err != nil {
+		return err
+	}
+	keepE, _ := fromLive(eps, func(e *ledger.EndpointRow) time.Time { return e.Hour }, live)
+	if err := pl.store.WriteEndpointHours(ctx, keepE); err != nil {
 		return err
 	}
 	keep, end := fromLive(rows, func(r *ledger.Row) time.Time { return r.Hour }, live)

@@ -44,6 +44,7 @@ type pipelineSnapshot struct {
 	Unwritten         []ledger.Row
 	UnwrittenWls      []ledger.WorkloadRow
 	UnwrittenQueues   []ledger.QueueRow
+	UnwrittenEps      []ledger.EndpointRow
 	Rejected          map[string]uint64 // sender + "\x00" + reason
 }
 
@@ -58,7 +59,8 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
 		Samples: st.samples.all(), Pods: st.pods.all(), Queues: st.queues.all(), Ingest: st.p.stats,
 		MaxMs: st.maxMs, SettleNotBeforeMs: st.settleNotBefore,
-		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), UnwrittenQueues: slices.Clone(st.unwrittenQueues), Rejected: make(map[string]uint64)}
+		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), UnwrittenQueues: slices.Clone(st.unwrittenQueues),
+		UnwrittenEps: slices.Clone(st.unwrittenEndpoints), Rejected: make(map[string]uint64)}
 	for k, v := range st.rejected {
 		s.Rejected[k.sender+"\x00"+k.reason] = v
 	}
@@ -80,7 +82,7 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 	st.queues.reset(s.Queues, queueMs)
 	st.p = Parser{stats: s.Ingest}
 	st.maxMs, st.settleNotBefore = s.MaxMs, s.SettleNotBeforeMs
-	st.unwritten, st.unwrittenWls, st.unwrittenQueues = s.Unwritten, s.UnwrittenWls, s.UnwrittenQueues
+	st.unwritten, st.unwrittenWls, st.unwrittenQueues, st.unwrittenEndpoints = s.Unwritten, s.UnwrittenWls, s.UnwrittenQueues, s.UnwrittenEps
 	st.applied = s.Seq
 	st.rejected = make(map[senderReason]uint64, len(s.Rejected))
 	for k, v := range s.Rejected {

@@ -362,6 +362,9 @@ func (c *chaos) check(drop func(attribution.Sample) bool) {
 	if err := ref.WriteQueueHours(context.Background(), want.QueueRows()); err != nil {
 		c.t.Fatal(err)
 	}
+	if err := ref.WriteEndpointHours(context.Background(), want.EndpointRows()); err != nil {
+		c.t.Fatal(err)
+	}
 	live, err := embedded.Open(filepath.Join(c.dir, "ledger"), embedded.Options{})
 	if err != nil {
 		c.t.Fatal(err)
@@ -395,6 +398,21 @@ func (c *chaos) check(drop func(attribution.Sample) bool) {
 	if diff := cmp.Diff(wantQs, gotQs); diff != "" {
 		c.t.Errorf("the first hour's queues differ (-file +live):\n%s", diff)
 	}
+	// And the inference endpoints' (vLLM's series).
+	wantEps, err := ref.EndpointHours(context.Background(), "", chaosStart, end)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	gotEps, err := live.EndpointHours(context.Background(), "", chaosStart, end)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if len(wantEps) == 0 {
+		c.t.Fatal("the reference has no endpoint hours: the simulated cluster served no vLLM series")
+	}
+	if diff := cmp.Diff(wantEps, gotEps); diff != "" {
+		c.t.Errorf("the first hour's endpoints differ (-file +live):\n%s", diff)
+	}
 }
 
 // collect gathers parsed samples, pod facts and queue samples, with their
@@ -416,6 +434,7 @@ func (c *collect) Add(s *attribution.Sample) {
 func (c *collect) AddQueue(q *attribution.QueueSample) {
 	x := *q
 	x.ClusterQueue, x.Series = strings.Clone(x.ClusterQueue), strings.Clone(x.Series)
+	x.Namespace, x.Pod, x.Model = strings.Clone(x.Namespace), strings.Clone(x.Pod), strings.Clone(x.Model)
 	*c.queues = append(*c.queues, x)
 }
 

@@ -31,7 +31,8 @@ type Hold struct {
 	// (placed without gang gating): the device idles.
 	Waiting bool
 
-	ksm [len(ksmFamilies)][]byte // the pod's kube-state-metrics series, rendered once
+	ksm  [len(ksmFamilies)][]byte // the pod's kube-state-metrics series, rendered once
+	vllm *vllmState               // an inference pod's vLLM series (vllm.go)
 }
 
 // NodeInfo is a node of the modelled cluster.

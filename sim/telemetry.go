@@ -20,7 +20,8 @@ const DriverVersion = "570.133.20"
 // scrape instant, the dcgm-exporter series of every GPU and MIG instance
 // (with the label set and order dcgm-exporter renders, Kubernetes mapping on)
 // followed by kube-state-metrics' series of every running pod (labels,
-// owner, GPU request with its node, info, Running phase), then, after a
+// owner, GPU request with its node, info, Running phase), the vLLM series
+// of every inference pod (vllm.go), then, after a
 // Model.Run, Kueue's queue series and gpuledger controller's pending
 // workloads (kueue.go), as one Prometheus text exposition body. Run must
 // have been called first.
@@ -291,6 +292,7 @@ func (t *Telemetry) Next(dst []byte) (at time.Time, body []byte, ok bool) {
 			dst = append(dst, h.ksm[fam]...)
 		}
 	}
+	dst = t.appendVLLM(dst)
 	if t.kueue != nil {
 		dst = t.kueue.appendScrape(dst, at)
 	}

@@ -1,0 +1,285 @@
+package attribution
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// Inference endpoints: the pods of a namespace serving one model, read
+// from vLLM's own metrics. An endpoint is busy at a report when one of its
+// pods has a request running or waiting, or generated tokens (or finished
+// requests) since its previous report; idle when none of its pods does.
+// An idle gap runs from one busy report to the next with only idle reports
+// between: its length is what a scale-to-zero cooldown is replayed on.
+
+// endpointBook is what the Attributor keeps of the endpoints. Fields are
+// exported for the snapshot's encoding.
+type endpointBook struct {
+	Eps   map[string]*EndpointState          // namespace \x00 model
+	Hours map[int64]map[string]*EndpointHour // hour → endpoint
+	Out   []ledger.EndpointRow
+}
+
+// EndpointState is an endpoint's timeline so far.
+type EndpointState struct {
+	Pods map[string]*EndpointPod
+	// LastMs is the endpoint's latest report, Busy whether it was busy
+	// then (so far: the instant's other series may still come).
+	LastMs int64
+	Busy   bool
+	// LastBusyMs is its last activity (its first report before any);
+	// IdleFromMs its first idle report after that, 0 when none.
+	LastBusyMs, IdleFromMs int64
+}
+
+// EndpointPod is one pod's latest report and its counters' last values.
+type EndpointPod struct {
+	Ms       int64
+	Busy     bool
+	Counters map[string]QueueLast // metric and series
+}
+
+// EndpointHour is one hour of one endpoint in the making.
+type EndpointHour struct {
+	Namespace, Model string
+	Pods             map[string]bool
+	Reported, Busy   float64 // seconds
+	Requests, Tokens float64
+	Gaps             ledger.Gaps
+	// IdleSinceMs is, at the hour's latest report, the start of the idle
+	// gap the endpoint was in; 0 when it was busy.
+	IdleSinceMs int64
+}
+
+const endpointStaleMs = int64(ledger.EndpointStale / time.Millisecond)
+
+func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
+	if math.IsNaN(q.Value) || math.IsInf(q.Value, 0) || q.Value < 0 || q.Namespace == "" || q.Pod == "" || q.Model == "" {
+		if !prime {
+			a.reject(ReasonBadValue)
+		}
+		return
+	}
+	if !prime && a.startMs != 0 && q.TimeMs < a.emittedUntilMs {
+		a.reject(ReasonLate)
+		return
+	}
+	b := &a.queues.Endpoints
+	if b.Eps == nil {
+		b.Eps = make(map[string]*EndpointState)
+	}
+	key := q.Namespace + "\x00" + q.Model
+	e := b.Eps[key]
+	if e == nil {
+		// The sample's strings may alias a parse buffer: what is kept
+		// is copied.
+		key = strings.Clone(key)
+		e = &EndpointState{Pods: map[string]*EndpointPod{}, LastBusyMs: q.TimeMs}
+		b.Eps[key] = e
+	}
+	if e.Pods == nil {
+		e.Pods = map[string]*EndpointPod{}
+	}
+	pod := e.Pods[q.Pod]
+	if pod == nil {
+		pod = &EndpointPod{Counters: map[string]QueueLast{}}
+		e.Pods[strings.Clone(q.Pod)] = pod
+	}
+	if pod.Counters == nil {
+		pod.Counters = map[string]QueueLast{}
+	}
+	// A counter's increase since its last sample (0 for its first).
+	var inc float64
+	if q.Metric == EndpointTokens || q.Metric == EndpointRequests {
+		k := string(rune('0'+q.Metric)) + "\x00" + q.Series
+		last, seen := pod.Counters[k]
+		switch {
+		case seen && q.TimeMs < last.Ms:
+			if !prime {
+				a.reject(ReasonOutOfOrder)
+			}
+			return
+		case seen && q.TimeMs == last.Ms:
+			if !prime {
+				a.reject(ReasonDuplicate)
+			}
+			return
+		case !seen:
+		case q.Value >= last.V:
+			inc = q.Value - last.V
+		default:
+			// A reset (the server restarted): it counted q.Value since.
+			a.stats.CounterResets++
+			inc = q.Value
+		}
+		if _, ok := pod.Counters[k]; !ok {
+			k = strings.Clone(k)
+		}
+		pod.Counters[k] = QueueLast{Ms: q.TimeMs, V: q.Value}
+	}
+	if prime {
+		// Before the first hour to emit only the counters' last values
+		// matter: the timeline starts at the first hour's first report.
+		return
+	}
+	h := a.endpointHour(q.TimeMs, key, q)
+	h.Pods[q.Pod] = true
+	switch q.Metric {
+	case EndpointTokens:
+		h.Tokens += inc
+	case EndpointRequests:
+		h.Requests += inc
+	}
+	a.stats.Accepted++
+	t := q.TimeMs
+	if t < e.LastMs {
+		// Another pod has reported later: the timeline has moved on.
+		return
+	}
+	if t > e.LastMs {
+		if t-e.LastMs <= endpointStaleMs {
+			a.bookEndpointSpan(key, q, e.LastMs, t, e.Busy)
+		} else {
+			// Gone a while (scaled to zero, or not scraped): the time
+			// away is neither reported nor a gap; an idle stretch
+			// before it is a gap that ended when it went.
+			if e.IdleFromMs != 0 && e.LastMs > e.LastBusyMs {
+				h.Gaps.Add(float64(e.LastMs-e.LastBusyMs) / 1000)
+			}
+			e.LastBusyMs, e.IdleFromMs = t, 0
+			for name, p := range e.Pods {
+				if p.Ms < t-endpointStaleMs && p != pod {
+					delete(e.Pods, name)
+				}
+			}
+		}
+		e.LastMs = t
+	}
+	busy := false
+	switch q.Metric {
+	case EndpointRunning, EndpointWaiting:
+		busy = q.Value > 0
+	default:
+		busy = inc > 0
+	}
+	if t > pod.Ms {
+		pod.Ms, pod.Busy = t, busy
+	} else if t == pod.Ms {
+		pod.Busy = pod.Busy || busy
+	}
+	// A pod is as it last reported until it reports again: the endpoint
+	// is busy when one of its pods is, and its activity is the latest of
+	// theirs.
+	e.Busy = false
+	busyAt := int64(0)
+	for _, p := range e.Pods {
+		if p.Busy && p.Ms >= t-endpointStaleMs {
+			e.Busy, busyAt = true, max(busyAt, p.Ms)
+		}
+	}
+	switch {
+	case e.Busy && e.IdleFromMs != 0 && e.IdleFromMs < busyAt:
+		h.Gaps.Add(float64(busyAt-e.LastBusyMs) / 1000)
+		e.LastBusyMs, e.IdleFromMs = busyAt, 0
+	case e.Busy:
+		e.LastBusyMs, e.IdleFromMs = max(e.LastBusyMs, busyAt), 0
+	case e.IdleFromMs == 0:
+		e.IdleFromMs = t
+	}
+	h.IdleSinceMs = 0
+	if !e.Busy {
+		h.IdleSinceMs = e.LastBusyMs
+	}
+}
+
+// endpointHour returns the open hour of ms of the endpoint key, made when
+// new.
+func (a *Attributor) endpointHour(ms int64, key string, q *QueueSample) *EndpointHour {
+	b := &a.queues.Endpoints
+	if b.Hours == nil {
+		b.Hours = make(map[int64]map[string]*EndpointHour)
+	}
+	hr := floorHour(ms)
+	byEp := b.Hours[hr]
+	if byEp == nil {
+		byEp = make(map[string]*EndpointHour)
+		b.Hours[hr] = byEp
+	}
+	h := byEp[key]
+	if h == nil {
+		h = &EndpointHour{Namespace: strings.Clone(q.Namespace), Model: strings.Clone(q.Model), Pods: map[string]bool{}}
+		byEp[key] = h
+	}
+	if h.Pods == nil {
+		h.Pods = map[string]bool{}
+	}
+	return h
+}
+
+// bookEndpointSpan books the span (from, to] between two reports of an
+// endpoint as reported, and busy when it was busy at from, split at hour
+// boundaries; the part in hours already emitted is dropped.
+func (a *Attributor) bookEndpointSpan(key string, q *QueueSample, from, to int64, busy bool) {
+	from = max(from, a.emittedUntilMs)
+	for from < to {
+		end := min(floorHour(from)+3_600_000, to)
+		h := a.endpointHour(from, key, q)
+		sec := float64(end-from) / 1000
+		h.Reported += sec
+		if busy {
+			h.Busy += sec
+		}
+		from = end
+	}
+}
+
+// appendEndpointHours emits the endpoint rows of hour h and of any open
+// hour before it.
+func (a *Attributor) appendEndpointHours(h int64) {
+	b := &a.queues.Endpoints
+	for _, hour := range slices.Sorted(maps.Keys(b.Hours)) {
+		if hour > h {
+			continue
+		}
+		byEp := b.Hours[hour]
+		delete(b.Hours, hour)
+		end := hour + 3_600_000
+		for _, key := range slices.Sorted(maps.Keys(byEp)) {
+			eh := byEp[key]
+			r := ledger.EndpointRow{Hour: time.UnixMilli(hour).UTC(), Cluster: a.model.Cluster, Namespace: eh.Namespace, Model: eh.Model,
+				Pods: len(eh.Pods), ReportedSeconds: min(eh.Reported, 3600), BusySeconds: min(eh.Busy, eh.Reported, 3600),
+				Requests: eh.Requests, GenerationTokens: eh.Tokens, Gaps: eh.Gaps}
+			for _, pod := range slices.Sorted(maps.Keys(eh.Pods)) {
+				if st := a.pods[podKey{eh.Namespace, pod}]; st != nil {
+					if o, ok, _ := st.owner.at(end - 1); ok && o.name != "" {
+						r.Kind, r.Name = o.kind, o.name
+						break
+					}
+				}
+			}
+			if eh.IdleSinceMs != 0 {
+				r.IdleSince = time.UnixMilli(eh.IdleSinceMs).UTC()
+			}
+			b.Out = append(b.Out, r)
+		}
+	}
+	// An endpoint gone for a day is forgotten: it comes back as new.
+	for key, e := range b.Eps {
+		if e.LastMs < h-24*3_600_000 {
+			delete(b.Eps, key)
+		}
+	}
+}
+
+// EndpointRows returns the endpoint rows of the hours emitted since the
+// last call, and forgets them.
+func (a *Attributor) EndpointRows() []ledger.EndpointRow {
+	out := a.queues.Endpoints.Out
+	a.queues.Endpoints.Out = nil
+	return out
+}

@@ -1,0 +1,158 @@
+package attribution
+
+import (
+	"bytes"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// endpointScrape is what two vLLM pods of one endpoint report at sec, on
+// the endpoint test's timeline: pod a serves one request per scrape from
+// 0:00 to 0:09:30 and from 1:20 to 1:29:30 (its server restarts at 1:25,
+// resetting its counters); pod b only generates a few tokens between the
+// scrapes of 0:24:30 and 0:25 (no request is running at either).
+func endpointScrape(sec int) []QueueSample {
+	ms := t0.UnixMilli() + int64(sec)*1000
+	busyA := sec < 600 || sec >= 4800 && sec < 5400
+	running := 0.0
+	if busyA {
+		running = 1
+	}
+	// Pod a's counters: 100 tokens and one request per busy scrape so far.
+	n := 0
+	for s := 0; s <= sec; s += 30 {
+		if s < 600 || s >= 4800 && s < 5400 {
+			n++
+		}
+		if s == 5100 {
+			n = 1 // restarted
+		}
+	}
+	tokensB := 500.0
+	if sec >= 1500 {
+		tokensB = 550
+	}
+	s := func(pod string, m QueueMetric, series string, v float64) QueueSample {
+		return QueueSample{TimeMs: ms, Namespace: "serve", Pod: pod, Model: "llama", Metric: m, Series: series, Value: v}
+	}
+	return []QueueSample{
+		s("llama-a", EndpointRunning, "0,", running),
+		s("llama-a", EndpointWaiting, "0,", 0),
+		s("llama-a", EndpointTokens, "0,", float64(100*n)),
+		s("llama-a", EndpointRequests, "0,stop", float64(n)),
+		s("llama-b", EndpointRunning, "0,", 0),
+		s("llama-b", EndpointWaiting, "0,", 0),
+		s("llama-b", EndpointTokens, "0,", tokensB),
+		s("llama-b", EndpointRequests, "0,stop", 7),
+	}
+}
+
+// TestEndpointRows: three hours of an endpoint's vLLM series, scraped every
+// 30 s, become three endpoint rows: the busy time, the idle gaps by the
+// hour they ended in (930 s, from 0:09:30 to pod b's tokens at 0:25; then
+// 3300 s to 1:20), the gap still open at each hour's end, the counters'
+// increases across pod a's restart, and the pods' owner.
+func TestEndpointRows(t *testing.T) {
+	a, err := New(testModel(), Options{StartMs: t0.UnixMilli()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := []byte("servellama-allama-b")
+	for sec := 0; sec < 3*3600; sec += 30 {
+		a.AddPod(PodInfo{TimeMs: t0.UnixMilli() + int64(sec)*1000, Namespace: "serve", Pod: "llama-a", OwnerKind: "ReplicaSet", OwnerName: "llama-7d9f8b6c5"})
+		for _, q := range endpointScrape(sec) {
+			// The strings alias a buffer the next scrape overwrites, as
+			// a parser's do.
+			q.Namespace, q.Model, q.Pod = aliasIn(buf, q.Namespace), aliasIn(buf, q.Model), aliasIn(buf, q.Pod)
+			a.AddQueue(&q)
+		}
+		copy(buf, bytes.Repeat([]byte{'x'}, len(buf)))
+		copy(buf, "servellama-allama-b")
+	}
+	a.Emit(t0.Add(3 * time.Hour).UnixMilli())
+	gaps := gapsOf
+	row := func(h int, reported, busy, requests, tokens float64, g ledger.Gaps, idleSince time.Duration) ledger.EndpointRow {
+		return ledger.EndpointRow{Hour: t0.Add(time.Duration(h) * time.Hour), Cluster: "c1", Namespace: "serve", Model: "llama",
+			Kind: "ReplicaSet", Name: "llama-7d9f8b6c5", Pods: 2, ReportedSeconds: reported, BusySeconds: busy,
+			Requests: requests, GenerationTokens: tokens, Gaps: g, IdleSince: t0.Add(idleSince)}
+	}
+	want := []ledger.EndpointRow{
+		row(0, 3600, 630, 19, 1950, gaps(930), 25*time.Minute),
+		row(1, 3600, 600, 20, 2000, gaps(3300), 89*time.Minute+30*time.Second),
+		row(2, 3570, 0, 0, 0, ledger.Gaps{}, 89*time.Minute+30*time.Second),
+	}
+	if diff := cmp.Diff(want, a.EndpointRows()); diff != "" {
+		t.Errorf("endpoint rows (-want +got):\n%s", diff)
+	}
+	if st := a.Stats(); st.CounterResets != 2 {
+		t.Errorf("%d counter resets; want 2 (pod a's tokens and requests)", st.CounterResets)
+	}
+}
+
+// aliasIn returns s as a string pointing into buf where buf holds it.
+func aliasIn(buf []byte, s string) string {
+	i := bytes.Index(buf, []byte(s))
+	if i < 0 {
+		return s
+	}
+	return unsafe.String(&buf[i], len(s))
+}
+
+// TestEndpointRowsSnapshot: a restart from a snapshot taken mid-stream
+// gives the same endpoint rows as a run straight through; and an endpoint
+// gone for 20 minutes (scaled to zero) has neither reported time nor a
+// gap across its absence, but the idle stretch before it is a gap.
+func TestEndpointRowsSnapshot(t *testing.T) {
+	run := func(snapAt int, gone func(sec int) bool) []ledger.EndpointRow {
+		a, err := New(testModel(), Options{StartMs: t0.UnixMilli()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []ledger.EndpointRow
+		for sec := 0; sec < 3*3600; sec += 30 {
+			if sec == snapAt {
+				b, err := a.Snapshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows = append(rows, a.EndpointRows()...)
+				if a, _, err = Restore(testModel(), Options{}, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if gone(sec) {
+				continue
+			}
+			for _, q := range endpointScrape(sec) {
+				a.AddQueue(&q)
+			}
+		}
+		a.Emit(t0.Add(3 * time.Hour).UnixMilli())
+		return append(rows, a.EndpointRows()...)
+	}
+	never := func(int) bool { return false }
+	if diff := cmp.Diff(run(-1, never), run(4200, never)); diff != "" {
+		t.Errorf("restored at 1:10 (-straight +restored):\n%s", diff)
+	}
+	// Gone from 0:40 to 1:00, idle since 0:25 before it.
+	got := run(-1, func(sec int) bool { return sec >= 2400 && sec < 3600 })
+	if got[0].ReportedSeconds != 2370 || !cmp.Equal(got[0].Gaps, gapsOf(930)) {
+		t.Errorf("hour 0: reported %g s, gaps %+v; want 2370 s (to its last report at 0:39:30), the 930 s gap", got[0].ReportedSeconds, got[0].Gaps)
+	}
+	if !cmp.Equal(got[1].Gaps, gapsOf(870, 1200)) {
+		t.Errorf("hour 1: gaps %+v; want the 870 s before it went, booked when it came back, and 1200 s from its return to 1:20", got[1].Gaps)
+	}
+}
+
+func gapsOf(sec ...float64) ledger.Gaps {
+	var g ledger.Gaps
+	for _, s := range sec {
+		g.Add(s)
+	}
+	return g
+}

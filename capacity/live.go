@@ -1,0 +1,293 @@
+package capacity
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// Scale-to-zero on an endpoint's live series: the ledger's endpoint rows
+// (from vLLM's metrics) give its idle gaps in buckets at the cooldowns
+// with their seconds, so a cooldown's replay on them is exact per bucket:
+// a cooldown C scales the replica down in every gap longer than C, for
+// the gap less C, and each such gap ends in a cold start. The endpoint's
+// workload rows (by its pods' owner) give the GPU time and cost it held.
+
+// LiveEndpoint is one inference endpoint over a window, as the ledger has
+// it.
+type LiveEndpoint struct {
+	Cluster, Namespace, Model string
+	// Kind and Name are its pods' owner (the workload whose rows hold its
+	// GPU time); empty when unknown.
+	Kind, Name string
+	From, To   time.Time
+	// ReportedSeconds is how long it reported, BusySeconds the part with
+	// requests running or waiting (or tokens generated); PodSeconds its
+	// pods' reported time (ReportedSeconds × pods, hour by hour).
+	ReportedSeconds, BusySeconds, PodSeconds float64
+	Requests, Tokens                         float64
+	// GapsByHour are the idle gaps by the UTC hour of the day they ended
+	// in; OpenGap the seconds of the gap still open at the window's end
+	// (no request came to end it).
+	GapsByHour [24]ledger.Gaps
+	OpenGap    float64
+	// ActiveDays counts, per UTC hour of the day, the days with busy time
+	// in it; Days the days the endpoint reported on.
+	ActiveDays [24]int
+	Days       int
+	// From the workload's rows: the GPU time held, the part idle by DCGM's
+	// activity, and their cost.
+	GPUSeconds, IdleGPUSeconds float64
+	CostMicros, IdleCostMicros int64
+}
+
+// ID names the endpoint as namespace/model.
+func (e *LiveEndpoint) ID() string { return e.Namespace + "/" + e.Model }
+
+// Gaps returns every idle gap of the window.
+func (e *LiveEndpoint) Gaps() ledger.Gaps {
+	var g ledger.Gaps
+	for h := range e.GapsByHour {
+		g.Merge(e.GapsByHour[h])
+	}
+	return g
+}
+
+// GPUsPerReplica is the GPUs one of its pods held on average (from the
+// workload rows); 0 when unknown.
+func (e *LiveEndpoint) GPUsPerReplica() float64 {
+	if e.PodSeconds <= 0 || e.GPUSeconds <= 0 {
+		return 0
+	}
+	return e.GPUSeconds / e.PodSeconds
+}
+
+// PriceMicrosPerGPUHour is what its GPU time cost an hour (from the
+// workload rows); 0 when unknown.
+func (e *LiveEndpoint) PriceMicrosPerGPUHour() int64 {
+	if e.GPUSeconds <= 0 {
+		return 0
+	}
+	return int64(math.Round(float64(e.CostMicros) / e.GPUSeconds * 3600))
+}
+
+// LiveEndpoints gathers the endpoints of [from, to) from the ledger's
+// endpoint rows and the workloads' rows summed over the same window.
+func LiveEndpoints(rows []ledger.EndpointRow, workloads []ledger.WorkloadRow, from, to time.Time) []LiveEndpoint {
+	type wkey struct{ cluster, namespace, kind, name string }
+	wl := map[wkey]ledger.WorkloadRow{}
+	for _, w := range workloads {
+		k := wkey{w.Cluster, w.Namespace, w.Kind, w.Name}
+		s := wl[k]
+		s.GPUSeconds += w.GPUSeconds
+		s.ActiveGPUSeconds += w.ActiveGPUSeconds
+		s.UnmeasuredGPUSeconds += w.UnmeasuredGPUSeconds
+		s.CostMicros += w.CostMicros
+		s.IdleCostMicros += w.IdleCostMicros
+		wl[k] = s
+	}
+	type ekey struct{ cluster, namespace, model string }
+	eps := map[ekey]*LiveEndpoint{}
+	days := map[ekey]map[int64]bool{}
+	last := map[ekey]ledger.EndpointRow{}
+	for _, r := range rows {
+		if r.Hour.Before(from) || !r.Hour.Before(to) {
+			continue
+		}
+		k := ekey{r.Cluster, r.Namespace, r.Model}
+		e := eps[k]
+		if e == nil {
+			e = &LiveEndpoint{Cluster: r.Cluster, Namespace: r.Namespace, Model: r.Model, From: from, To: to}
+			eps[k], days[k] = e, map[int64]bool{}
+		}
+		if r.Name != "" {
+			e.Kind, e.Name = r.Kind, r.Name
+		}
+		e.ReportedSeconds += r.ReportedSeconds
+		e.BusySeconds += r.BusySeconds
+		e.PodSeconds += r.ReportedSeconds * float64(r.Pods)
+		e.Requests += r.Requests
+		e.Tokens += r.GenerationTokens
+		e.GapsByHour[r.Hour.Hour()].Merge(r.Gaps)
+		day := r.Hour.Unix() / 86400
+		days[k][day] = true
+		if r.BusySeconds > 0 {
+			e.ActiveDays[r.Hour.Hour()]++
+		}
+		if l, ok := last[k]; !ok || r.Hour.After(l.Hour) {
+			last[k] = r
+		}
+	}
+	out := make([]LiveEndpoint, 0, len(eps))
+	for k, e := range eps {
+		e.Days = len(days[k])
+		if l := last[k]; !l.IdleSince.IsZero() {
+			end, start := l.Hour.Add(time.Hour), l.IdleSince
+			if end.After(to) {
+				end = to
+			}
+			if start.Before(from) {
+				start = from
+			}
+			e.OpenGap = max(end.Sub(start).Seconds(), 0)
+		}
+		if w, ok := wl[wkey{e.Cluster, e.Namespace, e.Kind, e.Name}]; ok && e.Name != "" {
+			e.GPUSeconds, e.IdleGPUSeconds = w.GPUSeconds, max(w.GPUSeconds-w.ActiveGPUSeconds-w.UnmeasuredGPUSeconds, 0)
+			e.CostMicros, e.IdleCostMicros = w.CostMicros, w.IdleCostMicros
+		}
+		out = append(out, *e)
+	}
+	slices.SortFunc(out, func(a, b LiveEndpoint) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Model, b.Model))
+	})
+	return out
+}
+
+// ReplayGaps plays a policy on the endpoint's gaps: with cooldown C (one
+// of ledger.GapBounds) the replica is down for every gap's part beyond C,
+// less the model's load after each such gap (the first request waits for
+// it, and the work it delays runs that much later). A gap whose end falls
+// in an hour of a pre-warm window ends warm, with no cold start: it is
+// down from C after its start until the pre-warm began (a lower bound:
+// its end is known to the hour), and each day's pre-warm loads the model
+// once. The open
+// gap at the window's end is down beyond C with no cold start. The p95
+// extra latency is the load when the requests that wait for one (the
+// first after each cold start, and those arriving during the load at the
+// endpoint's busy rate) are over 5% of all; 0 otherwise.
+func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour int64) Outcome {
+	gpus := float64(cs.GPUsPerReplica)
+	o := Outcome{Policy: p, AlwaysOnGPUHours: e.ReportedSeconds / 3600 * gpus, Days: max(e.To.Sub(e.From).Hours()/24, 1.0/24),
+		Requests: e.Requests}
+	// warmFrom[h] is, for an hour of the day in a pre-warm window, when
+	// the window starts (seconds into the day); -1 outside them.
+	var warmFrom [24]float64
+	for h := range warmFrom {
+		warmFrom[h] = -1
+	}
+	for _, w := range p.PreWarm {
+		for h := w.From / time.Hour; h < (w.To+time.Hour-1)/time.Hour && h < 24; h++ {
+			warmFrom[h] = w.From.Seconds()
+		}
+	}
+	c := p.Cooldown.Seconds()
+	load := cs.Load.Seconds()
+	var downSec float64
+	for h := range e.GapsByHour {
+		if warmFrom[h] < 0 {
+			n, beyond := e.GapsByHour[h].Over(c)
+			o.ColdStarts += int(n)
+			downSec += beyond - float64(n)*load
+			continue
+		}
+		// A gap that ended in a pre-warm window's hour h was down from C
+		// after its start until the pre-warm's load began: at least
+		// its length less C and less offset (its end at the latest at
+		// h+1). At the smallest bucket bound B at or above C + offset,
+		// each longer gap is down at least (g − B) + (B − C − offset);
+		// shorter ones are counted as never down.
+		offset := float64(h+1)*3600 - warmFrom[h] + load
+		b := ledger.GapBounds[len(ledger.GapBounds)-1]
+		for _, x := range ledger.GapBounds {
+			if x >= c+offset {
+				b = x
+				break
+			}
+		}
+		n, beyond := e.GapsByHour[h].Over(b)
+		downSec += max(beyond+float64(n)*(b-c-offset), 0)
+	}
+	if len(p.PreWarm) > 0 {
+		downSec -= float64(e.Days) * float64(len(p.PreWarm)) * load
+	}
+	downSec += max(e.OpenGap-c, 0)
+	downSec = max(downSec, 0)
+	o.SavedGPUHours = downSec / 3600 * gpus
+	o.HeldGPUHours = o.AlwaysOnGPUHours - o.SavedGPUHours
+	o.ColdStartsPerDay = float64(o.ColdStarts) / o.Days
+	if o.ColdStarts > 0 {
+		rate := 0.0
+		if e.BusySeconds > 0 {
+			rate = e.Requests / e.BusySeconds
+		}
+		o.AffectedRequests = min(float64(o.ColdStarts)*(1+rate*load), e.Requests)
+		if e.Requests <= 0 || o.AffectedRequests > 0.05*e.Requests {
+			o.P95ExtraLatency = cs.Load
+		}
+	}
+	o.NetSavingMicros = int64(math.Round(o.SavedGPUHours*float64(priceMicrosPerGPUHour))) - int64(o.ColdStarts)*cs.PenaltyMicros
+	return o
+}
+
+// RecommendLive is Recommend on an endpoint's live gaps: every cooldown of
+// ledger.GapBounds, with and without a pre-warm schedule when its traffic
+// has a daily rhythm, the largest net saving within maxP95 (negative: any
+// latency); an endpoint where none saves money keeps a replica.
+func RecommendLive(e *LiveEndpoint, cs ColdStart, priceMicrosPerGPUHour int64, maxP95 time.Duration) ScaleToZero {
+	rec := ScaleToZero{Endpoint: e.ID(), ColdStart: cs, Default: ReplayGaps(e, Policy{Cooldown: KEDADefaultCooldown}, cs, priceMicrosPerGPUHour)}
+	pre := liveRhythm(e)
+	rec.Periodic = len(pre) > 0
+	best := Outcome{NetSavingMicros: math.MinInt64}
+	for _, b := range ledger.GapBounds {
+		c := time.Duration(b) * time.Second
+		policies := []Policy{{Cooldown: c}}
+		if len(pre) > 0 {
+			policies = append(policies, Policy{Cooldown: c, PreWarm: pre})
+		}
+		for _, p := range policies {
+			o := ReplayGaps(e, p, cs, priceMicrosPerGPUHour)
+			if maxP95 >= 0 && o.P95ExtraLatency > maxP95 {
+				continue
+			}
+			if o.NetSavingMicros > best.NetSavingMicros {
+				best = o
+			}
+		}
+	}
+	rec.Best = best
+	if best.NetSavingMicros <= 0 {
+		rec.MinReplicas = 1
+		rec.Best = Outcome{Policy: Policy{Cooldown: e.To.Sub(e.From)}, AlwaysOnGPUHours: rec.Default.AlwaysOnGPUHours,
+			HeldGPUHours: rec.Default.AlwaysOnGPUHours, Days: rec.Default.Days, Requests: rec.Default.Requests}
+	}
+	return rec
+}
+
+// liveRhythm is preWarm's rule on the ledger's hours: the hours of the day
+// busy on at least 90% of the days, when another hour was busy on at most
+// half of them, over at least 7 days.
+func liveRhythm(e *LiveEndpoint) []DailyWindow {
+	if e.Days < 7 {
+		return nil
+	}
+	var busy [24]bool
+	quiet := false
+	for h := range 24 {
+		f := float64(e.ActiveDays[h]) / float64(e.Days)
+		busy[h] = f >= 0.9
+		quiet = quiet || f <= 0.5
+	}
+	if !quiet {
+		return nil
+	}
+	return dailyWindows(busy)
+}
+
+// dailyWindows turns busy hours of the day into windows.
+func dailyWindows(busy [24]bool) []DailyWindow {
+	var out []DailyWindow
+	for h := 0; h < 24; h++ {
+		if !busy[h] {
+			continue
+		}
+		from := h
+		for h < 24 && busy[h] {
+			h++
+		}
+		out = append(out, DailyWindow{time.Duration(from) * time.Hour, time.Duration(h) * time.Hour})
+	}
+	return out
+}

@@ -1,0 +1,123 @@
+package capacity
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// TestReplayGapsMatchesArrivals: on requests 1000, 1600 and 7400 s apart
+// in a 12,000 s window, the replay on the ledger's gap buckets gives what
+// the request-by-request replay gives, within the model's loads, with one
+// cold start fewer (that replay starts with the replica down, so its
+// first request is a cold start too).
+func TestReplayGapsMatchesArrivals(t *testing.T) {
+	cs := ColdStart{Load: 60 * time.Second, GPUsPerReplica: 2, PenaltyMicros: 100_000}
+	const price = 4_000_000
+	arr := []Arrival{{At: 0, Weight: 1}, {At: 1000 * time.Second, Weight: 1}, {At: 2600 * time.Second, Weight: 1}, {At: 10000 * time.Second, Weight: 1}}
+	span := 12000 * time.Second
+	from := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	// The ledger's rows: busy at each request, idle between; the last
+	// gap still open at the window's end.
+	var rows []ledger.EndpointRow
+	for h := 0; h < 4; h++ {
+		r := ledger.EndpointRow{Hour: from.Add(time.Duration(h) * time.Hour), Cluster: "c1", Namespace: "serve", Model: "llama", Pods: 1,
+			ReportedSeconds: 3600, BusySeconds: 30, Requests: 1}
+		if h == 3 {
+			r.ReportedSeconds = 1200
+		}
+		rows = append(rows, r)
+	}
+	rows[0].Gaps.Add(1000)
+	rows[0].BusySeconds, rows[0].Requests = 90, 3
+	rows[0].Gaps.Add(1600)
+	rows[0].IdleSince = from.Add(2600 * time.Second)
+	rows[1].IdleSince, rows[1].BusySeconds, rows[1].Requests = from.Add(2600*time.Second), 0, 0
+	rows[2].Gaps.Add(7400)
+	rows[2].IdleSince = from.Add(10000 * time.Second)
+	rows[3].IdleSince, rows[3].BusySeconds, rows[3].Requests = from.Add(10000*time.Second), 0, 0
+	eps := LiveEndpoints(rows, nil, from, from.Add(span))
+	if len(eps) != 1 {
+		t.Fatalf("%d endpoints; want 1", len(eps))
+	}
+	e := &eps[0]
+	if e.OpenGap != 2000 || e.ReportedSeconds != 12000 || e.Requests != 4 {
+		t.Fatalf("open gap %g s, reported %g s, %g requests; want 2000, 12000, 4", e.OpenGap, e.ReportedSeconds, e.Requests)
+	}
+	for _, c := range []time.Duration{30 * time.Second, 300 * time.Second, 900 * time.Second, 3600 * time.Second} {
+		p := Policy{Cooldown: c}
+		live := ReplayGaps(e, p, cs, price)
+		trace := Replay(arr, span, p, cs, price)
+		if live.ColdStarts != trace.ColdStarts-1 {
+			t.Errorf("cooldown %s: %d cold starts on the gaps, %d on the requests; want one fewer", c, live.ColdStarts, trace.ColdStarts)
+		}
+		// The load after a cold start delays what follows: the gaps count
+		// it against every cold start, the requests only where a later
+		// gap absorbs it; and the requests' replay starts down.
+		if d := math.Abs(live.SavedGPUHours - trace.SavedGPUHours); d > 2*60.0/3600*2+1e-9 {
+			t.Errorf("cooldown %s: %.4f GPU-hours saved on the gaps, %.4f on the requests; want them within two loads (2 GPUs × 60 s each)", c, live.SavedGPUHours, trace.SavedGPUHours)
+		}
+	}
+	// 300 s: 3 cold starts, down 700+1300+7100 − 3×60 + 1700 s.
+	o := ReplayGaps(e, Policy{Cooldown: 300 * time.Second}, cs, price)
+	if want := (9100.0 - 180 + 1700) / 3600 * 2; o.ColdStarts != 3 || o.SavedGPUHours != want {
+		t.Errorf("300 s: %d cold starts, %g GPU-hours saved; want 3, %g", o.ColdStarts, o.SavedGPUHours, want)
+	}
+	// Every cold start delays one of 4 requests: p95 waits for the load.
+	if o.P95ExtraLatency != 60*time.Second {
+		t.Errorf("p95 extra latency %s; want the load, 1m0s", o.P95ExtraLatency)
+	}
+	rec := RecommendLive(e, cs, price, -1)
+	if rec.MinReplicas != 0 || rec.Best.Policy.Cooldown != 30*time.Second {
+		t.Errorf("recommended %d replicas, cooldown %s; want 0 and 30 s (the most saved, the latency allowed)", rec.MinReplicas, rec.Best.Policy.Cooldown)
+	}
+	// Within a p95 of 0 no cooldown scales down (every cold start is a
+	// quarter of the requests): the endpoint keeps its replica.
+	if rec := RecommendLive(e, cs, price, 0); rec.MinReplicas != 1 {
+		t.Errorf("within a zero p95: %d replicas, %+v; want 1", rec.MinReplicas, rec.Best)
+	}
+}
+
+// TestLiveRhythm: an endpoint busy 8:00-18:00 every day of two weeks gets
+// that pre-warm window, and gaps that end in it neither save nor start
+// cold under it.
+func TestLiveRhythm(t *testing.T) {
+	from := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	var rows []ledger.EndpointRow
+	for d := 0; d < 14; d++ {
+		for h := 0; h < 24; h++ {
+			r := ledger.EndpointRow{Hour: from.Add(time.Duration(d*24+h) * time.Hour), Cluster: "c1", Namespace: "serve", Model: "m", Pods: 1, ReportedSeconds: 3600}
+			if h >= 8 && h < 18 {
+				r.BusySeconds, r.Requests = 1800, 100
+				r.Gaps.Add(200)
+			}
+			if h == 8 {
+				r.Gaps.Add(14 * 3600) // the night
+			}
+			rows = append(rows, r)
+		}
+	}
+	eps := LiveEndpoints(rows, nil, from, from.Add(14*24*time.Hour))
+	e := &eps[0]
+	pre := liveRhythm(e)
+	if len(pre) != 1 || pre[0].From != 8*time.Hour || pre[0].To != 18*time.Hour {
+		t.Fatalf("pre-warm %v; want 8:00-18:00", pre)
+	}
+	cs := ColdStart{Load: 120 * time.Second, GPUsPerReplica: 1}
+	plain := ReplayGaps(e, Policy{Cooldown: 300 * time.Second}, cs, 1_000_000)
+	warm := ReplayGaps(e, Policy{Cooldown: 300 * time.Second, PreWarm: pre}, cs, 1_000_000)
+	if plain.ColdStarts != 14 || warm.ColdStarts != 0 {
+		t.Errorf("cold starts %d plain, %d pre-warmed; want 14 (one a morning) and 0", plain.ColdStarts, warm.ColdStarts)
+	}
+	// Plain: each night down 14 h less 300 s, less a load. Pre-warmed:
+	// each night down at least until 9:00 less the load and the cooldown
+	// (the gap's end is known to its hour), less a pre-warm load a day.
+	if want := 14 * (50400 - 300 - 120.0) / 3600; plain.SavedGPUHours != want {
+		t.Errorf("plain: %g GPU-hours saved; want %g", plain.SavedGPUHours, want)
+	}
+	if want := (14*(50400-300-3600-120.0) - 14*120) / 3600; warm.SavedGPUHours != want {
+		t.Errorf("pre-warmed: %g GPU-hours saved; want %g", warm.SavedGPUHours, want)
+	}
+}
