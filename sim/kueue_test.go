@@ -12,9 +12,13 @@ import (
 // queueSink keeps the last scrape's queue samples.
 type queueSink struct{ last []attribution.QueueSample }
 
-func (s *queueSink) Add(*attribution.Sample)             {}
-func (s *queueSink) AddPod(attribution.PodInfo)          {}
-func (s *queueSink) AddQueue(q *attribution.QueueSample) { s.last = append(s.last, *q) }
+func (s *queueSink) Add(*attribution.Sample)    {}
+func (s *queueSink) AddPod(attribution.PodInfo) {}
+func (s *queueSink) AddQueue(q *attribution.QueueSample) {
+	if q.Model == "" { // an endpoint's (vLLM's) sample names a model
+		s.last = append(s.last, *q)
+	}
+}
 
 // TestKueueSeries: after a Model.Run, every scrape carries Kueue's queue
 // series and the controller's pending ones, and at each scrape they say
