@@ -77,8 +77,7 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 	e := b.Eps[key]
 	if e == nil {
 		// The sample's strings may alias a parse buffer: what is kept
-		// is copied.
-		key = strings.Clone(key)
+		// is copied (key is a new string already).
 		e = &EndpointState{Pods: map[string]*EndpointPod{}, LastBusyMs: q.TimeMs}
 		b.Eps[key] = e
 	}
@@ -117,9 +116,6 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 			a.stats.CounterResets++
 			inc = q.Value
 		}
-		if _, ok := pod.Counters[k]; !ok {
-			k = strings.Clone(k)
-		}
 		pod.Counters[k] = QueueLast{Ms: q.TimeMs, V: q.Value}
 	}
 	if prime {
@@ -128,7 +124,9 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 		return
 	}
 	h := a.endpointHour(q.TimeMs, key, q)
-	h.Pods[q.Pod] = true
+	if !h.Pods[q.Pod] {
+		h.Pods[strings.Clone(q.Pod)] = true
+	}
 	switch q.Metric {
 	case EndpointTokens:
 		h.Tokens += inc

@@ -62,8 +62,8 @@ func TestEndpointRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := []byte("servellama-allama-b")
 	for sec := 0; sec < 3*3600; sec += 30 {
+		buf := []byte("servellama-allama-b")
 		a.AddPod(PodInfo{TimeMs: t0.UnixMilli() + int64(sec)*1000, Namespace: "serve", Pod: "llama-a", OwnerKind: "ReplicaSet", OwnerName: "llama-7d9f8b6c5"})
 		for _, q := range endpointScrape(sec) {
 			// The strings alias a buffer the next scrape overwrites, as
@@ -72,7 +72,6 @@ func TestEndpointRows(t *testing.T) {
 			a.AddQueue(&q)
 		}
 		copy(buf, bytes.Repeat([]byte{'x'}, len(buf)))
-		copy(buf, "servellama-allama-b")
 	}
 	a.Emit(t0.Add(3 * time.Hour).UnixMilli())
 	gaps := gapsOf

@@ -155,11 +155,12 @@ func LiveEndpoints(rows []ledger.EndpointRow, workloads []ledger.WorkloadRow, fr
 // its end is known to the hour), and each day's pre-warm loads the model
 // once. The open
 // gap at the window's end is down beyond C with no cold start. The p95
-// extra latency is the load when the requests that wait for one (the
-// first after each cold start, and those arriving during the load at the
-// endpoint's busy rate) are over 5% of all; 0 otherwise.
+// extra latency is the load when the requests that wait for one are over
+// 5% of all; 0 otherwise. Those requests are counted as one per cold
+// start (the one that woke it): a lower bound, since the ledger keeps no
+// arrival times, and those arriving during the load wait too.
 func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour int64) Outcome {
-	gpus := float64(cs.GPUsPerReplica)
+	gpus := cs.GPUsPerReplica
 	o := Outcome{Policy: p, AlwaysOnGPUHours: e.ReportedSeconds / 3600 * gpus, Days: max(e.To.Sub(e.From).Hours()/24, 1.0/24),
 		Requests: e.Requests}
 	// warmFrom[h] is, for an hour of the day in a pre-warm window, when
@@ -209,11 +210,7 @@ func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour i
 	o.HeldGPUHours = o.AlwaysOnGPUHours - o.SavedGPUHours
 	o.ColdStartsPerDay = float64(o.ColdStarts) / o.Days
 	if o.ColdStarts > 0 {
-		rate := 0.0
-		if e.BusySeconds > 0 {
-			rate = e.Requests / e.BusySeconds
-		}
-		o.AffectedRequests = min(float64(o.ColdStarts)*(1+rate*load), e.Requests)
+		o.AffectedRequests = min(float64(o.ColdStarts), e.Requests)
 		if e.Requests <= 0 || o.AffectedRequests > 0.05*e.Requests {
 			o.P95ExtraLatency = cs.Load
 		}

@@ -204,9 +204,11 @@ func gamma(rng *rand.Rand, a float64) float64 {
 // takes to load (the first request waits that long, and the GPUs are held
 // meanwhile) and a penalty per cold start for the latency (by SLA class).
 type ColdStart struct {
-	Load           time.Duration
-	PenaltyMicros  int64
-	GPUsPerReplica int
+	Load          time.Duration
+	PenaltyMicros int64
+	// GPUsPerReplica is in whole-GPU equivalents: 3/7 for a 3g.40gb
+	// MIG slice.
+	GPUsPerReplica float64
 }
 
 // Policy is a scale-to-zero setting: keep the replica Cooldown after the
@@ -244,7 +246,7 @@ type interval struct{ from, to time.Duration }
 
 // Replay plays the arrivals against a policy.
 func Replay(arr []Arrival, span time.Duration, p Policy, cs ColdStart, priceMicrosPerGPUHour int64) Outcome {
-	o := Outcome{Policy: p, AlwaysOnGPUHours: span.Hours() * float64(cs.GPUsPerReplica), Days: span.Hours() / 24}
+	o := Outcome{Policy: p, AlwaysOnGPUHours: span.Hours() * cs.GPUsPerReplica, Days: span.Hours() / 24}
 	// Pre-warm windows, each started a load earlier so that the replica is
 	// ready at From.
 	var pre []interval
@@ -297,7 +299,7 @@ func Replay(arr []Arrival, span time.Duration, p Policy, cs ColdStart, priceMicr
 		hold(interval{start, min(start+p.Cooldown, span)})
 		warmUntil = max(warmUntil, start+p.Cooldown)
 	}
-	o.HeldGPUHours = union(append(held, pre...)).Hours() * float64(cs.GPUsPerReplica)
+	o.HeldGPUHours = union(append(held, pre...)).Hours() * cs.GPUsPerReplica
 	o.SavedGPUHours = o.AlwaysOnGPUHours - o.HeldGPUHours
 	o.ColdStartsPerDay = float64(o.ColdStarts) / o.Days
 	o.P95ExtraLatency = weightedQuantile(delays, o.Requests, 0.95)

@@ -10,9 +10,10 @@ import (
 // a vLLM server of one model (its job's name) that reports the requests
 // it runs and waits on, and counts the tokens it generated and the
 // requests it finished, as vLLM's /metrics does under a ServiceMonitor
-// (namespace and pod from the scrape). Its load follows the device's
-// activity: about four requests at full load, Poisson-drawn per scrape,
-// so that the night's light traffic leaves idle gaps of a few minutes.
+// (namespace and pod from the scrape). Its requests are what lifts the
+// device's activity above an idle server's (Activity's 3% floor): about
+// four running at the afternoon's peak, Poisson-drawn per scrape, and
+// rare at night, when the endpoint idles for tens of minutes at a time.
 
 // vllmFamilies are the families rendered, in the order of vllmState's
 // values.
@@ -39,6 +40,10 @@ const (
 	vllmTokensPerSecond = 30
 	vllmRequestSeconds  = 8
 	vllmFullLoad        = 4
+	// vllmIdleActivity is an idle server's activity, and
+	// vllmPeakActivity what the afternoon's peak adds to it (Activity).
+	vllmIdleActivity = 0.03
+	vllmPeakActivity = 0.55
 )
 
 // advanceVLLM moves h's vLLM state to this scrape: the running requests drawn
@@ -53,7 +58,7 @@ func (h *Hold) advanceVLLM(act float64, tick uint64, interval time.Duration) *vl
 		return v
 	}
 	v.tick = tick
-	n := poisson(act*vllmFullLoad, noise(uint64(h.Job.ID)*7919+17, tick))
+	n := poisson(max(act-vllmIdleActivity, 0)/vllmPeakActivity*vllmFullLoad, noise(uint64(h.Job.ID)*7919+17, tick))
 	v.running, v.waiting = min(n, 3), max(n-3, 0)
 	if n > 0 {
 		v.tokens += math.Round(n * interval.Seconds() * vllmTokensPerSecond)

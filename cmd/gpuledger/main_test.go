@@ -119,7 +119,48 @@ func TestDemoMonth(t *testing.T) {
 	if admitted > float64(admittedJobs) || admitted < float64(admittedJobs)-20 {
 		t.Errorf("the queue hours count %.0f admissions, the run %d", admitted, admittedJobs)
 	}
+	// The inference endpoints' hours (vLLM's series): every hour of every
+	// endpoint, each reported through (the first from its first scrape),
+	// busy by day and with idle gaps at night; and scale-to-zero on them.
+	eps, err := store.EndpointHours(context.Background(), "", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perEp := map[string]int{}
+	var reported, busy float64
+	var gaps ledger.Gaps
+	for _, e := range eps {
+		perEp[e.Namespace+"/"+e.Model]++
+		reported += e.ReportedSeconds
+		busy += e.BusySeconds
+		gaps.Merge(e.Gaps)
+		if e.Kind != "ReplicaSet" || e.Name != e.Model+"-7d9f8b6c5" {
+			t.Errorf("endpoint %s/%s at %s: owner %s/%s; want its ReplicaSet", e.Namespace, e.Model, e.Hour, e.Kind, e.Name)
+		}
+	}
+	if len(perEp) == 0 {
+		t.Fatal("no endpoint hours in the demo's ledger")
+	}
+	for ep, n := range perEp {
+		if n != 31*24 {
+			t.Errorf("endpoint %s has %d hours, want %d", ep, n, 31*24)
+		}
+	}
+	long, _ := gaps.Over(300)
+	if full := float64(len(perEp)) * 31 * 24 * 3600; reported < full-float64(len(perEp))*60 || busy < 0.3*reported || busy > 0.7*reported || long == 0 {
+		t.Errorf("endpoints reported %.0f s of %.0f, busy %.0f s, %d gaps over 5 min", reported, full, busy, long)
+	}
 	store.Close()
+	var stz bytes.Buffer
+	stzOut := t.TempDir()
+	if err := run(context.Background(), []string{"scale-to-zero", "-month=2026-10", "-ledger.path=" + filepath.Join(out, "ledger"), "-out=" + stzOut, "-log.level=warn"}, &stz); err != nil {
+		t.Fatalf("scale-to-zero on the demo's ledger: %v\n%s", err, stz.String())
+	}
+	objs, _ := filepath.Glob(filepath.Join(stzOut, "keda", "*.yaml"))
+	if !strings.Contains(stz.String(), fmt.Sprintf("%d endpoints;", len(perEp))) || len(objs) == 0 || len(objs) == len(perEp) {
+		t.Errorf("scale-to-zero on the demo: %d KEDA objects for %d endpoints (want some: the 1g slices keep theirs)\n%s", len(objs), len(perEp), stz.String())
+	}
+	t.Logf("scale-to-zero on the demo's month:\n%s", stz.String())
 
 	// The capacity command on the demo's month, as of Oct 31 12:00: each
 	// flavor's allocated share over the 30 days before, and nlp's spend so

@@ -52,6 +52,11 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 	namespace := fs.String("keda.namespace", "inference", "namespace of the endpoints' Deployments")
 	prom := fs.String("keda.prometheus", "http://vmsingle:8428", "Prometheus-compatible server of -keda.query")
 	query := fs.String("keda.query", "", "request rate of an endpoint measured in front of it, %s standing for the endpoint's name, such as sum(rate(gateway_requests_total{service=\"%s\"}[1m])); empty: HTTPScaledObjects")
+	newLogger := logFlags(fs)
+	monthFlag := fs.String("month", "", "read the endpoints of this month, YYYY-MM, from the ledger (vLLM's series, and their workloads' GPU time and cost) instead of ServeGen's traces")
+	coldDefault := fs.String("coldStart.default", "1:120s", "with -month: GPUs of a replica and load time of a model without a -coldStart entry (the GPUs the ledger measured win)")
+	cluster := fs.String("cluster", "", "with -month: the cluster to read (empty: every cluster)")
+	openStore := storeFlags(fs, defaultLedgerPath, true)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +71,23 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 	cold, err := parseColdStarts(*classes, penalty)
 	if err != nil {
 		return err
+	}
+	if *monthFlag != "" {
+		month, err := time.Parse("2006-01", *monthFlag)
+		if err != nil {
+			return usageError{fmt.Sprintf("-month=%q is not a month; want YYYY-MM such as 2026-10", *monthFlag)}
+		}
+		def, err := parseColdStarts("default="+*coldDefault, penalty)
+		if err != nil {
+			return usageError{fmt.Sprintf("-coldStart.default=%q: want GPUs:load such as 1:120s", *coldDefault)}
+		}
+		store, err := openStore(ctx, newLogger())
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		return scaleToZeroLive(ctx, stdout, liveOptions{store: store, cluster: *cluster, from: month, to: month.AddDate(0, 1, 0), cold: cold,
+			coldDefault: def["default"], price: price, maxP95: *maxP95, out: *out, keda: capacity.KEDATarget{Prometheus: *prom, Threshold: 1, Port: 8000, MaxReplicas: 4, Query: *query}})
 	}
 	seedNums, err := seedList(*seeds)
 	if err != nil {
@@ -139,7 +161,7 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d×%s\t%s\n", model, len(eps), cs.GPUsPerReplica, cs.Load, spreadFigures(perSeed))
+		fmt.Fprintf(tw, "%s\t%d\t%g×%s\t%s\n", model, len(eps), cs.GPUsPerReplica, cs.Load, spreadFigures(perSeed))
 		fmt.Fprintf(os.Stderr, "scale-to-zero: %s done, %s\n", model, time.Since(began).Round(time.Second))
 	}
 	if err := tw.Flush(); err != nil {
@@ -161,7 +183,7 @@ func parseColdStarts(v string, penalty int64) (map[string]capacity.ColdStart, er
 		if !ok || !ok2 || model == "" || err1 != nil || gpus < 1 || err2 != nil || load < 0 {
 			return nil, usageError{fmt.Sprintf("-coldStart item %q: want model=GPUs:load such as m-small=1:30s", item)}
 		}
-		out[model] = capacity.ColdStart{Load: load, GPUsPerReplica: gpus, PenaltyMicros: penalty}
+		out[model] = capacity.ColdStart{Load: load, GPUsPerReplica: float64(gpus), PenaltyMicros: penalty}
 	}
 	return out, nil
 }

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpuledger/gpuledger/capacity"
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// liveOptions are scale-to-zero's on the ledger's endpoints.
+type liveOptions struct {
+	store       ledger.Store
+	cluster     string
+	from, to    time.Time
+	cold        map[string]capacity.ColdStart
+	coldDefault capacity.ColdStart
+	// price is the GPU-hour's price where the ledger has none for the
+	// endpoint's workload.
+	price  int64
+	maxP95 time.Duration
+	out    string
+	keda   capacity.KEDATarget
+}
+
+// endpointKinds are the workloads that serve a model: a Deployment (its
+// pods' owner is a ReplicaSet) or a LeaderWorkerSet.
+func isEndpointKind(kind string) bool {
+	return kind == "ReplicaSet" || kind == "Deployment" || kind == "LeaderWorkerSet"
+}
+
+// scaleToZeroLive recommends from the ledger: every endpoint with vLLM's
+// series gets its gaps replayed; endpoints without them (Deployments and
+// LeaderWorkerSets that held GPUs) are listed with what DCGM says they held
+// idle.
+func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
+	rows, err := o.store.EndpointHours(ctx, o.cluster, o.from, o.to)
+	if err != nil {
+		return err
+	}
+	wls, err := o.store.TopWorkloads(ctx, ledger.Query{From: o.from, To: o.to, Cluster: o.cluster}, 1_000_000)
+	if err != nil {
+		return err
+	}
+	eps := capacity.LiveEndpoints(rows, wls, o.from, o.to)
+	if len(eps) == 0 && len(wls) == 0 {
+		return usageError{fmt.Sprintf("the ledger has nothing from %s to %s: pass -month with a month gpuledger serve or ingest wrote (vLLM's series for the endpoints)",
+			o.from.Format("2006-01-02"), o.to.Format("2006-01-02"))}
+	}
+	if err := os.RemoveAll(filepath.Join(o.out, "keda")); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(o.out, "keda"), 0o755); err != nil {
+		return err
+	}
+	csvPath := filepath.Join(o.out, "scale-to-zero-"+o.from.Format("2006-01")+".csv")
+	csv, err := os.Create(csvPath)
+	if err != nil {
+		return err
+	}
+	defer csv.Close()
+	fmt.Fprintln(csv, "cluster,namespace,model,workload,gpus_per_replica,price_per_gpu_hour,reported_hours,busy_hours,requests,idle_gaps,always_on_gpu_hours,idle_gpu_hours_dcgm,idle_cost_dcgm,min_replicas,cooldown_s,prewarm,saved_gpu_hours,cold_starts_per_day,p95_extra_latency_s,net_saving,keda_default_saved_gpu_hours,keda_default_cold_starts_per_day,keda_default_p95_extra_latency_s,keda_default_net_saving")
+	days := o.to.Sub(o.from).Hours() / 24
+	fmt.Fprintf(stdout, "gpuledger scale-to-zero, %s to %s (%.0f days), from the ledger's endpoint hours (vLLM's series)\n\n", o.from.Format("2006-01-02"), o.to.Format("2006-01-02"), days)
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "endpoint\tworkload\tGPUs×load\tbusy\tidle GPU-h (DCGM)\tidle cost\tgaps >5m\tKEDA 300 s: saved GPU-h\tcold/day\tp95 (≥)\tgpuledger: cooldown\tpre-warm\tsaved GPU-h\tcold/day\tp95 (≥)\tmin replicas\tnet saving\t")
+	matched := map[string]bool{}
+	var totalSaved, totalDefault float64
+	var totalNet int64
+	for i := range eps {
+		e := &eps[i]
+		matched[e.Cluster+"\x00"+e.Namespace+"\x00"+e.Kind+"\x00"+e.Name] = true
+		cs, ok := o.cold[e.Model]
+		if !ok {
+			cs = o.coldDefault
+		}
+		if g := e.GPUsPerReplica(); g > 0 {
+			cs.GPUsPerReplica = g
+		}
+		price := e.PriceMicrosPerGPUHour()
+		if price <= 0 {
+			price = o.price
+		}
+		rec := capacity.RecommendLive(e, cs, price, o.maxP95)
+		long, _ := e.Gaps().Over(300)
+		busy := "-"
+		if e.ReportedSeconds > 0 {
+			busy = fmt.Sprintf("%.0f%%", 100*e.BusySeconds/e.ReportedSeconds)
+		}
+		cooldown := rec.Best.Policy.Cooldown.String()
+		if rec.MinReplicas == 1 {
+			cooldown = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2f×%s\t%s\t%.1f\t%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%d\t%s\t\n", e.ID(), workloadName(e.Kind, e.Name),
+			cs.GPUsPerReplica, cs.Load, busy, e.IdleGPUSeconds/3600, ledger.FormatCents(e.IdleCostMicros), long,
+			rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay, rec.Default.P95ExtraLatency, cooldown, dash(prewarmText(rec.Best.Policy.PreWarm)),
+			rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, rec.Best.P95ExtraLatency, rec.MinReplicas, ledger.FormatCents(rec.Best.NetSavingMicros))
+		fmt.Fprintf(csv, "%s,%s,%s,%s,%.4f,%s,%.2f,%.2f,%.0f,%d,%.2f,%.2f,%s,%d,%.0f,%s,%.2f,%.2f,%.0f,%s,%.2f,%.2f,%.0f,%s\n", e.Cluster, e.Namespace, e.Model,
+			workloadName(e.Kind, e.Name), cs.GPUsPerReplica, ledger.FormatCents(price), e.ReportedSeconds/3600, e.BusySeconds/3600, e.Requests, long,
+			rec.Best.AlwaysOnGPUHours, e.IdleGPUSeconds/3600, ledger.FormatCents(e.IdleCostMicros), rec.MinReplicas, rec.Best.Policy.Cooldown.Seconds(),
+			prewarmText(rec.Best.Policy.PreWarm), rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, rec.Best.P95ExtraLatency.Seconds(),
+			ledger.FormatCents(rec.Best.NetSavingMicros), rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay, rec.Default.P95ExtraLatency.Seconds(),
+			ledger.FormatCents(rec.Default.NetSavingMicros))
+		totalDefault += rec.Default.SavedGPUHours
+		if rec.MinReplicas == 0 {
+			totalSaved += rec.Best.SavedGPUHours
+			totalNet += rec.Best.NetSavingMicros
+			t := o.keda
+			t.Namespace, t.Kind, t.APIVersion, t.Name = e.Namespace, "", "", kedaName(e.Model)
+			switch e.Kind {
+			case "ReplicaSet":
+				t.Name = deploymentOf(e.Name)
+			case "Deployment":
+				t.Name = e.Name
+			case "LeaderWorkerSet":
+				t.Name, t.Kind, t.APIVersion = e.Name, "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1"
+			}
+			t.Host, t.Service = t.Name+"."+t.Namespace+".svc", t.Name
+			if o.keda.Query != "" {
+				t.Query = strings.ReplaceAll(o.keda.Query, "%s", t.Name)
+			}
+			if err := os.WriteFile(filepath.Join(o.out, "keda", t.Namespace+"-"+t.Name+".yaml"), []byte(capacity.KEDAObject(rec, t)), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%d endpoints; scaling to zero as recommended saves %.1f GPU-hours (KEDA's default on all: %.1f), %s net of the cold starts.\n",
+		len(eps), totalSaved, totalDefault, ledger.FormatCents(totalNet))
+	// Deployments and LeaderWorkerSets that held GPUs with no request
+	// series: what DCGM says they held idle, without a replay.
+	var other []ledger.WorkloadRow
+	for _, w := range wls {
+		if isEndpointKind(w.Kind) && !matched[w.Cluster+"\x00"+w.Namespace+"\x00"+w.Kind+"\x00"+w.Name] {
+			other = append(other, w)
+		}
+	}
+	if len(other) > 0 {
+		fmt.Fprintf(stdout, "\nServing workloads without vLLM's series (idle from DCGM's activity only; scrape their /metrics for a cooldown):\n")
+		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "namespace\tworkload\tGPU-h\tidle GPU-h\tidle cost\t")
+		for _, w := range other {
+			idle := max(w.GPUSeconds-w.ActiveGPUSeconds-w.UnmeasuredGPUSeconds, 0)
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%s\t\n", w.Namespace, workloadName(w.Kind, w.Name), w.GPUSeconds/3600, idle/3600, ledger.FormatCents(w.IdleCostMicros))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "\ngaps >5m: idle gaps longer than KEDA's default cooldown; saved and cold starts over the window; p95: what the 95th percentile request waits for a load (a lower bound); net saving: the saved GPU time at the workload's price in the ledger less -penalty per cold start.\nPer endpoint: %s; KEDA objects: %s\n",
+		csvPath, filepath.Join(o.out, "keda"))
+	return nil
+}
+
+func workloadName(kind, name string) string {
+	if name == "" {
+		return "-"
+	}
+	return kind + "/" + name
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// deploymentOf names the Deployment of a ReplicaSet: its name less the
+// pod-template hash Kubernetes appends.
+func deploymentOf(rs string) string {
+	i := strings.LastIndexByte(rs, '-')
+	if i <= 0 {
+		return rs
+	}
+	hash := rs[i+1:]
+	for _, c := range hash {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return rs
+		}
+	}
+	if len(hash) < 5 || len(hash) > 10 {
+		return rs
+	}
+	return rs[:i]
+}
