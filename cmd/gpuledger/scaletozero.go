@@ -34,9 +34,18 @@ get a pre-warm schedule. The choice saves the most money whose p95 extra latency
 stays within -sla.maxP95Extra; an endpoint where none does keeps a replica. It
 compares each choice with KEDA's default (300 s).
 
-The traffic is ServeGen's production LLM API traces (one endpoint per client,
-request counts per 600 s window with the fitted inter-arrival distribution;
-arrivals are drawn from it for each -seeds). Writes scale-to-zero.csv and, for
+With -month, the endpoints are the ledger's: each namespace's vLLM model
+servers (vllm:num_requests_running/waiting, vllm:generation_tokens_total,
+vllm:request_success_total, scraped by gpuledger serve or ingest), whose idle
+gaps the ledger keeps in buckets at the cooldowns, with the GPU time and cost
+their Deployment or LeaderWorkerSet held; serving workloads without vLLM's
+series are listed with the idle time DCGM measured. Writes
+scale-to-zero-<month>.csv and KEDA objects.
+
+Without -month, the traffic is ServeGen's production LLM API traces (one
+endpoint per client, request counts per 600 s window with the fitted
+inter-arrival distribution; arrivals are drawn from it for each -seeds). Writes
+scale-to-zero.csv and, for
 every endpoint that should scale to zero, a KEDA object under keda/: a
 ScaledObject on -keda.query (a request rate measured in front of the model
 server: at zero replicas vLLM's own metrics vanish), or, without one, an
