@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"math"
 	"net/http"
 	"time"
@@ -19,6 +20,10 @@ type CapacityOptions struct {
 	WaitRule     capacity.WaitRule
 	PricesMicros map[string]int64
 	Budgets      map[string]int64
+	// Endpoints prices the inference endpoints' cold starts for
+	// scale-to-zero; capacity.DefaultEndpointOptions when its Default is
+	// zero.
+	Endpoints capacity.EndpointOptions
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -61,6 +66,70 @@ type QueueWaitPoint struct {
 	PurchaseGPUs      int        `json:"purchaseGpus"`
 	MonthlyCostMicros int64      `json:"monthlyCostMicros"`
 	MonthlyCost       string     `json:"monthlyCost"`
+}
+
+// EndpointPoint is scale-to-zero's recommendation for one inference
+// endpoint over the window (vLLM's series in the ledger), beside KEDA's
+// default cooldown.
+type EndpointPoint struct {
+	Namespace        string   `json:"namespace"`
+	Model            string   `json:"model"`
+	Workload         string   `json:"workload"`
+	GPUsPerReplica   float64  `json:"gpusPerReplica"`
+	LoadSeconds      float64  `json:"loadSeconds"`
+	BusyShare        float64  `json:"busyShare"`
+	Requests         float64  `json:"requests"`
+	IdleGPUHours     float64  `json:"idleGpuHours"`
+	IdleCostMicros   int64    `json:"idleCostMicros"`
+	IdleCost         string   `json:"idleCost"`
+	MinReplicas      int      `json:"minReplicas"`
+	CooldownSeconds  float64  `json:"cooldownSeconds"`
+	PreWarmUTC       []string `json:"preWarmUtc"`
+	SavedGPUHours    float64  `json:"savedGpuHours"`
+	ColdStartsPerDay float64  `json:"coldStartsPerDay"`
+	// P95ExtraSeconds is a lower bound (one waiting request per cold
+	// start).
+	P95ExtraSeconds       float64 `json:"p95ExtraSecondsAtLeast"`
+	NetSavingMicros       int64   `json:"netSavingMicros"`
+	NetSaving             string  `json:"netSaving"`
+	KEDADefaultSaved      float64 `json:"kedaDefaultSavedGpuHours"`
+	KEDADefaultColdPerDay float64 `json:"kedaDefaultColdStartsPerDay"`
+	KEDADefaultNetSaving  string  `json:"kedaDefaultNetSaving"`
+}
+
+// endpointPoints recommends for the endpoints of [from, to).
+func (s *Server) endpointPoints(c echo.Context, from, to time.Time) ([]EndpointPoint, error) {
+	o := s.opts.Capacity.Endpoints
+	if o.Default <= 0 {
+		o = capacity.DefaultEndpointOptions
+	}
+	advice, _, err := capacity.EvaluateEndpoints(c.Request().Context(), s.opts.Store, s.opts.Capacity.Cluster, from, to, o)
+	if err != nil {
+		return nil, err
+	}
+	out := []EndpointPoint{}
+	for _, a := range advice {
+		r := a.Rec
+		p := EndpointPoint{Namespace: a.Namespace, Model: a.Model, GPUsPerReplica: r.ColdStart.GPUsPerReplica, LoadSeconds: r.ColdStart.Load.Seconds(),
+			Requests: a.Requests, IdleGPUHours: a.IdleGPUSeconds / 3600, IdleCostMicros: a.IdleCostMicros, IdleCost: ledger.FormatMicros(a.IdleCostMicros),
+			MinReplicas: r.MinReplicas, PreWarmUTC: []string{}, SavedGPUHours: r.Best.SavedGPUHours, ColdStartsPerDay: r.Best.ColdStartsPerDay,
+			P95ExtraSeconds: r.Best.P95ExtraLatency.Seconds(), NetSavingMicros: r.Best.NetSavingMicros, NetSaving: ledger.FormatMicros(r.Best.NetSavingMicros),
+			KEDADefaultSaved: r.Default.SavedGPUHours, KEDADefaultColdPerDay: r.Default.ColdStartsPerDay, KEDADefaultNetSaving: ledger.FormatMicros(r.Default.NetSavingMicros)}
+		if a.Name != "" {
+			p.Workload = a.Kind + "/" + a.Name
+		}
+		if a.ReportedSeconds > 0 {
+			p.BusyShare = a.BusySeconds / a.ReportedSeconds
+		}
+		if r.MinReplicas == 0 {
+			p.CooldownSeconds = r.Best.Policy.Cooldown.Seconds()
+		}
+		for _, w := range r.Best.Policy.PreWarm {
+			p.PreWarmUTC = append(p.PreWarmUTC, fmt.Sprintf("%02d:00-%02d:00", int(w.From.Hours()), int(w.To.Hours())))
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // DayPoint is one day's quantile wait of a ClusterQueue.
@@ -166,9 +235,15 @@ func (s *Server) capacity(c echo.Context) error {
 		}
 		queues = append(queues, p)
 	}
+	// Scale-to-zero over the utilisation rule's window.
+	eps, err := s.endpointPoints(c, at.Add(-rule.Window), at)
+	if err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, map[string]any{"cluster": o.Cluster, "at": at.UTC(), "currency": s.opts.Report.Currency,
 		"thresholdShare": rule.Threshold, "windowDays": rule.Window.Hours() / 24, "flavors": out,
-		"waitQuantile": wr.Quantile, "waitThresholdSeconds": wr.Threshold.Seconds(), "waitWindowDays": wr.Window.Hours() / 24, "queues": queues})
+		"waitQuantile": wr.Quantile, "waitThresholdSeconds": wr.Threshold.Seconds(), "waitWindowDays": wr.Window.Hours() / 24, "queues": queues,
+		"endpoints": eps})
 }
 
 // budgets answers GET /api/v1/budgets?at=&team=: each budgeted team's

@@ -33,13 +33,40 @@ func TestCapacityRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// An inference endpoint idle every night from 0:00 to 8:00, busy a
+	// quarter of each other hour.
+	var eps []ledger.EndpointRow
+	for h := 0; h < 36; h++ {
+		e := ledger.EndpointRow{Hour: time.Date(2026, 10, 1, h, 0, 0, 0, time.UTC), Cluster: "c1", Namespace: "serve", Model: "llama", Pods: 1, ReportedSeconds: 3600}
+		switch hod := h % 24; {
+		case hod < 8:
+			e.IdleSince = time.Date(2026, 10, 1, h-hod, 0, 0, 0, time.UTC).Add(-time.Minute)
+		case hod == 8:
+			e.Gaps.Add(8*3600 + 60)
+			fallthrough
+		default:
+			e.BusySeconds, e.Requests = 900, 400
+		}
+		eps = append(eps, e)
+	}
+	if err := opts.Store.WriteEndpointHours(context.Background(), eps); err != nil {
+		t.Fatal(err)
+	}
+
 	code, body := call(t, srv, http.MethodGet, "/api/v1/capacity?"+at, "finops")
 	var cp struct {
-		Flavors []ExpansionPoint
-		Queues  []QueueWaitPoint
+		Flavors   []ExpansionPoint
+		Queues    []QueueWaitPoint
+		Endpoints []EndpointPoint
 	}
-	if err := json.Unmarshal([]byte(body), &cp); code != http.StatusOK || err != nil || len(cp.Flavors) != 1 || len(cp.Queues) != 1 {
+	if err := json.Unmarshal([]byte(body), &cp); code != http.StatusOK || err != nil || len(cp.Flavors) != 1 || len(cp.Queues) != 1 || len(cp.Endpoints) != 1 {
 		t.Fatalf("capacity: %d %s", code, body)
+	}
+	// Scale to zero with the shortest cooldown: two nights of 8 h, each
+	// down 8 h + 1 min less 30 s and the 2-minute load.
+	if e := cp.Endpoints[0]; e.Namespace != "serve" || e.Model != "llama" || e.MinReplicas != 0 || e.CooldownSeconds != 30 ||
+		math.Abs(e.SavedGPUHours-2*(8*3600+60-30-120)/3600.0) > 1e-9 || math.Abs(e.BusyShare-0.25*20/36) > 1e-12 || e.P95ExtraSeconds != 0 {
+		t.Errorf("endpoint: %+v", e)
 	}
 	if q := cp.Queues[0]; q.ClusterQueue != "cq-ml" || q.Fired || !strings.Contains(q.Why, "not enough history") || q.Admitted != 192 ||
 		q.WaitSeconds == nil || *q.WaitSeconds < 3600 || len(q.Daily) != 1 {

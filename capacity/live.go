@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"cmp"
+	"context"
 	"math"
 	"slices"
 	"time"
@@ -287,4 +288,75 @@ func dailyWindows(busy [24]bool) []DailyWindow {
 		out = append(out, DailyWindow{time.Duration(from) * time.Hour, time.Duration(h) * time.Hour})
 	}
 	return out
+}
+
+// EndpointOptions are what a cold start costs the live endpoints: a
+// model's load time by its name (else Default's), the penalty per cold
+// start, the price of a GPU-hour where the ledger has none for the
+// endpoint's workload, and the SLA on the p95 extra latency (negative:
+// none).
+type EndpointOptions struct {
+	Loads         map[string]time.Duration
+	Default       time.Duration
+	PenaltyMicros int64
+	PriceMicros   int64
+	MaxP95        time.Duration
+}
+
+// DefaultEndpointOptions: a 2-minute load, 0.50 a cold start, an
+// on-demand H100's 6.88 a GPU-hour, no request at the p95 waiting.
+var DefaultEndpointOptions = EndpointOptions{Default: 2 * time.Minute, PenaltyMicros: 500_000, PriceMicros: 6_880_000}
+
+// EndpointAdvice is one live endpoint's recommendation.
+type EndpointAdvice struct {
+	LiveEndpoint
+	Rec ScaleToZero
+	// PriceMicros is the GPU-hour's price it was replayed at.
+	PriceMicros int64
+}
+
+// EvaluateEndpoints recommends for every endpoint of [from, to) in the
+// ledger (one cluster, or every one when empty). It also returns the
+// serving workloads (Deployments' ReplicaSets, LeaderWorkerSets) that held
+// GPUs without vLLM's series, summed over the window: what DCGM says they
+// held idle, with no replay.
+func EvaluateEndpoints(ctx context.Context, store ledger.Store, cluster string, from, to time.Time, o EndpointOptions) ([]EndpointAdvice, []ledger.WorkloadRow, error) {
+	rows, err := store.EndpointHours(ctx, cluster, from, to)
+	if err != nil {
+		return nil, nil, err
+	}
+	wls, err := store.TopWorkloads(ctx, ledger.Query{From: from, To: to, Cluster: cluster}, 1_000_000)
+	if err != nil {
+		return nil, nil, err
+	}
+	matched := map[[4]string]bool{}
+	var out []EndpointAdvice
+	for _, e := range LiveEndpoints(rows, wls, from, to) {
+		matched[[4]string{e.Cluster, e.Namespace, e.Kind, e.Name}] = true
+		cs := ColdStart{Load: o.Default, PenaltyMicros: o.PenaltyMicros, GPUsPerReplica: 1}
+		if l, ok := o.Loads[e.Model]; ok {
+			cs.Load = l
+		}
+		if g := e.GPUsPerReplica(); g > 0 {
+			cs.GPUsPerReplica = g
+		}
+		price := e.PriceMicrosPerGPUHour()
+		if price <= 0 {
+			price = o.PriceMicros
+		}
+		out = append(out, EndpointAdvice{LiveEndpoint: e, Rec: RecommendLive(&e, cs, price, o.MaxP95), PriceMicros: price})
+	}
+	var other []ledger.WorkloadRow
+	for _, w := range wls {
+		if IsServingKind(w.Kind) && !matched[[4]string{w.Cluster, w.Namespace, w.Kind, w.Name}] {
+			other = append(other, w)
+		}
+	}
+	return out, other, nil
+}
+
+// IsServingKind says whether a workload of kind serves a model: a
+// Deployment (its pods' owner is a ReplicaSet) or a LeaderWorkerSet.
+func IsServingKind(kind string) bool {
+	return kind == "ReplicaSet" || kind == "Deployment" || kind == "LeaderWorkerSet"
 }

@@ -59,6 +59,14 @@ type Capacity struct {
 	WaitMinutes    int `yaml:"waitMinutes"`
 	WaitPercentile int `yaml:"waitPercentile"`
 	WaitWindowDays int `yaml:"waitWindowDays"`
+	// ColdStartSeconds is an inference model's load time, for
+	// scale-to-zero on the ledger's endpoints (the API's capacity route
+	// and the workbook); ColdStartModels gives it per vLLM model_name;
+	// ColdStartPenalty is what one cold start's latency costs. Defaults
+	// 120 s and 0.50.
+	ColdStartSeconds int            `yaml:"coldStartSeconds"`
+	ColdStartModels  map[string]int `yaml:"coldStartModels"`
+	ColdStartPenalty Money          `yaml:"coldStartPenalty"`
 }
 
 // Auth holds the API's tokens.

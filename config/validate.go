@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math/big"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/gpuledger/gpuledger/attribution"
@@ -271,6 +273,17 @@ func (c *Config) validate(d *decoder) {
 		}
 		if cp.WaitWindowDays < 0 {
 			d.add(nil, "capacity.waitWindowDays", "%d is negative; want the days the wait must last, such as 7", cp.WaitWindowDays)
+		}
+		if cp.ColdStartSeconds < 0 {
+			d.add(nil, "capacity.coldStartSeconds", "%d is negative; want a model's load time in seconds, such as 120", cp.ColdStartSeconds)
+		}
+		for _, m := range slices.Sorted(maps.Keys(cp.ColdStartModels)) {
+			if s := cp.ColdStartModels[m]; s < 0 || m == "" {
+				d.add(nil, "capacity.coldStartModels."+m, "%d: want a model_name and its load time in seconds, such as llama-3-8b: 30", s)
+			}
+		}
+		if cp.ColdStartPenalty.Micros < 0 {
+			d.add(nil, "capacity.coldStartPenalty", "%s is negative; want what a cold start costs, such as 0.50", cp.ColdStartPenalty)
 		}
 	}
 	if c.Auth != nil {

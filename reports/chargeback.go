@@ -41,6 +41,9 @@ type Options struct {
 	// Wait, when set, adds the queue-wait trigger's verdict per
 	// ClusterQueue at the month's end (to the same sheet).
 	Wait *capacity.WaitRule
+	// Endpoints, when set, adds scale-to-zero's recommendation for each
+	// inference endpoint over the month (to the same sheet).
+	Endpoints *capacity.EndpointOptions
 }
 
 // Line is one team's month.
@@ -152,6 +155,9 @@ type Chargeback struct {
 	// Queues is the queue-wait trigger per ClusterQueue at the month's
 	// end (Options.Wait).
 	Queues []capacity.QueueWait
+	// Endpoints is scale-to-zero's recommendation per inference endpoint
+	// over the month (Options.Endpoints).
+	Endpoints []capacity.EndpointAdvice
 }
 
 // TopWorkloads is how many workloads a report lists.
@@ -269,6 +275,11 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 	}
 	if opts.Wait != nil && opts.Team == "" {
 		if cb.Queues, err = capacity.EvaluateWaits(ctx, store, opts.Cluster, to, *opts.Wait, opts.PricesMicros); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Endpoints != nil && opts.Team == "" {
+		if cb.Endpoints, _, err = capacity.EvaluateEndpoints(ctx, store, opts.Cluster, from, to, *opts.Endpoints); err != nil {
 			return nil, err
 		}
 	}

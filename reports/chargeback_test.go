@@ -96,11 +96,28 @@ func testChargeback(t *testing.T) *Chargeback {
 	if err := s.WriteQueueHours(context.Background(), queues); err != nil {
 		t.Fatal(err)
 	}
+	// An inference endpoint of ds, idle from 0:00 to 8:00 on Oct 1 and 2
+	// (its workload has no rows: one GPU a replica at the default price).
+	var eps []ledger.EndpointRow
+	for hour := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC); hour.Before(time.Date(2026, 10, 3, 0, 0, 0, 0, time.UTC)); hour = hour.Add(time.Hour) {
+		e := ledger.EndpointRow{Hour: hour, Cluster: "c1", Namespace: "ds", Model: "qwen-7b", Kind: "ReplicaSet", Name: "qwen-7d9f8b6c5", Pods: 1,
+			ReportedSeconds: 3600, BusySeconds: 1800, Requests: 600}
+		if hour.Hour() == 8 {
+			e.Gaps.Add(8 * 3600)
+		}
+		if hour.Hour() < 8 {
+			e.BusySeconds, e.Requests = 0, 0
+		}
+		eps = append(eps, e)
+	}
+	if err := s.WriteEndpointHours(context.Background(), eps); err != nil {
+		t.Fatal(err)
+	}
 	cb, err := Build(context.Background(), s, time.Date(2026, 10, 15, 0, 0, 0, 0, time.UTC), Options{
 		Currency: "USD", Teams: []string{"ml", "vision", "ds"},
 		Budgets:  map[string]int64{"ml": 20_000_000, "ds": 5_000_000, "vision": 1_000_000},
 		Capacity: &capacity.DefaultRule, PricesMicros: map[string]int64{"h100": 6_880_000, "a100": 3_430_900},
-		Wait: &capacity.DefaultWaitRule,
+		Wait: &capacity.DefaultWaitRule, Endpoints: &capacity.DefaultEndpointOptions,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/xuri/excelize/v2"
 
@@ -43,6 +44,7 @@ var methodText = []string{
 	"Variance: budget - cost, per team; positive means under budget. The TOTAL's budget and variance cover the teams with budgets only: platform overhead (_unowned, _unallocated) is in no budget.",
 	"Capacity: per flavor, the share of its GPU time that pods held (allocated, from Kubernetes) and that was busy (active, from DCGM) over the window before the month's end. Expansion is recommended when the allocated share is at or above the threshold over the whole window, and only when the ledger has the flavor from before the window and for 95% of its hours; the cost of the block is its GPUs x the flavor's price x 730 hours. The forecast is where a line fitted to the daily allocated shares crosses the threshold.",
 	"Capacity, queues: per ClusterQueue, the 90th percentile of its workloads' waits for admission (Kueue's kueue_admission_wait_time_seconds, and the workloads still pending at their wait so far) over the wait window and over its last day, interpolated within Kueue's buckets. Expansion of the flavor the queue's workloads held most is recommended when both are over the threshold, with the same history and coverage conditions.",
+	"Capacity, endpoints (scale to zero): per inference endpoint (a namespace's vLLM servers of one model), from vLLM's series over the month: its idle gaps (from one request running, waiting or generating tokens to the next, known to a scrape interval) in buckets at the cooldowns. A cooldown C scales the replica down for every gap's part beyond C, less the model's load, and each such gap is a cold start; the choice saves the most (GPU time at the workload's price, less a penalty per cold start) within the p95 extra latency allowed (a lower bound: one waiting request per cold start). KEDA's default cooldown (300 s) is beside it. Idle GPU-hours and cost are DCGM's, of the endpoint's Deployment or LeaderWorkerSet.",
 }
 
 // WriteXLSX writes the workbook: Summary (one row per team, a TOTAL row and
@@ -63,7 +65,7 @@ func (cb *Chargeback) WriteXLSX(w io.Writer) error {
 	if err := cb.writeWorkloads(f); err != nil {
 		return fmt.Errorf("workloads sheet: %w", err)
 	}
-	if len(cb.Capacity) > 0 || len(cb.Queues) > 0 {
+	if len(cb.Capacity) > 0 || len(cb.Queues) > 0 || len(cb.Endpoints) > 0 {
 		if err := cb.writeCapacity(f); err != nil {
 			return fmt.Errorf("capacity sheet: %w", err)
 		}
@@ -242,12 +244,59 @@ func (cb *Chargeback) writeCapacity(f *excelize.File) error {
 			return err
 		}
 	}
-	if len(cb.Queues) == 0 {
-		return nil
-	}
-	// The queues below the flavors, after an empty row.
 	row := len(cb.Capacity) + 3
-	header = []string{"cluster_queue", "flavor", "wait_p90_minutes", "last_day_wait_p90_minutes", "admitted", "pending", "pending_gpus",
+	if len(cb.Queues) > 0 {
+		if err := cb.writeQueues(f, s, row); err != nil {
+			return err
+		}
+		row += len(cb.Queues) + 2
+	}
+	if len(cb.Endpoints) > 0 {
+		return cb.writeEndpoints(f, s, row)
+	}
+	return nil
+}
+
+// writeEndpoints writes scale-to-zero's table from row on: per endpoint,
+// what it held idle and KEDA's default beside gpuledger's choice.
+func (cb *Chargeback) writeEndpoints(f *excelize.File, s string, row int) error {
+	header := []string{"namespace", "model", "workload", "gpus_per_replica", "load_seconds", "busy_percent", "requests", "idle_gpu_hours_dcgm", "idle_cost_dcgm",
+		"keda_300s_saved_gpu_hours", "keda_300s_cold_starts_per_day", "min_replicas", "cooldown_seconds", "prewarm_utc", "saved_gpu_hours", "cold_starts_per_day",
+		"p95_extra_seconds_at_least", "net_saving"}
+	if err := f.SetSheetRow(s, cell(1, row), &header); err != nil {
+		return err
+	}
+	for i, e := range cb.Endpoints {
+		r := e.Rec
+		var busy, cooldown any = "", ""
+		if e.ReportedSeconds > 0 {
+			busy = round1(100 * e.BusySeconds / e.ReportedSeconds)
+		}
+		if r.MinReplicas == 0 {
+			cooldown = r.Best.Policy.Cooldown.Seconds()
+		}
+		var pre []string
+		for _, w := range r.Best.Policy.PreWarm {
+			pre = append(pre, fmt.Sprintf("%02d:00-%02d:00", int(w.From.Hours()), int(w.To.Hours())))
+		}
+		workload := ""
+		if e.Name != "" {
+			workload = e.Kind + "/" + e.Name
+		}
+		vals := []any{e.Namespace, e.Model, workload, round3(r.ColdStart.GPUsPerReplica), r.ColdStart.Load.Seconds(), busy, e.Requests,
+			round1(e.IdleGPUSeconds / 3600), ledger.MicrosToFloat(e.IdleCostMicros), round1(r.Default.SavedGPUHours), round1(r.Default.ColdStartsPerDay),
+			r.MinReplicas, cooldown, strings.Join(pre, " "), round1(r.Best.SavedGPUHours), round1(r.Best.ColdStartsPerDay), r.Best.P95ExtraLatency.Seconds(),
+			ledger.MicrosToFloat(r.Best.NetSavingMicros)}
+		if err := f.SetSheetRow(s, cell(1, row+1+i), &vals); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeQueues writes the queue-wait table from row on.
+func (cb *Chargeback) writeQueues(f *excelize.File, s string, row int) error {
+	header := []string{"cluster_queue", "flavor", "wait_p90_minutes", "last_day_wait_p90_minutes", "admitted", "pending", "pending_gpus",
 		"hours_with_data", "window_hours", "window_start", "window_end", "expand_gpus", "monthly_cost_of_expansion", "forecast", "why"}
 	if err := f.SetSheetRow(s, cell(1, row), &header); err != nil {
 		return err

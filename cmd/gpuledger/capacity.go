@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -176,6 +177,30 @@ func waitRule(c *config.Capacity) capacity.WaitRule {
 		r.Window = time.Duration(c.WaitWindowDays) * 24 * time.Hour
 	}
 	return r
+}
+
+// endpointOptions is the configuration's cold start, for scale-to-zero on
+// the ledger's endpoints; prices is the flavors', whose highest is the
+// price of an endpoint's GPU-hour where its workload has none.
+func endpointOptions(c *config.Capacity, prices map[string]int64) capacity.EndpointOptions {
+	o := capacity.DefaultEndpointOptions
+	if len(prices) > 0 {
+		o.PriceMicros = slices.Max(slices.Collect(maps.Values(prices)))
+	}
+	if c == nil {
+		return o
+	}
+	if c.ColdStartSeconds > 0 {
+		o.Default = time.Duration(c.ColdStartSeconds) * time.Second
+	}
+	if c.ColdStartPenalty.Set {
+		o.PenaltyMicros = c.ColdStartPenalty.Micros
+	}
+	o.Loads = map[string]time.Duration{}
+	for m, s := range c.ColdStartModels {
+		o.Loads[m] = time.Duration(s) * time.Second
+	}
+	return o
 }
 
 // capacityRule is the configuration's expansion trigger.
@@ -370,5 +395,6 @@ func capacityOptions(cfg *config.Config, cluster string) api.CapacityOptions {
 	for _, f := range cfg.ResourceFlavors {
 		prices[f.Name] = cfg.PriceMicros(f.Name)
 	}
-	return api.CapacityOptions{Cluster: cluster, Rule: capacityRule(cfg.Capacity), WaitRule: waitRule(cfg.Capacity), PricesMicros: prices, Budgets: cfg.TeamBudgets()}
+	return api.CapacityOptions{Cluster: cluster, Rule: capacityRule(cfg.Capacity), WaitRule: waitRule(cfg.Capacity), PricesMicros: prices, Budgets: cfg.TeamBudgets(),
+		Endpoints: endpointOptions(cfg.Capacity, prices)}
 }

@@ -120,8 +120,8 @@ func TestDemoMonth(t *testing.T) {
 		t.Errorf("the queue hours count %.0f admissions, the run %d", admitted, admittedJobs)
 	}
 	// The inference endpoints' hours (vLLM's series): every hour of every
-	// endpoint, each reported through (the first from its first scrape),
-	// busy by day and with idle gaps at night; and scale-to-zero on them.
+	// endpoint, reported through, busy about half the time, with idle gaps;
+	// and scale-to-zero on them.
 	eps, err := store.EndpointHours(context.Background(), "", from, to)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +147,9 @@ func TestDemoMonth(t *testing.T) {
 		}
 	}
 	long, _ := gaps.Over(300)
-	if full := float64(len(perEp)) * 31 * 24 * 3600; reported < full-float64(len(perEp))*60 || busy < 0.3*reported || busy > 0.7*reported || long == 0 {
+	// The month's first and last scrape spans of each endpoint are
+	// outside it (a span is booked from one report to the next).
+	if full := float64(len(perEp)) * 31 * 24 * 3600; reported < full-float64(len(perEp))*180 || busy < 0.3*reported || busy > 0.7*reported || long == 0 {
 		t.Errorf("endpoints reported %.0f s of %.0f, busy %.0f s, %d gaps over 5 min", reported, full, busy, long)
 	}
 	store.Close()

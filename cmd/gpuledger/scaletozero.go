@@ -63,7 +63,7 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 	query := fs.String("keda.query", "", "request rate of an endpoint measured in front of it, %s standing for the endpoint's name, such as sum(rate(gateway_requests_total{service=\"%s\"}[1m])); empty: HTTPScaledObjects")
 	newLogger := logFlags(fs)
 	monthFlag := fs.String("month", "", "read the endpoints of this month, YYYY-MM, from the ledger (vLLM's series, and their workloads' GPU time and cost) instead of ServeGen's traces")
-	coldDefault := fs.String("coldStart.default", "1:120s", "with -month: GPUs of a replica and load time of a model without a -coldStart entry (the GPUs the ledger measured win)")
+	coldDefault := fs.String("coldStart.default", "1:120s", "with -month: load time of a model without a -coldStart entry, as GPUs:load (the GPUs are the ledger's, measured per replica)")
 	cluster := fs.String("cluster", "", "with -month: the cluster to read (empty: every cluster)")
 	openStore := storeFlags(fs, defaultLedgerPath, true)
 	if err := fs.Parse(args); err != nil {
@@ -95,8 +95,12 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 			return err
 		}
 		defer store.Close()
-		return scaleToZeroLive(ctx, stdout, liveOptions{store: store, cluster: *cluster, from: month, to: month.AddDate(0, 1, 0), cold: cold,
-			coldDefault: def["default"], price: price, maxP95: *maxP95, out: *out, keda: capacity.KEDATarget{Prometheus: *prom, Threshold: 1, Port: 8000, MaxReplicas: 4, Query: *query}})
+		eo := capacity.EndpointOptions{Loads: map[string]time.Duration{}, Default: def["default"].Load, PenaltyMicros: penalty, PriceMicros: price, MaxP95: *maxP95}
+		for m, cs := range cold {
+			eo.Loads[m] = cs.Load
+		}
+		return scaleToZeroLive(ctx, stdout, liveOptions{store: store, cluster: *cluster, from: month, to: month.AddDate(0, 1, 0), eps: eo,
+			out: *out, keda: capacity.KEDATarget{Prometheus: *prom, Threshold: 1, Port: 8000, MaxReplicas: 4, Query: *query}})
 	}
 	seedNums, err := seedList(*seeds)
 	if err != nil {

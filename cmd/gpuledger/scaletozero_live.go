@@ -16,41 +16,24 @@ import (
 
 // liveOptions are scale-to-zero's on the ledger's endpoints.
 type liveOptions struct {
-	store       ledger.Store
-	cluster     string
-	from, to    time.Time
-	cold        map[string]capacity.ColdStart
-	coldDefault capacity.ColdStart
-	// price is the GPU-hour's price where the ledger has none for the
-	// endpoint's workload.
-	price  int64
-	maxP95 time.Duration
-	out    string
-	keda   capacity.KEDATarget
-}
-
-// endpointKinds are the workloads that serve a model: a Deployment (its
-// pods' owner is a ReplicaSet) or a LeaderWorkerSet.
-func isEndpointKind(kind string) bool {
-	return kind == "ReplicaSet" || kind == "Deployment" || kind == "LeaderWorkerSet"
+	store    ledger.Store
+	cluster  string
+	from, to time.Time
+	eps      capacity.EndpointOptions
+	out      string
+	keda     capacity.KEDATarget
 }
 
 // scaleToZeroLive recommends from the ledger: every endpoint with vLLM's
-// series gets its gaps replayed; endpoints without them (Deployments and
-// LeaderWorkerSets that held GPUs) are listed with what DCGM says they held
-// idle.
+// series gets its gaps replayed; serving workloads without them are
+// listed with what DCGM says they held idle.
 func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error {
-	rows, err := o.store.EndpointHours(ctx, o.cluster, o.from, o.to)
+	advice, other, err := capacity.EvaluateEndpoints(ctx, o.store, o.cluster, o.from, o.to, o.eps)
 	if err != nil {
 		return err
 	}
-	wls, err := o.store.TopWorkloads(ctx, ledger.Query{From: o.from, To: o.to, Cluster: o.cluster}, 1_000_000)
-	if err != nil {
-		return err
-	}
-	eps := capacity.LiveEndpoints(rows, wls, o.from, o.to)
-	if len(eps) == 0 && len(wls) == 0 {
-		return usageError{fmt.Sprintf("the ledger has nothing from %s to %s: pass -month with a month gpuledger serve or ingest wrote (vLLM's series for the endpoints)",
+	if len(advice) == 0 && len(other) == 0 {
+		return usageError{fmt.Sprintf("the ledger has no serving workload from %s to %s: pass -month with a month gpuledger serve or ingest wrote, with vLLM's series for the endpoints",
 			o.from.Format("2006-01-02"), o.to.Format("2006-01-02"))}
 	}
 	if err := os.RemoveAll(filepath.Join(o.out, "keda")); err != nil {
@@ -70,24 +53,10 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 	fmt.Fprintf(stdout, "gpuledger scale-to-zero, %s to %s (%.0f days), from the ledger's endpoint hours (vLLM's series)\n\n", o.from.Format("2006-01-02"), o.to.Format("2006-01-02"), days)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "endpoint\tworkload\tGPUs×load\tbusy\tidle GPU-h (DCGM)\tidle cost\tgaps >5m\tKEDA 300 s: saved GPU-h\tcold/day\tp95 (≥)\tgpuledger: cooldown\tpre-warm\tsaved GPU-h\tcold/day\tp95 (≥)\tmin replicas\tnet saving\t")
-	matched := map[string]bool{}
 	var totalSaved, totalDefault float64
 	var totalNet int64
-	for i := range eps {
-		e := &eps[i]
-		matched[e.Cluster+"\x00"+e.Namespace+"\x00"+e.Kind+"\x00"+e.Name] = true
-		cs, ok := o.cold[e.Model]
-		if !ok {
-			cs = o.coldDefault
-		}
-		if g := e.GPUsPerReplica(); g > 0 {
-			cs.GPUsPerReplica = g
-		}
-		price := e.PriceMicrosPerGPUHour()
-		if price <= 0 {
-			price = o.price
-		}
-		rec := capacity.RecommendLive(e, cs, price, o.maxP95)
+	for i := range advice {
+		e, rec, cs, price := &advice[i].LiveEndpoint, advice[i].Rec, advice[i].Rec.ColdStart, advice[i].PriceMicros
 		long, _ := e.Gaps().Over(300)
 		busy := "-"
 		if e.ReportedSeconds > 0 {
@@ -134,15 +103,7 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 		return err
 	}
 	fmt.Fprintf(stdout, "\n%d endpoints; scaling to zero as recommended saves %.1f GPU-hours (KEDA's default on all: %.1f), %s net of the cold starts.\n",
-		len(eps), totalSaved, totalDefault, ledger.FormatCents(totalNet))
-	// Deployments and LeaderWorkerSets that held GPUs with no request
-	// series: what DCGM says they held idle, without a replay.
-	var other []ledger.WorkloadRow
-	for _, w := range wls {
-		if isEndpointKind(w.Kind) && !matched[w.Cluster+"\x00"+w.Namespace+"\x00"+w.Kind+"\x00"+w.Name] {
-			other = append(other, w)
-		}
-	}
+		len(advice), totalSaved, totalDefault, ledger.FormatCents(totalNet))
 	if len(other) > 0 {
 		fmt.Fprintf(stdout, "\nServing workloads without vLLM's series (idle from DCGM's activity only; scrape their /metrics for a cooldown):\n")
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -190,7 +190,7 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 func reportOptions(cfg *config.Config, cluster string) reports.Options {
 	co := capacityOptions(cfg, cluster)
 	return reports.Options{Currency: cfg.Currency, Teams: cfg.TeamNames(), Budgets: cfg.TeamBudgets(), Cluster: cluster,
-		Capacity: &co.Rule, PricesMicros: co.PricesMicros}
+		Capacity: &co.Rule, Wait: &co.WaitRule, Endpoints: &co.Endpoints, PricesMicros: co.PricesMicros}
 }
 
 // loadModel reads the configuration and one cluster's cost model from it.
