@@ -107,6 +107,30 @@ CREATE TABLE IF NOT EXISTS gpuledger.workload_times ON CLUSTER gpuledger (
 PARTITION BY toYYYYMM(toDateTime(intDiv(submit_ms, 1000)))
 ORDER BY (cluster, namespace, name, submit_ms);
 
+-- The daily rollup of ledger_rows (gpuledger keeps it as it writes hours).
+CREATE TABLE IF NOT EXISTS gpuledger.ledger_days ON CLUSTER gpuledger (
+    hour DateTime,
+    cluster String,
+    team String,
+    namespace String,
+    local_queue String,
+    cluster_queue String,
+    flavor String,
+    borrowed UInt8,
+    version UInt64,
+    gpu_seconds Float64,
+    active_gpu_seconds Float64,
+    unmeasured_gpu_seconds Float64,
+    cost Decimal(18, 6),
+    idle_cost Decimal(18, 6),
+    unmeasured_cost Decimal(18, 6),
+    unallocated_cost Decimal(18, 6),
+    energy_joules Float64,
+    energy_cost Decimal(18, 6)
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/ledger_days', '{replica}', version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed);
+
 -- The inference endpoints' hours (scale-to-zero).
 CREATE TABLE IF NOT EXISTS gpuledger.endpoint_rows ON CLUSTER gpuledger (
     hour DateTime,
@@ -147,6 +171,9 @@ ENGINE = Distributed(gpuledger, gpuledger, queue_rows, cityHash64(cluster, toUIn
 CREATE TABLE IF NOT EXISTS gpuledger.workload_times_all ON CLUSTER gpuledger AS gpuledger.workload_times
 ENGINE = Distributed(gpuledger, gpuledger, workload_times, cityHash64(cluster, namespace, name));
 
+CREATE TABLE IF NOT EXISTS gpuledger.ledger_days_all ON CLUSTER gpuledger AS gpuledger.ledger_days
+ENGINE = Distributed(gpuledger, gpuledger, ledger_days, cityHash64(cluster, toUInt32(hour)));
+
 CREATE TABLE IF NOT EXISTS gpuledger.endpoint_rows_all ON CLUSTER gpuledger AS gpuledger.endpoint_rows
 ENGINE = Distributed(gpuledger, gpuledger, endpoint_rows, cityHash64(cluster, toUInt32(hour)));
 
@@ -156,6 +183,13 @@ ENGINE = Distributed(gpuledger, gpuledger, endpoint_rows, cityHash64(cluster, to
 --   ALTER TABLE gpuledger.workload_rows ON CLUSTER gpuledger ADD COLUMN unmeasured_gpu_seconds Float64 DEFAULT 0, ADD COLUMN unmeasured_cost Decimal(18, 6) DEFAULT 0;
 --   then drop and re-create ledger_rows_all and workload_rows_all as above.
 -- Upgrading a cluster created before the queue rows (migration 7) or the
--- workload times (migration 8) or the endpoint rows (migration 9): run the
--- queue_rows, queue_rows_all, workload_times, workload_times_all,
--- endpoint_rows and endpoint_rows_all statements above.
+-- workload times (migration 8), the endpoint rows (migration 9) or the daily
+-- rollup (migrations 10 and 11): run the queue_rows, queue_rows_all,
+-- workload_times, workload_times_all, endpoint_rows, endpoint_rows_all,
+-- ledger_days and ledger_days_all statements above, then fill the rollup
+-- from what is written (gpuledger keeps it from then on):
+--   INSERT INTO gpuledger.ledger_days_all SELECT toStartOfDay(hour) AS day, cluster, team, namespace, local_queue, cluster_queue, flavor,
+--     borrowed, toUInt64(1), sum(gpu_seconds), sum(active_gpu_seconds), sum(unmeasured_gpu_seconds), sum(cost), sum(idle_cost),
+--     sum(unmeasured_cost), sum(unallocated_cost), sum(energy_joules), sum(energy_cost) FROM gpuledger.ledger_rows_all FINAL
+--     WHERE (cluster, hour, version) GLOBAL IN (SELECT cluster, hour, max(version) FROM gpuledger.ledger_rows_all GROUP BY cluster, hour)
+--     GROUP BY day, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed;

@@ -32,7 +32,7 @@ type Options struct {
 	// at the Distributed tables of deploy/clickhouse/cluster.sql and set
 	// SkipMigrations. Defaults ledger_rows, workload_rows, checkpoints,
 	// audit.
-	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable, TimesTable, EndpointTable string
+	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable, TimesTable, EndpointTable, DayTable string
 	// SkipMigrations leaves the schema to the operator (cluster DDL).
 	SkipMigrations bool
 	// SpoolDir, when set, holds writes that could not reach the server;
@@ -106,6 +106,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if s.opts.EndpointTable == "" {
 		s.opts.EndpointTable = "endpoint_rows"
+	}
+	if s.opts.DayTable == "" {
+		s.opts.DayTable = "ledger_days"
 	}
 	if s.opts.BatchRows <= 0 {
 		s.opts.BatchRows = 100_000
@@ -375,7 +378,10 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 	// An hour written with no workload rows (or no ledger rows) must still
 	// replace the older version's: a marker row with the new version and
 	// nothing in it keeps the newest-version filter right.
-	return s.markHours(ctx, rec)
+	if err := s.markHours(ctx, rec); err != nil {
+		return err
+	}
+	return s.rollDays(ctx, rec)
 }
 
 // insertQueues inserts a record's queue rows, in batches.

@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,6 +73,50 @@ func (s *Store) markHours(ctx context.Context, rec *record) error {
 	return nil
 }
 
+// rollupColumns are the daily rollup's columns, as ledger_rows'.
+const rollupColumns = `hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
+	gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost, idle_cost, unmeasured_cost, unallocated_cost, energy_joules, energy_cost`
+
+// rollupSelect sums the newest rows of the hours matching cond (with its
+// {t}, the ledger table) per UTC day, at version {v}: the daily rollup's
+// rows. Marker rows (empty team) sum to a marker of the day.
+const rollupSelect = `SELECT toStartOfDay(hour) AS day, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, toUInt64({v}),
+	sum(gpu_seconds), sum(active_gpu_seconds), sum(unmeasured_gpu_seconds), sum(cost), sum(idle_cost), sum(unmeasured_cost),
+	sum(unallocated_cost), sum(energy_joules), sum(energy_cost)
+	FROM {t} FINAL WHERE {cond} AND (cluster, hour, version) GLOBAL IN (SELECT cluster, hour, max(version) FROM {t} WHERE {cond} GROUP BY cluster, hour)
+	GROUP BY day, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed`
+
+// rollDays recomputes the daily rollup of every day the record wrote an
+// hour of, from the newest hours, at a version taken now: of two
+// recomputations of a day, the later one read the later hours and wins.
+// A marker row (empty team) of the day makes a day whose hours were all
+// emptied replace its older rollup too.
+func (s *Store) rollDays(ctx context.Context, rec *record) error {
+	days := map[clusterHour]bool{}
+	for _, r := range rec.Rows {
+		days[clusterHour{r.Cluster, r.Hour.UTC().Truncate(24 * time.Hour)}] = true
+	}
+	for _, w := range rec.Workloads {
+		days[clusterHour{w.Cluster, w.Hour.UTC().Truncate(24 * time.Hour)}] = true
+	}
+	t := s.table(s.opts.LedgerTable)
+	for d := range days {
+		v := s.nextVersion()
+		if err := s.insertOne(ctx, `INSERT INTO `+s.table(s.opts.DayTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
+			gpu_seconds, active_gpu_seconds, cost, idle_cost, unallocated_cost, energy_joules, energy_cost)`,
+			d.hour, d.cluster, "", "", "", "", "", uint8(0), v, 0.0, 0.0, micros(0), micros(0), micros(0), 0.0, micros(0)); err != nil {
+			return fmt.Errorf("mark day %s of %s in the daily rollup: %w", d.hour.Format(time.DateOnly), d.cluster, err)
+		}
+		cond := "cluster = ? AND hour >= ? AND hour < ?"
+		sql := strings.NewReplacer("{v}", strconv.FormatUint(v, 10), "{t}", t, "{cond}", cond).Replace(rollupSelect)
+		if err := s.conn.Exec(ctx, `INSERT INTO `+s.table(s.opts.DayTable)+` (`+rollupColumns+`) `+sql,
+			d.cluster, d.hour, d.hour.Add(24*time.Hour), d.cluster, d.hour, d.hour.Add(24*time.Hour)); err != nil {
+			return fmt.Errorf("roll up day %s of %s: %w", d.hour.Format(time.DateOnly), d.cluster, err)
+		}
+	}
+	return nil
+}
+
 // where builds the range and filter conditions, and the newest-version
 // condition: each (cluster, hour) counts only its last write. GLOBAL IN
 // evaluates the subquery once, which a Distributed table needs; all of an
@@ -107,6 +152,11 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	}[q.Step]
 	cols, groupCols := q.SQLColumns(bucket, "toUInt8(0)")
 	table := s.table(s.opts.LedgerTable)
+	// Day and month buckets over whole UTC days come from the daily
+	// rollup: a year is 365 rows per key there, not 8,760.
+	if q.Step != ledger.StepHour && q.From.Unix()%86400 == 0 && q.To.Unix()%86400 == 0 {
+		table = s.table(s.opts.DayTable)
+	}
 	w, args := where(table, q)
 	sql := fmt.Sprintf(`SELECT %s, sum(gpu_seconds), sum(active_gpu_seconds), sum(unmeasured_gpu_seconds), toString(sum(cost)),
 		toString(sum(idle_cost)), toString(sum(unmeasured_cost)), toString(sum(unallocated_cost)), sum(energy_joules), toString(sum(energy_cost))

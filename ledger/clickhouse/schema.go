@@ -1,5 +1,7 @@
 package clickhouse
 
+import "strings"
+
 // migrations are applied in order at Open; each runs once per database,
 // recorded in gpuledger_schema. The SQL runs on ClickHouse 18.16 (Debian's
 // package) as on current releases: MergeTree-family engines, Decimal,
@@ -124,4 +126,35 @@ var migrations = []string{
 	) ENGINE = ReplacingMergeTree(version)
 	PARTITION BY toYYYYMM(hour)
 	ORDER BY (cluster, hour, namespace, model)`,
+	// The daily rollup: ledger_rows' newest hours summed per UTC day,
+	// each day's rows at one version (the newest counts, as for hours),
+	// so that day and month answers over a year read 365 rows per key.
+	10: `CREATE TABLE IF NOT EXISTS {db}.ledger_days (
+		hour DateTime,
+		cluster String,
+		team String,
+		namespace String,
+		local_queue String,
+		cluster_queue String,
+		flavor String,
+		borrowed UInt8,
+		version UInt64,
+		gpu_seconds Float64,
+		active_gpu_seconds Float64,
+		unmeasured_gpu_seconds Float64,
+		cost Decimal(18, 6),
+		idle_cost Decimal(18, 6),
+		unmeasured_cost Decimal(18, 6),
+		unallocated_cost Decimal(18, 6),
+		energy_joules Float64,
+		energy_cost Decimal(18, 6)
+	) ENGINE = ReplacingMergeTree(version)
+	PARTITION BY toYYYYMM(hour)
+	ORDER BY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed)`,
+	// The rollup of what was written before it, at version 1: every later
+	// write of a day is newer.
+	11: `INSERT INTO {db}.ledger_days (` + rollupColumns + `) ` + rollupBackfill,
 }
+
+// rollupBackfill is rollupSelect over every hour of ledger_rows.
+var rollupBackfill = strings.NewReplacer("{v}", "1", "{t}", "{db}.ledger_rows", "{cond}", "1").Replace(rollupSelect)
