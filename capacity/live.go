@@ -220,37 +220,17 @@ func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour i
 	return o
 }
 
-// RecommendLive is Recommend on an endpoint's live gaps: every cooldown of
-// ledger.GapBounds, with and without a pre-warm schedule when its traffic
-// has a daily rhythm, the largest net saving within maxP95 (negative: any
-// latency); an endpoint where none saves money keeps a replica.
+// RecommendLive is Recommend on an endpoint's live gaps: every cooldown,
+// with and without a pre-warm schedule when its traffic has a daily
+// rhythm, the largest net saving within maxP95 (negative: any latency); an
+// endpoint where none saves money keeps a replica.
 func RecommendLive(e *LiveEndpoint, cs ColdStart, priceMicrosPerGPUHour int64, maxP95 time.Duration) ScaleToZero {
 	rec := ScaleToZero{Endpoint: e.ID(), ColdStart: cs, Default: ReplayGaps(e, Policy{Cooldown: KEDADefaultCooldown}, cs, priceMicrosPerGPUHour)}
 	pre := liveRhythm(e)
 	rec.Periodic = len(pre) > 0
-	best := Outcome{NetSavingMicros: math.MinInt64}
-	for _, b := range ledger.GapBounds {
-		c := time.Duration(b) * time.Second
-		policies := []Policy{{Cooldown: c}}
-		if len(pre) > 0 {
-			policies = append(policies, Policy{Cooldown: c, PreWarm: pre})
-		}
-		for _, p := range policies {
-			o := ReplayGaps(e, p, cs, priceMicrosPerGPUHour)
-			if maxP95 >= 0 && o.P95ExtraLatency > maxP95 {
-				continue
-			}
-			if o.NetSavingMicros > best.NetSavingMicros {
-				best = o
-			}
-		}
-	}
-	rec.Best = best
-	if best.NetSavingMicros <= 0 {
-		rec.MinReplicas = 1
-		rec.Best = Outcome{Policy: Policy{Cooldown: e.To.Sub(e.From)}, AlwaysOnGPUHours: rec.Default.AlwaysOnGPUHours,
-			HeldGPUHours: rec.Default.AlwaysOnGPUHours, Days: rec.Default.Days, Requests: rec.Default.Requests}
-	}
+	// Cooldowns are ledger.GapBounds (TestCooldownsAreGapBounds): the
+	// replay on the buckets is exact at each.
+	rec.choose(Cooldowns, pre, e.To.Sub(e.From), maxP95, func(p Policy) Outcome { return ReplayGaps(e, p, cs, priceMicrosPerGPUHour) })
 	return rec
 }
 

@@ -121,3 +121,16 @@ func TestLiveRhythm(t *testing.T) {
 		t.Errorf("pre-warmed: %g GPU-hours saved; want %g", warm.SavedGPUHours, want)
 	}
 }
+
+// TestCooldownsAreGapBounds: the cooldowns chosen among are the ledger's
+// gap buckets' bounds, where the replay on the buckets is exact.
+func TestCooldownsAreGapBounds(t *testing.T) {
+	if len(Cooldowns) != len(ledger.GapBounds) {
+		t.Fatalf("%d cooldowns, %d gap bounds", len(Cooldowns), len(ledger.GapBounds))
+	}
+	for i, c := range Cooldowns {
+		if c.Seconds() != ledger.GapBounds[i] {
+			t.Errorf("cooldown %d is %s, gap bound %g s", i, c, ledger.GapBounds[i])
+		}
+	}
+}

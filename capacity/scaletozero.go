@@ -372,14 +372,24 @@ func Recommend(ep Endpoint, arr []Arrival, cs ColdStart, priceMicrosPerGPUHour i
 	rec := ScaleToZero{Endpoint: ep.Name, ColdStart: cs, Default: Replay(arr, ep.Span, Policy{Cooldown: KEDADefaultCooldown}, cs, priceMicrosPerGPUHour)}
 	pre := preWarm(arr, ep.Span)
 	rec.Periodic = len(pre) > 0
+	rec.choose(Cooldowns, pre, ep.Span, maxP95, func(p Policy) Outcome { return Replay(arr, ep.Span, p, cs, priceMicrosPerGPUHour) })
+	return rec
+}
+
+// choose replays every cooldown, with and without the pre-warm windows
+// when there are any, and keeps the largest net saving among the policies
+// whose p95 extra latency is at most maxP95 (negative: any). When none
+// saves money the endpoint keeps a replica all of span: nothing saved,
+// nothing waits.
+func (rec *ScaleToZero) choose(cooldowns []time.Duration, pre []DailyWindow, span, maxP95 time.Duration, replay func(Policy) Outcome) {
 	best := Outcome{NetSavingMicros: math.MinInt64}
-	for _, c := range Cooldowns {
+	for _, c := range cooldowns {
 		policies := []Policy{{Cooldown: c}}
 		if len(pre) > 0 {
 			policies = append(policies, Policy{Cooldown: c, PreWarm: pre})
 		}
 		for _, p := range policies {
-			o := Replay(arr, ep.Span, p, cs, priceMicrosPerGPUHour)
+			o := replay(p)
 			if maxP95 >= 0 && o.P95ExtraLatency > maxP95 {
 				continue
 			}
@@ -390,12 +400,10 @@ func Recommend(ep Endpoint, arr []Arrival, cs ColdStart, priceMicrosPerGPUHour i
 	}
 	rec.Best = best
 	if best.NetSavingMicros <= 0 {
-		// Always on: nothing saved, nothing waits.
 		rec.MinReplicas = 1
-		rec.Best = Outcome{Policy: Policy{Cooldown: ep.Span}, AlwaysOnGPUHours: rec.Default.AlwaysOnGPUHours, HeldGPUHours: rec.Default.AlwaysOnGPUHours,
+		rec.Best = Outcome{Policy: Policy{Cooldown: span}, AlwaysOnGPUHours: rec.Default.AlwaysOnGPUHours, HeldGPUHours: rec.Default.AlwaysOnGPUHours,
 			Days: rec.Default.Days, Requests: rec.Default.Requests}
 	}
-	return rec
 }
 
 // preWarm finds the hours of the day in which the endpoint had requests on
