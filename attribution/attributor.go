@@ -745,6 +745,7 @@ func (in *instance) observationMJ(covMs int64) int64 {
 // holders by share, energy of a free device to nobody.
 func (a *Attributor) finalize(in *instance, covMs int64) {
 	in.close(a)
+	a.servingActivity(in)
 	in.pending = false
 	in.lastMs = in.t
 	in.prev = append(in.prev[:0], in.holders...)

@@ -46,7 +46,10 @@ type EndpointPod struct {
 
 // EndpointHour is one hour of one endpoint in the making.
 type EndpointHour struct {
+	// Namespace and Model name a vLLM endpoint; Kind and Name, with an
+	// empty Model, one known from GPU activity alone.
 	Namespace, Model string
+	Kind, Name       string
 	Pods             map[string]bool
 	Reported, Busy   float64 // seconds
 	Requests, Tokens float64
@@ -123,10 +126,8 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 		// matter: the timeline starts at the first hour's first report.
 		return
 	}
-	h := a.endpointHour(q.TimeMs, key, q)
-	if !h.Pods[q.Pod] {
-		h.Pods[strings.Clone(q.Pod)] = true
-	}
+	id := endpointID{namespace: q.Namespace, model: q.Model}
+	h := a.endpointHour(q.TimeMs, key, id)
 	switch q.Metric {
 	case EndpointTokens:
 		h.Tokens += inc
@@ -134,14 +135,35 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 		h.Requests += inc
 	}
 	a.stats.Accepted++
-	t := q.TimeMs
+	busy := false
+	switch q.Metric {
+	case EndpointRunning, EndpointWaiting:
+		busy = q.Value > 0
+	default:
+		busy = inc > 0
+	}
+	a.endpointReport(e, key, id, pod, q.Pod, q.TimeMs, busy, h)
+}
+
+// endpointID names an endpoint: a namespace's vLLM servers of one model,
+// or, with an empty model, a serving workload known from GPU activity.
+type endpointID struct{ namespace, model, kind, name string }
+
+// endpointReport moves an endpoint's timeline to a report of one of its
+// pods at t, busy or not, h being t's hour: the span since its previous
+// report is booked (busy when it was busy then), the pod's state is set,
+// and an idle gap that this activity ends is counted.
+func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID, pod *EndpointPod, podName string, t int64, busy bool, h *EndpointHour) {
+	if !h.Pods[podName] {
+		h.Pods[strings.Clone(podName)] = true
+	}
 	if t < e.LastMs {
 		// Another pod has reported later: the timeline has moved on.
 		return
 	}
 	if t > e.LastMs {
 		if t-e.LastMs <= endpointStaleMs {
-			a.bookEndpointSpan(key, q, e.LastMs, t, e.Busy)
+			a.bookEndpointSpan(key, id, e.LastMs, t, e.Busy)
 		} else {
 			// Gone a while (scaled to zero, or not scraped): the time
 			// away is neither reported nor a gap; an idle stretch
@@ -157,13 +179,6 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 			}
 		}
 		e.LastMs = t
-	}
-	busy := false
-	switch q.Metric {
-	case EndpointRunning, EndpointWaiting:
-		busy = q.Value > 0
-	default:
-		busy = inc > 0
 	}
 	if t > pod.Ms {
 		pod.Ms, pod.Busy = t, busy
@@ -195,9 +210,61 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 	}
 }
 
+// DCGMBusyActivity is the device activity (DCGM's GR engine active, or
+// utilisation) at or above which a serving workload's GPU counts as busy
+// when the workload has no vLLM series: an idle model server's GPU sits
+// near 0.
+const DCGMBusyActivity = 0.05
+
+// servingActivity reports an observation of a device to the timelines of
+// the serving workloads (a Deployment's ReplicaSet, a LeaderWorkerSet)
+// whose pods held it: busy when its activity was at least
+// DCGMBusyActivity. Unmeasured observations report nothing.
+func (a *Attributor) servingActivity(in *instance) {
+	if len(in.holders) == 0 || in.t < a.emittedUntilMs {
+		return
+	}
+	act, measured := in.activity()
+	if !measured {
+		return
+	}
+	for _, hd := range in.holders {
+		st := a.pods[podKey{hd.namespace, hd.pod}]
+		if st == nil {
+			continue
+		}
+		o, ok, _ := st.owner.at(in.t)
+		if !ok || !isServingKind(o.kind) {
+			continue
+		}
+		b := &a.queues.Endpoints
+		if b.Eps == nil {
+			b.Eps = make(map[string]*EndpointState)
+		}
+		id := endpointID{namespace: hd.namespace, kind: o.kind, name: o.name}
+		key := hd.namespace + "\x00\x00" + o.kind + "/" + o.name
+		e := b.Eps[key]
+		if e == nil {
+			e = &EndpointState{Pods: map[string]*EndpointPod{}, LastBusyMs: in.t}
+			b.Eps[key] = e
+		}
+		pod := e.Pods[hd.pod]
+		if pod == nil {
+			pod = &EndpointPod{}
+			e.Pods[strings.Clone(hd.pod)] = pod
+		}
+		a.endpointReport(e, key, id, pod, hd.pod, in.t, act >= DCGMBusyActivity, a.endpointHour(in.t, key, id))
+	}
+}
+
+// isServingKind says whether a pod owner's kind serves a model.
+func isServingKind(kind string) bool {
+	return kind == "ReplicaSet" || kind == "Deployment" || kind == "LeaderWorkerSet"
+}
+
 // endpointHour returns the open hour of ms of the endpoint key, made when
-// new.
-func (a *Attributor) endpointHour(ms int64, key string, q *QueueSample) *EndpointHour {
+// new with id's namespace and model (or workload).
+func (a *Attributor) endpointHour(ms int64, key string, id endpointID) *EndpointHour {
 	b := &a.queues.Endpoints
 	if b.Hours == nil {
 		b.Hours = make(map[int64]map[string]*EndpointHour)
@@ -210,7 +277,8 @@ func (a *Attributor) endpointHour(ms int64, key string, q *QueueSample) *Endpoin
 	}
 	h := byEp[key]
 	if h == nil {
-		h = &EndpointHour{Namespace: strings.Clone(q.Namespace), Model: strings.Clone(q.Model), Pods: map[string]bool{}}
+		h = &EndpointHour{Namespace: strings.Clone(id.namespace), Model: strings.Clone(id.model), Kind: strings.Clone(id.kind), Name: strings.Clone(id.name),
+			Pods: map[string]bool{}}
 		byEp[key] = h
 	}
 	if h.Pods == nil {
@@ -222,11 +290,11 @@ func (a *Attributor) endpointHour(ms int64, key string, q *QueueSample) *Endpoin
 // bookEndpointSpan books the span (from, to] between two reports of an
 // endpoint as reported, and busy when it was busy at from, split at hour
 // boundaries; the part in hours already emitted is dropped.
-func (a *Attributor) bookEndpointSpan(key string, q *QueueSample, from, to int64, busy bool) {
+func (a *Attributor) bookEndpointSpan(key string, id endpointID, from, to int64, busy bool) {
 	from = max(from, a.emittedUntilMs)
 	for from < to {
 		end := min(floorHour(from)+3_600_000, to)
-		h := a.endpointHour(from, key, q)
+		h := a.endpointHour(from, key, id)
 		sec := float64(end-from) / 1000
 		h.Reported += sec
 		if busy {
@@ -252,11 +320,14 @@ func (a *Attributor) appendEndpointHours(h int64) {
 			r := ledger.EndpointRow{Hour: time.UnixMilli(hour).UTC(), Cluster: a.model.Cluster, Namespace: eh.Namespace, Model: eh.Model,
 				Pods: len(eh.Pods), ReportedSeconds: min(eh.Reported, 3600), BusySeconds: min(eh.Busy, eh.Reported, 3600),
 				Requests: eh.Requests, GenerationTokens: eh.Tokens, Gaps: eh.Gaps}
+			r.Kind, r.Name = eh.Kind, eh.Name
 			for _, pod := range slices.Sorted(maps.Keys(eh.Pods)) {
+				if r.Name != "" {
+					break
+				}
 				if st := a.pods[podKey{eh.Namespace, pod}]; st != nil {
 					if o, ok, _ := st.owner.at(end - 1); ok && o.name != "" {
 						r.Kind, r.Name = o.kind, o.name
-						break
 					}
 				}
 			}

@@ -155,3 +155,53 @@ func gapsOf(sec ...float64) ledger.Gaps {
 	}
 	return g
 }
+
+// TestServingFromGPUActivity: a Deployment's pod without vLLM's series
+// gets an endpoint timeline from its GPU's activity: busy at 5% or more.
+// Its GPU is busy (40%) for the first 10 minutes of each hour and idle
+// (1%) the rest, scraped every 30 s: one 50-minute gap a hour, from the
+// last busy report at 0:09:30 to the next at 1:00. A Job's pod on the
+// other GPU gets none.
+func TestServingFromGPUActivity(t *testing.T) {
+	a, err := New(testModel(), Options{StartMs: t0.UnixMilli()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sec := 0; sec < 3*3600; sec += 30 {
+		ms := t0.UnixMilli() + int64(sec)*1000
+		a.AddPod(PodInfo{TimeMs: ms, Namespace: "serve", Pod: "qwen-7d9f8b6c5-abcde", Node: "n1", OwnerKind: "ReplicaSet", OwnerName: "qwen-7d9f8b6c5"})
+		a.AddPod(PodInfo{TimeMs: ms, Namespace: "research", Pod: "train-0", Node: "n1", OwnerKind: "Job", OwnerName: "train"})
+		act := 0.01
+		if sec%3600 < 600 {
+			act = 0.4
+		}
+		a.Add(&Sample{TimeMs: ms, Node: "n1", GPU: "0", Namespace: "serve", Pod: "qwen-7d9f8b6c5-abcde", Field: FieldGREngineActive, Value: act})
+		a.Add(&Sample{TimeMs: ms, Node: "n1", GPU: "1", Profile: "3g.40gb", Instance: "1", Namespace: "research", Pod: "train-0", Field: FieldGREngineActive, Value: 0.01})
+	}
+	a.Emit(t0.Add(3 * time.Hour).UnixMilli())
+	rows := a.EndpointRows()
+	if len(rows) != 3 {
+		t.Fatalf("%d endpoint rows; want 3 (the serving pod's hours only): %+v", len(rows), rows)
+	}
+	for i, r := range rows {
+		if r.Model != "" || r.Kind != "ReplicaSet" || r.Name != "qwen-7d9f8b6c5" || r.Namespace != "serve" || r.Pods != 1 {
+			t.Errorf("hour %d: %+v; want the ReplicaSet's row without a model", i, r)
+		}
+		if err := r.Check(); err != nil {
+			t.Errorf("hour %d: %v", i, err)
+		}
+		want := gapsOf(3030)
+		if i == 0 {
+			want = ledger.Gaps{}
+		}
+		if !cmp.Equal(r.Gaps, want) {
+			t.Errorf("hour %d: gaps %+v; want %+v", i, r.Gaps, want)
+		}
+		if r.BusySeconds != 600 {
+			t.Errorf("hour %d: busy %g s; want 600", i, r.BusySeconds)
+		}
+	}
+	if got := rows[2].IdleSince; !got.Equal(t0.Add(2*time.Hour + 9*time.Minute + 30*time.Second)) {
+		t.Errorf("the last hour idle since %s; want 2:09:30", got)
+	}
+}

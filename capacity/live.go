@@ -45,8 +45,19 @@ type LiveEndpoint struct {
 	CostMicros, IdleCostMicros int64
 }
 
-// ID names the endpoint as namespace/model.
-func (e *LiveEndpoint) ID() string { return e.Namespace + "/" + e.Model }
+// ID names the endpoint as namespace/model, or, known from GPU activity
+// alone, namespace/kind/name.
+func (e *LiveEndpoint) ID() string {
+	if e.FromGPUActivity() {
+		return e.Namespace + "/" + e.Kind + "/" + e.Name
+	}
+	return e.Namespace + "/" + e.Model
+}
+
+// FromGPUActivity says whether the endpoint's timeline is its GPUs'
+// activity (a serving workload without vLLM's series): busy when DCGM's
+// activity was at least 5%, with no request counts.
+func (e *LiveEndpoint) FromGPUActivity() bool { return e.Model == "" }
 
 // Gaps returns every idle gap of the window.
 func (e *LiveEndpoint) Gaps() ledger.Gaps {
@@ -90,7 +101,7 @@ func LiveEndpoints(rows []ledger.EndpointRow, workloads []ledger.WorkloadRow, fr
 		s.IdleCostMicros += w.IdleCostMicros
 		wl[k] = s
 	}
-	type ekey struct{ cluster, namespace, model string }
+	type ekey struct{ cluster, namespace, model, workload string }
 	eps := map[ekey]*LiveEndpoint{}
 	days := map[ekey]map[int64]bool{}
 	last := map[ekey]ledger.EndpointRow{}
@@ -98,10 +109,13 @@ func LiveEndpoints(rows []ledger.EndpointRow, workloads []ledger.WorkloadRow, fr
 		if r.Hour.Before(from) || !r.Hour.Before(to) {
 			continue
 		}
-		k := ekey{r.Cluster, r.Namespace, r.Model}
+		k := ekey{r.Cluster, r.Namespace, r.Model, ""}
+		if r.Model == "" {
+			k.workload = r.Kind + "/" + r.Name
+		}
 		e := eps[k]
 		if e == nil {
-			e = &LiveEndpoint{Cluster: r.Cluster, Namespace: r.Namespace, Model: r.Model, From: from, To: to}
+			e = &LiveEndpoint{Cluster: r.Cluster, Namespace: r.Namespace, Model: r.Model, Kind: r.Kind, Name: r.Name, From: from, To: to}
 			eps[k], days[k] = e, map[int64]bool{}
 		}
 		if r.Name != "" {
@@ -122,8 +136,19 @@ func LiveEndpoints(rows []ledger.EndpointRow, workloads []ledger.WorkloadRow, fr
 			last[k] = r
 		}
 	}
+	// vLLM's series when present: a workload's timeline from its GPUs'
+	// activity is dropped where its vLLM endpoint is known.
+	served := map[[4]string]bool{}
+	for _, e := range eps {
+		if !e.FromGPUActivity() && e.Name != "" {
+			served[[4]string{e.Cluster, e.Namespace, e.Kind, e.Name}] = true
+		}
+	}
 	out := make([]LiveEndpoint, 0, len(eps))
 	for k, e := range eps {
+		if e.FromGPUActivity() && served[[4]string{e.Cluster, e.Namespace, e.Kind, e.Name}] {
+			continue
+		}
 		e.Days = len(days[k])
 		if l := last[k]; !l.IdleSince.IsZero() {
 			end, start := l.Hour.Add(time.Hour), l.IdleSince
@@ -142,7 +167,7 @@ func LiveEndpoints(rows []ledger.EndpointRow, workloads []ledger.WorkloadRow, fr
 		out = append(out, *e)
 	}
 	slices.SortFunc(out, func(a, b LiveEndpoint) int {
-		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Model, b.Model))
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Name, b.Name))
 	})
 	return out
 }
@@ -159,7 +184,9 @@ func LiveEndpoints(rows []ledger.EndpointRow, workloads []ledger.WorkloadRow, fr
 // extra latency is the load when the requests that wait for one are over
 // 5% of all; 0 otherwise. Those requests are counted as one per cold
 // start (the one that woke it): a lower bound, since the ledger keeps no
-// arrival times, and those arriving during the load wait too.
+// arrival times, and those arriving during the load wait too. An endpoint
+// known from GPU activity alone has no request counts: each busy minute
+// stands for a request.
 func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour int64) Outcome {
 	gpus := cs.GPUsPerReplica
 	o := Outcome{Policy: p, AlwaysOnGPUHours: e.ReportedSeconds / 3600 * gpus, Days: max(e.To.Sub(e.From).Hours()/24, 1.0/24),
@@ -211,8 +238,13 @@ func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour i
 	o.HeldGPUHours = o.AlwaysOnGPUHours - o.SavedGPUHours
 	o.ColdStartsPerDay = float64(o.ColdStarts) / o.Days
 	if o.ColdStarts > 0 {
-		o.AffectedRequests = min(float64(o.ColdStarts), e.Requests)
-		if e.Requests <= 0 || o.AffectedRequests > 0.05*e.Requests {
+		requests := e.Requests
+		if e.FromGPUActivity() {
+			// No request counts: a busy minute stands for a request.
+			requests = e.BusySeconds / 60
+		}
+		o.AffectedRequests = min(float64(o.ColdStarts), requests)
+		if requests <= 0 || o.AffectedRequests > 0.05*requests {
 			o.P95ExtraLatency = cs.Load
 		}
 	}

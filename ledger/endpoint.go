@@ -18,7 +18,9 @@ type EndpointRow struct {
 	Hour      time.Time
 	Cluster   string
 	Namespace string
-	// Model is vLLM's model_name.
+	// Model is vLLM's model_name; empty for an endpoint known from GPU
+	// activity alone (a serving workload without vLLM's series, busy when
+	// its GPUs' activity is at least 5%), which Kind and Name name.
 	Model string
 	// Kind and Name are the owner kube-state-metrics reported for the
 	// endpoint's pods (a Deployment's ReplicaSet, a LeaderWorkerSet): the
@@ -156,8 +158,9 @@ func (r *EndpointRow) Check() error {
 	if !r.Hour.Equal(r.Hour.Truncate(time.Hour)) {
 		return fmt.Errorf("endpoint row hour %s is not the start of an hour", r.Hour)
 	}
-	if r.Cluster == "" || r.Namespace == "" || r.Model == "" {
-		return fmt.Errorf("endpoint row of %s: cluster %q, namespace %q and model %q must all be set", r.Hour.Format(time.RFC3339), r.Cluster, r.Namespace, r.Model)
+	if r.Cluster == "" || r.Namespace == "" || r.Model == "" && r.Name == "" {
+		return fmt.Errorf("endpoint row of %s: cluster %q, namespace %q and model %q (or, without one, the workload's name %q) must all be set",
+			r.Hour.Format(time.RFC3339), r.Cluster, r.Namespace, r.Model, r.Name)
 	}
 	at := func() string {
 		return fmt.Sprintf("endpoint row %s/%s/%s at %s", r.Cluster, r.Namespace, r.Model, r.Hour.Format(time.RFC3339))

@@ -273,7 +273,7 @@ type Store interface {
 	WriteEndpointHours(ctx context.Context, rows []EndpointRow) error
 	// EndpointHours returns the endpoint rows of [from, to) of a cluster
 	// (every cluster when it is empty), ordered by cluster, hour,
-	// namespace and model.
+	// namespace, model, kind and name.
 	EndpointHours(ctx context.Context, cluster string, from, to time.Time) ([]EndpointRow, error)
 	// WriteWorkloadTimes records workloads' times: a workload (cluster,
 	// namespace, name, submit) written again replaces what was written of

@@ -150,7 +150,7 @@ CREATE TABLE IF NOT EXISTS gpuledger.endpoint_rows ON CLUSTER gpuledger (
     idle_since_ms Int64
 ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/endpoint_rows', '{replica}', version)
 PARTITION BY toYYYYMM(hour)
-ORDER BY (cluster, hour, namespace, model);
+ORDER BY (cluster, hour, namespace, model, kind, name);
 
 -- Distributed tables: what gpuledger reads and writes.
 CREATE TABLE IF NOT EXISTS gpuledger.ledger_rows_all ON CLUSTER gpuledger AS gpuledger.ledger_rows

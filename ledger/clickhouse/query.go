@@ -278,7 +278,7 @@ func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time
 	w, args := where(table, ledger.Query{From: from, To: to, Cluster: cluster})
 	rs, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT hour, cluster, namespace, model, kind, name, pods, reported_seconds, busy_seconds,
 		requests, generation_tokens, gaps_n, gaps_s, idle_since_ms
-		FROM %s FINAL WHERE %s ORDER BY cluster, hour, namespace, model`, table, w), args...)
+		FROM %s FINAL WHERE %s ORDER BY cluster, hour, namespace, model, kind, name`, table, w), args...)
 	if err != nil {
 		return nil, fmt.Errorf("query endpoint rows: %w", err)
 	}

@@ -125,7 +125,7 @@ var migrations = []string{
 		idle_since_ms Int64
 	) ENGINE = ReplacingMergeTree(version)
 	PARTITION BY toYYYYMM(hour)
-	ORDER BY (cluster, hour, namespace, model)`,
+	ORDER BY (cluster, hour, namespace, model, kind, name)`,
 	// The daily rollup: ledger_rows' newest hours summed per UTC day,
 	// each day's rows at one version (the newest counts, as for hours),
 	// so that day and month answers over a year read 365 rows per key.

@@ -146,7 +146,7 @@ var migrations = [][]string{
 		generation_tokens REAL    NOT NULL,
 		gaps              TEXT    NOT NULL,
 		idle_since_ms     INTEGER NOT NULL,
-		PRIMARY KEY (cluster, hour, namespace, model)
+		PRIMARY KEY (cluster, hour, namespace, model, kind, name)
 	) WITHOUT ROWID`,
 		`CREATE INDEX IF NOT EXISTS endpoint_rows_hour ON endpoint_rows (hour)`,
 	},
@@ -460,7 +460,7 @@ func (s *Store) replaceHours(ctx context.Context, table string, hours []clusterH
 func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time.Time) ([]ledger.EndpointRow, error) {
 	where, args := filters(ledger.Query{From: from, To: to, Cluster: cluster})
 	rs, err := s.read.QueryContext(ctx, `SELECT hour, cluster, namespace, model, kind, name, pods, reported_seconds, busy_seconds, requests,
-		generation_tokens, gaps, idle_since_ms FROM endpoint_rows WHERE `+where+` ORDER BY cluster, hour, namespace, model`, args...)
+		generation_tokens, gaps, idle_since_ms FROM endpoint_rows WHERE `+where+` ORDER BY cluster, hour, namespace, model, kind, name`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("query endpoint rows: %w", err)
 	}

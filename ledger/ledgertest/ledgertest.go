@@ -384,7 +384,12 @@ func Run(t *testing.T, open Opener) {
 			return ledger.EndpointRow{Hour: h, Cluster: cluster, Namespace: "serve", Model: model, Kind: "ReplicaSet", Name: model + "-7d9f8b6c5",
 				Pods: 2, ReportedSeconds: 3600, BusySeconds: busy, Requests: 120, GenerationTokens: 51200, Gaps: gaps}
 		}
-		first := []ledger.EndpointRow{e(h0, "c1", "llama", 600), e(h0, "c1", "qwen", 0), e(h0.Add(time.Hour), "c1", "llama", 30), e(h0, "c2", "llama", 1)}
+		// Two serving workloads of the namespace known from GPU activity
+		// alone (no model): one row each.
+		gpuA, gpuB := e(h0.Add(time.Hour), "c1", "", 60), e(h0.Add(time.Hour), "c1", "", 120)
+		gpuA.Name, gpuB.Name, gpuB.Kind = "sd-5f6d8c7b9", "sd-xl", "LeaderWorkerSet"
+		gpuA.Requests, gpuA.GenerationTokens, gpuB.Requests, gpuB.GenerationTokens = 0, 0, 0, 0
+		first := []ledger.EndpointRow{e(h0, "c1", "llama", 600), e(h0, "c1", "qwen", 0), e(h0.Add(time.Hour), "c1", "llama", 30), e(h0, "c2", "llama", 1), gpuA, gpuB}
 		first[1].Gaps, first[1].IdleSince = ledger.Gaps{}, h0.Add(-90*time.Minute)
 		if err := s.WriteEndpointHours(ctx, first); err != nil {
 			t.Fatal(err)
@@ -399,7 +404,7 @@ func Run(t *testing.T, open Opener) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]ledger.EndpointRow{redo[0], first[2]}, got, approx); diff != "" {
+		if diff := cmp.Diff([]ledger.EndpointRow{redo[0], gpuB, gpuA, first[2]}, got, approx); diff != "" {
 			t.Errorf("c1's endpoint hours (-want +got):\n%s", diff)
 		}
 		all, err := s.EndpointHours(ctx, "", h0, h0.Add(time.Hour))
@@ -419,6 +424,11 @@ func Run(t *testing.T, open Opener) {
 		bad.Gaps.Seconds[0] = 1e6 // more than 30 s per gap in the first bucket
 		if err := s.WriteEndpointHours(ctx, []ledger.EndpointRow{bad}); err == nil {
 			t.Error("gaps too long for their bucket were accepted")
+		}
+		bad = e(h0, "c1", "", 1)
+		bad.Name = ""
+		if err := s.WriteEndpointHours(ctx, []ledger.EndpointRow{bad}); err == nil {
+			t.Error("an endpoint row with neither a model nor a workload was accepted")
 		}
 		bad = e(h0, "c1", "llama", 4000)
 		if err := s.WriteEndpointHours(ctx, []ledger.EndpointRow{bad}); err == nil {
