@@ -313,6 +313,10 @@ type EndpointOptions struct {
 	PenaltyMicros int64
 	PriceMicros   int64
 	MaxP95        time.Duration
+	// GPUActivity replays every serving workload's timeline from its
+	// GPUs' activity, also where vLLM's series give a better one: to
+	// compare the two.
+	GPUActivity bool
 }
 
 // DefaultEndpointOptions: a 2-minute load, 0.50 a cold start, an
@@ -343,6 +347,9 @@ func EvaluateEndpoints(ctx context.Context, store ledger.Store, cluster string, 
 	}
 	matched := map[[4]string]bool{}
 	var out []EndpointAdvice
+	if o.GPUActivity {
+		rows = slices.DeleteFunc(rows, func(r ledger.EndpointRow) bool { return r.Model != "" })
+	}
 	for _, e := range LiveEndpoints(rows, wls, from, to) {
 		matched[[4]string{e.Cluster, e.Namespace, e.Kind, e.Name}] = true
 		cs := ColdStart{Load: o.Default, PenaltyMicros: o.PenaltyMicros, GPUsPerReplica: 1}

@@ -1,11 +1,13 @@
 package capacity
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/embedded/embeddedtest"
 )
 
 // TestReplayGapsMatchesArrivals: on requests 1000, 1600 and 7400 s apart
@@ -132,5 +134,57 @@ func TestCooldownsAreGapBounds(t *testing.T) {
 		if c.Seconds() != ledger.GapBounds[i] {
 			t.Errorf("cooldown %d is %s, gap bound %g s", i, c, ledger.GapBounds[i])
 		}
+	}
+}
+
+// TestEvaluateEndpointsPrefersVLLM: a workload with both vLLM's series and
+// its GPUs' timeline is replayed on vLLM's (GPUActivity: on its GPUs');
+// a serving workload with neither is listed with what DCGM says it held
+// idle; a Job is not.
+func TestEvaluateEndpointsPrefersVLLM(t *testing.T) {
+	ctx := context.Background()
+	s := embeddedtest.Open(t)
+	from := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	var eps []ledger.EndpointRow
+	var wls []ledger.WorkloadRow
+	for h := 0; h < 24; h++ {
+		hour := from.Add(time.Duration(h) * time.Hour)
+		v := ledger.EndpointRow{Hour: hour, Cluster: "c1", Namespace: "serve", Model: "llama", Kind: "ReplicaSet", Name: "llama-7d9f8b6c5", Pods: 1,
+			ReportedSeconds: 3600, BusySeconds: 600, Requests: 100}
+		g := v
+		g.Model, g.Requests, g.BusySeconds = "", 0, 3600
+		if h == 8 {
+			v.Gaps.Add(7 * 3600)
+		}
+		eps = append(eps, v, g)
+		for _, w := range []ledger.WorkloadRow{{Kind: "ReplicaSet", Name: "llama-7d9f8b6c5"}, {Kind: "LeaderWorkerSet", Name: "big"}, {Kind: "Job", Name: "train"}} {
+			w.Hour, w.Cluster, w.Team, w.Namespace, w.GPUSeconds, w.ActiveGPUSeconds, w.CostMicros, w.IdleCostMicros = hour, "c1", "ml", "serve", 3600, 900, 6_880_000, 5_160_000
+			wls = append(wls, w)
+		}
+	}
+	if err := s.WriteHours(ctx, nil, wls); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteEndpointHours(ctx, eps); err != nil {
+		t.Fatal(err)
+	}
+	advice, other, err := EvaluateEndpoints(ctx, s, "c1", from, from.AddDate(0, 1, 0), DefaultEndpointOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(advice) != 1 || advice[0].FromGPUActivity() || advice[0].Rec.MinReplicas != 0 || advice[0].PriceMicros != 6_880_000 || advice[0].Rec.ColdStart.GPUsPerReplica != 1 {
+		t.Fatalf("advice %+v; want llama's vLLM endpoint scaled to zero at the workload's price", advice)
+	}
+	if len(other) != 1 || other[0].Name != "big" {
+		t.Errorf("serving workloads without a timeline: %+v; want the LeaderWorkerSet only", other)
+	}
+	o := DefaultEndpointOptions
+	o.GPUActivity = true
+	advice, _, err = EvaluateEndpoints(ctx, s, "c1", from, from.AddDate(0, 1, 0), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(advice) != 1 || !advice[0].FromGPUActivity() || advice[0].ID() != "serve/ReplicaSet/llama-7d9f8b6c5" || advice[0].Rec.MinReplicas != 1 {
+		t.Errorf("on GPU activity: %+v; want the workload's GPU timeline (always busy: keep a replica)", advice)
 	}
 }

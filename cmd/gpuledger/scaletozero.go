@@ -65,6 +65,7 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 	monthFlag := fs.String("month", "", "read the endpoints of this month, YYYY-MM, from the ledger (vLLM's series, and their workloads' GPU time and cost) instead of ServeGen's traces")
 	coldDefault := fs.String("coldStart.default", "1:120s", "with -month: load time of a model without a -coldStart entry, as GPUs:load (the GPUs are the ledger's, measured per replica)")
 	cluster := fs.String("cluster", "", "with -month: the cluster to read (empty: every cluster)")
+	gpuActivity := fs.Bool("gpuActivity", false, "with -month: replay every serving workload's timeline from its GPUs' activity (busy at 5% or more), also where vLLM's series exist, to compare the two")
 	openStore := storeFlags(fs, defaultLedgerPath, true)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -95,7 +96,8 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 			return err
 		}
 		defer store.Close()
-		eo := capacity.EndpointOptions{Loads: map[string]time.Duration{}, Default: def["default"].Load, PenaltyMicros: penalty, PriceMicros: price, MaxP95: *maxP95}
+		eo := capacity.EndpointOptions{Loads: map[string]time.Duration{}, Default: def["default"].Load, PenaltyMicros: penalty, PriceMicros: price, MaxP95: *maxP95,
+			GPUActivity: *gpuActivity}
 		for m, cs := range cold {
 			eo.Loads[m] = cs.Load
 		}
