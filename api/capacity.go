@@ -72,9 +72,12 @@ type QueueWaitPoint struct {
 // endpoint over the window (vLLM's series in the ledger), beside KEDA's
 // default cooldown.
 type EndpointPoint struct {
-	Namespace        string   `json:"namespace"`
-	Model            string   `json:"model"`
-	Workload         string   `json:"workload"`
+	Namespace string `json:"namespace"`
+	Model     string `json:"model"`
+	Workload  string `json:"workload"`
+	// SLAClass is the endpoint's class (capacity.slaClasses); empty for
+	// the default.
+	SLAClass         string   `json:"slaClass"`
 	GPUsPerReplica   float64  `json:"gpusPerReplica"`
 	LoadSeconds      float64  `json:"loadSeconds"`
 	BusyShare        float64  `json:"busyShare"`
@@ -110,7 +113,7 @@ func (s *Server) endpointPoints(c echo.Context, from, to time.Time) ([]EndpointP
 	out := []EndpointPoint{}
 	for _, a := range advice {
 		r := a.Rec
-		p := EndpointPoint{Namespace: a.Namespace, Model: a.Model, GPUsPerReplica: r.ColdStart.GPUsPerReplica, LoadSeconds: r.ColdStart.Load.Seconds(),
+		p := EndpointPoint{Namespace: a.Namespace, Model: a.Model, SLAClass: a.Class, GPUsPerReplica: r.ColdStart.GPUsPerReplica, LoadSeconds: r.ColdStart.Load.Seconds(),
 			Requests: a.Requests, IdleGPUHours: a.IdleGPUSeconds / 3600, IdleCostMicros: a.IdleCostMicros, IdleCost: ledger.FormatMicros(a.IdleCostMicros),
 			MinReplicas: r.MinReplicas, PreWarmUTC: []string{}, SavedGPUHours: r.Best.SavedGPUHours, ColdStartsPerDay: r.Best.ColdStartsPerDay,
 			P95ExtraSeconds: r.Best.P95ExtraLatency.Seconds(), NetSavingMicros: r.Best.NetSavingMicros, NetSaving: ledger.FormatMicros(r.Best.NetSavingMicros),

@@ -302,12 +302,24 @@ func dailyWindows(busy [24]bool) []DailyWindow {
 	return out
 }
 
+// SLAClass is what a cold start costs the endpoints of its namespaces:
+// the penalty for one slow first answer, and the p95 extra latency they
+// allow (negative: any).
+type SLAClass struct {
+	Name          string
+	Namespaces    []string
+	PenaltyMicros int64
+	MaxP95        time.Duration
+}
+
 // EndpointOptions are what a cold start costs the live endpoints: a
 // model's load time by its name (else Default's), the penalty per cold
-// start, the price of a GPU-hour where the ledger has none for the
-// endpoint's workload, and the SLA on the p95 extra latency (negative:
-// none).
+// start and the SLA on the p95 extra latency (negative: none) of the
+// endpoint's SLA class (by namespace; else PenaltyMicros and MaxP95), and
+// the price of a GPU-hour where the ledger has none for the endpoint's
+// workload.
 type EndpointOptions struct {
+	Classes       []SLAClass
 	Loads         map[string]time.Duration
 	Default       time.Duration
 	PenaltyMicros int64
@@ -327,6 +339,8 @@ var DefaultEndpointOptions = EndpointOptions{Default: 2 * time.Minute, PenaltyMi
 type EndpointAdvice struct {
 	LiveEndpoint
 	Rec ScaleToZero
+	// Class is the endpoint's SLA class; empty for the default.
+	Class string
 	// PriceMicros is the GPU-hour's price it was replayed at.
 	PriceMicros int64
 }
@@ -352,7 +366,14 @@ func EvaluateEndpoints(ctx context.Context, store ledger.Store, cluster string, 
 	}
 	for _, e := range LiveEndpoints(rows, wls, from, to) {
 		matched[[4]string{e.Cluster, e.Namespace, e.Kind, e.Name}] = true
-		cs := ColdStart{Load: o.Default, PenaltyMicros: o.PenaltyMicros, GPUsPerReplica: 1}
+		class, penalty, maxP95 := "", o.PenaltyMicros, o.MaxP95
+		for _, c := range o.Classes {
+			if slices.Contains(c.Namespaces, e.Namespace) {
+				class, penalty, maxP95 = c.Name, c.PenaltyMicros, c.MaxP95
+				break
+			}
+		}
+		cs := ColdStart{Load: o.Default, PenaltyMicros: penalty, GPUsPerReplica: 1}
 		if l, ok := o.Loads[e.Model]; ok {
 			cs.Load = l
 		}
@@ -363,7 +384,7 @@ func EvaluateEndpoints(ctx context.Context, store ledger.Store, cluster string, 
 		if price <= 0 {
 			price = o.PriceMicros
 		}
-		out = append(out, EndpointAdvice{LiveEndpoint: e, Rec: RecommendLive(&e, cs, price, o.MaxP95), PriceMicros: price})
+		out = append(out, EndpointAdvice{LiveEndpoint: e, Rec: RecommendLive(&e, cs, price, maxP95), PriceMicros: price, Class: class})
 	}
 	var other []ledger.WorkloadRow
 	for _, w := range wls {

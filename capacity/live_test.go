@@ -178,7 +178,17 @@ func TestEvaluateEndpointsPrefersVLLM(t *testing.T) {
 	if len(other) != 1 || other[0].Name != "big" {
 		t.Errorf("serving workloads without a timeline: %+v; want the LeaderWorkerSet only", other)
 	}
+	// An interactive class whose cold start costs 100.00: not worth it.
 	o := DefaultEndpointOptions
+	o.Classes = []SLAClass{{Name: "interactive", Namespaces: []string{"serve"}, PenaltyMicros: 100_000_000}}
+	advice, _, err = EvaluateEndpoints(ctx, s, "c1", from, from.AddDate(0, 1, 0), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(advice) != 1 || advice[0].Class != "interactive" || advice[0].Rec.MinReplicas != 1 || advice[0].Rec.ColdStart.PenaltyMicros != 100_000_000 {
+		t.Errorf("in the interactive class: %+v; want the class's penalty and a replica kept", advice)
+	}
+	o = DefaultEndpointOptions
 	o.GPUActivity = true
 	advice, _, err = EvaluateEndpoints(ctx, s, "c1", from, from.AddDate(0, 1, 0), o)
 	if err != nil {

@@ -67,6 +67,22 @@ type Capacity struct {
 	ColdStartSeconds int            `yaml:"coldStartSeconds"`
 	ColdStartModels  map[string]int `yaml:"coldStartModels"`
 	ColdStartPenalty Money          `yaml:"coldStartPenalty"`
+	// SLAClasses price a cold start per class of endpoints, by namespace:
+	// an interactive chat endpoint's slow first answer costs more, and
+	// may be allowed less often, than a batch endpoint's. Endpoints of no
+	// class take ColdStartPenalty and no request at the p95 waiting.
+	SLAClasses []SLAClass `yaml:"slaClasses"`
+}
+
+// SLAClass is a class of inference endpoints for scale-to-zero.
+type SLAClass struct {
+	Name       string   `yaml:"name"`
+	Namespaces []string `yaml:"namespaces"`
+	// ColdStartPenalty is what one cold start costs its endpoints.
+	ColdStartPenalty Money `yaml:"coldStartPenalty"`
+	// MaxP95ExtraSeconds is how long the 95th percentile request may wait
+	// for a model to load (0: at most 5% of requests wait; -1: no limit).
+	MaxP95ExtraSeconds int `yaml:"maxP95ExtraSeconds"`
 }
 
 // Auth holds the API's tokens.

@@ -285,6 +285,26 @@ func (c *Config) validate(d *decoder) {
 		if cp.ColdStartPenalty.Micros < 0 {
 			d.add(nil, "capacity.coldStartPenalty", "%s is negative; want what a cold start costs, such as 0.50", cp.ColdStartPenalty)
 		}
+		classOf := map[string]string{}
+		for i, c := range cp.SLAClasses {
+			p := fmt.Sprintf("capacity.slaClasses[%d]", i)
+			checkName(d, p+".name", c.Name, dnsLabel, "a DNS label such as interactive")
+			if len(c.Namespaces) == 0 {
+				d.add(nil, p+".namespaces", "is empty; want the namespaces of the class's endpoints")
+			}
+			for j, ns := range c.Namespaces {
+				if other, dup := classOf[ns]; dup {
+					d.add(nil, fmt.Sprintf("%s.namespaces[%d]", p, j), "%q is in class %s too; want each namespace in one class", ns, other)
+				}
+				classOf[ns] = c.Name
+			}
+			if c.ColdStartPenalty.Micros < 0 {
+				d.add(nil, p+".coldStartPenalty", "%s is negative; want what a cold start costs, such as 2.00", c.ColdStartPenalty)
+			}
+			if c.MaxP95ExtraSeconds < -1 {
+				d.add(nil, p+".maxP95ExtraSeconds", "%d; want the seconds the p95 request may wait for a load, 0 for none, -1 for no limit", c.MaxP95ExtraSeconds)
+			}
+		}
 	}
 	if c.Auth != nil {
 		validateTokens(d, "auth.tokens", c.Auth.Tokens, teams, make(map[string]bool))

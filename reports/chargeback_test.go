@@ -117,7 +117,8 @@ func testChargeback(t *testing.T) *Chargeback {
 		Currency: "USD", Teams: []string{"ml", "vision", "ds"},
 		Budgets:  map[string]int64{"ml": 20_000_000, "ds": 5_000_000, "vision": 1_000_000},
 		Capacity: &capacity.DefaultRule, PricesMicros: map[string]int64{"h100": 6_880_000, "a100": 3_430_900},
-		Wait: &capacity.DefaultWaitRule, Endpoints: &capacity.DefaultEndpointOptions,
+		Wait: &capacity.DefaultWaitRule, Endpoints: &capacity.EndpointOptions{Default: 2 * time.Minute, PriceMicros: 6_880_000,
+			Classes: []capacity.SLAClass{{Name: "batch", Namespaces: []string{"ds"}, PenaltyMicros: 100_000, MaxP95: -1}}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -260,7 +260,7 @@ func (cb *Chargeback) writeCapacity(f *excelize.File) error {
 // writeEndpoints writes scale-to-zero's table from row on: per endpoint,
 // what it held idle and KEDA's default beside gpuledger's choice.
 func (cb *Chargeback) writeEndpoints(f *excelize.File, s string, row int) error {
-	header := []string{"namespace", "model", "workload", "gpus_per_replica", "load_seconds", "busy_percent", "requests", "idle_gpu_hours_dcgm", "idle_cost_dcgm",
+	header := []string{"namespace", "model", "workload", "sla_class", "gpus_per_replica", "load_seconds", "busy_percent", "requests", "idle_gpu_hours_dcgm", "idle_cost_dcgm",
 		"keda_300s_saved_gpu_hours", "keda_300s_cold_starts_per_day", "min_replicas", "cooldown_seconds", "prewarm_utc", "saved_gpu_hours", "cold_starts_per_day",
 		"p95_extra_seconds_at_least", "net_saving"}
 	if err := f.SetSheetRow(s, cell(1, row), &header); err != nil {
@@ -283,7 +283,7 @@ func (cb *Chargeback) writeEndpoints(f *excelize.File, s string, row int) error 
 		if e.Name != "" {
 			workload = e.Kind + "/" + e.Name
 		}
-		vals := []any{e.Namespace, e.Model, workload, round3(r.ColdStart.GPUsPerReplica), r.ColdStart.Load.Seconds(), busy, e.Requests,
+		vals := []any{e.Namespace, e.Model, workload, e.Class, round3(r.ColdStart.GPUsPerReplica), r.ColdStart.Load.Seconds(), busy, e.Requests,
 			round1(e.IdleGPUSeconds / 3600), ledger.MicrosToFloat(e.IdleCostMicros), round1(r.Default.SavedGPUHours), round1(r.Default.ColdStartsPerDay),
 			r.MinReplicas, cooldown, strings.Join(pre, " "), round1(r.Best.SavedGPUHours), round1(r.Best.ColdStartsPerDay), r.Best.P95ExtraLatency.Seconds(),
 			ledger.MicrosToFloat(r.Best.NetSavingMicros)}

@@ -200,6 +200,16 @@ func endpointOptions(c *config.Capacity, prices map[string]int64) capacity.Endpo
 	for m, s := range c.ColdStartModels {
 		o.Loads[m] = time.Duration(s) * time.Second
 	}
+	for _, sc := range c.SLAClasses {
+		class := capacity.SLAClass{Name: sc.Name, Namespaces: sc.Namespaces, PenaltyMicros: o.PenaltyMicros, MaxP95: time.Duration(sc.MaxP95ExtraSeconds) * time.Second}
+		if sc.ColdStartPenalty.Set {
+			class.PenaltyMicros = sc.ColdStartPenalty.Micros
+		}
+		if sc.MaxP95ExtraSeconds < 0 {
+			class.MaxP95 = -1
+		}
+		o.Classes = append(o.Classes, class)
+	}
 	return o
 }
 

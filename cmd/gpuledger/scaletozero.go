@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -65,6 +67,7 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 	monthFlag := fs.String("month", "", "read the endpoints of this month, YYYY-MM, from the ledger (vLLM's series, and their workloads' GPU time and cost) instead of ServeGen's traces")
 	coldDefault := fs.String("coldStart.default", "1:120s", "with -month: load time of a model without a -coldStart entry, as GPUs:load (the GPUs are the ledger's, measured per replica)")
 	cluster := fs.String("cluster", "", "with -month: the cluster to read (empty: every cluster)")
+	cfgPath := configFlag(fs, "with -month: the configuration whose capacity section prices cold starts (coldStartSeconds, coldStartModels, coldStartPenalty, slaClasses) and whose flavors price GPU-hours the ledger has no workload rate for; the flags given explicitly override its defaults")
 	gpuActivity := fs.Bool("gpuActivity", false, "with -month: replay every serving workload's timeline from its GPUs' activity (busy at 5% or more), also where vLLM's series exist, to compare the two")
 	openStore := storeFlags(fs, defaultLedgerPath, true)
 	if err := fs.Parse(args); err != nil {
@@ -96,11 +99,30 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 			return err
 		}
 		defer store.Close()
-		eo := capacity.EndpointOptions{Loads: map[string]time.Duration{}, Default: def["default"].Load, PenaltyMicros: penalty, PriceMicros: price, MaxP95: *maxP95,
-			GPUActivity: *gpuActivity}
-		for m, cs := range cold {
-			eo.Loads[m] = cs.Load
+		eo, err := scaleToZeroOptions(*cfgPath)
+		if err != nil {
+			return err
 		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if set["coldStart.default"] {
+			eo.Default = def["default"].Load
+		}
+		if set["penalty"] {
+			eo.PenaltyMicros = penalty
+		}
+		if set["pricePerGPUHour"] {
+			eo.PriceMicros = price
+		}
+		if set["sla.maxP95Extra"] {
+			eo.MaxP95 = *maxP95
+		}
+		if set["coldStart"] {
+			for m, cs := range cold {
+				eo.Loads[m] = cs.Load
+			}
+		}
+		eo.GPUActivity = *gpuActivity
 		return scaleToZeroLive(ctx, stdout, liveOptions{store: store, cluster: *cluster, from: month, to: month.AddDate(0, 1, 0), eps: eo,
 			out: *out, keda: capacity.KEDATarget{Prometheus: *prom, Threshold: 1, Port: 8000, MaxReplicas: 4, Query: *query}})
 	}
@@ -303,4 +325,29 @@ func prewarmText(ws []capacity.DailyWindow) string {
 // model-client.
 func kedaName(s string) string {
 	return strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(s))
+}
+
+// scaleToZeroOptions are the live endpoints' cold-start prices from the
+// configuration, or capacity's defaults when there is none to find and
+// -config was not given.
+func scaleToZeroOptions(cfgPath string) (capacity.EndpointOptions, error) {
+	cfg, _, err := loadConfig(cfgPath)
+	var none usageError
+	if err != nil && cfgPath == "" && errors.As(err, &none) {
+		o := capacity.DefaultEndpointOptions
+		o.Loads = map[string]time.Duration{}
+		return o, nil
+	}
+	if err != nil {
+		return capacity.EndpointOptions{}, err
+	}
+	prices := map[string]int64{}
+	for _, f := range cfg.ResourceFlavors {
+		prices[f.Name] = cfg.PriceMicros(f.Name)
+	}
+	o := endpointOptions(cfg.Capacity, prices)
+	if o.Loads == nil {
+		o.Loads = map[string]time.Duration{}
+	}
+	return o, nil
 }

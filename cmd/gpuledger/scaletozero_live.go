@@ -48,15 +48,15 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 		return err
 	}
 	defer csv.Close()
-	fmt.Fprintln(csv, "cluster,namespace,model,workload,gpus_per_replica,price_per_gpu_hour,reported_hours,busy_hours,requests,idle_gaps,always_on_gpu_hours,idle_gpu_hours_dcgm,idle_cost_dcgm,min_replicas,cooldown_s,prewarm,saved_gpu_hours,cold_starts_per_day,p95_extra_latency_s,net_saving,keda_default_saved_gpu_hours,keda_default_cold_starts_per_day,keda_default_p95_extra_latency_s,keda_default_net_saving")
+	fmt.Fprintln(csv, "cluster,namespace,model,workload,sla_class,gpus_per_replica,price_per_gpu_hour,reported_hours,busy_hours,requests,idle_gaps,always_on_gpu_hours,idle_gpu_hours_dcgm,idle_cost_dcgm,min_replicas,cooldown_s,prewarm,saved_gpu_hours,cold_starts_per_day,p95_extra_latency_s,net_saving,keda_default_saved_gpu_hours,keda_default_cold_starts_per_day,keda_default_p95_extra_latency_s,keda_default_net_saving")
 	days := o.to.Sub(o.from).Hours() / 24
 	fmt.Fprintf(stdout, "gpuledger scale-to-zero, %s to %s (%.0f days), from the ledger's endpoint hours (vLLM's series)\n\n", o.from.Format("2006-01-02"), o.to.Format("2006-01-02"), days)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "endpoint\tworkload\tGPUs×load\tbusy\tidle GPU-h (DCGM)\tidle cost\tgaps >5m\tKEDA 300 s: saved GPU-h\tcold/day\tp95 (≥)\tgpuledger: cooldown\tpre-warm\tsaved GPU-h\tcold/day\tp95 (≥)\tmin replicas\tnet saving\t")
+	fmt.Fprintln(tw, "endpoint\tworkload\tclass\tGPUs×load\tbusy\tidle GPU-h (DCGM)\tidle cost\tgaps >5m\tKEDA 300 s: saved GPU-h\tcold/day\tp95 (≥)\tgpuledger: cooldown\tpre-warm\tsaved GPU-h\tcold/day\tp95 (≥)\tmin replicas\tnet saving\t")
 	var totalSaved, totalDefault float64
 	var totalNet int64
 	for i := range advice {
-		e, rec, cs, price := &advice[i].LiveEndpoint, advice[i].Rec, advice[i].Rec.ColdStart, advice[i].PriceMicros
+		e, rec, cs, price, class := &advice[i].LiveEndpoint, advice[i].Rec, advice[i].Rec.ColdStart, advice[i].PriceMicros, advice[i].Class
 		long, _ := e.Gaps().Over(300)
 		busy := "-"
 		if e.ReportedSeconds > 0 {
@@ -66,12 +66,12 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 		if rec.MinReplicas == 1 {
 			cooldown = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.2f×%s\t%s\t%.1f\t%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%d\t%s\t\n", e.ID(), workloadName(e.Kind, e.Name),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f×%s\t%s\t%.1f\t%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%d\t%s\t\n", e.ID(), workloadName(e.Kind, e.Name), dash(class),
 			cs.GPUsPerReplica, cs.Load, busy, e.IdleGPUSeconds/3600, ledger.FormatCents(e.IdleCostMicros), long,
 			rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay, rec.Default.P95ExtraLatency, cooldown, dash(prewarmText(rec.Best.Policy.PreWarm)),
 			rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, rec.Best.P95ExtraLatency, rec.MinReplicas, ledger.FormatCents(rec.Best.NetSavingMicros))
-		fmt.Fprintf(csv, "%s,%s,%s,%s,%.4f,%s,%.2f,%.2f,%.0f,%d,%.2f,%.2f,%s,%d,%.0f,%s,%.2f,%.2f,%.0f,%s,%.2f,%.2f,%.0f,%s\n", e.Cluster, e.Namespace, e.Model,
-			workloadName(e.Kind, e.Name), cs.GPUsPerReplica, ledger.FormatCents(price), e.ReportedSeconds/3600, e.BusySeconds/3600, e.Requests, long,
+		fmt.Fprintf(csv, "%s,%s,%s,%s,%s,%.4f,%s,%.2f,%.2f,%.0f,%d,%.2f,%.2f,%s,%d,%.0f,%s,%.2f,%.2f,%.0f,%s,%.2f,%.2f,%.0f,%s\n", e.Cluster, e.Namespace, e.Model,
+			workloadName(e.Kind, e.Name), class, cs.GPUsPerReplica, ledger.FormatCents(price), e.ReportedSeconds/3600, e.BusySeconds/3600, e.Requests, long,
 			rec.Best.AlwaysOnGPUHours, e.IdleGPUSeconds/3600, ledger.FormatCents(e.IdleCostMicros), rec.MinReplicas, rec.Best.Policy.Cooldown.Seconds(),
 			prewarmText(rec.Best.Policy.PreWarm), rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, rec.Best.P95ExtraLatency.Seconds(),
 			ledger.FormatCents(rec.Best.NetSavingMicros), rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay, rec.Default.P95ExtraLatency.Seconds(),
