@@ -240,6 +240,44 @@ func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, 
 	sink.Add(s)
 }
 
+// scrapedPod reads the namespace and pod a series is about from a
+// scrape's labels: with honorLabels false the target's own labels are
+// renamed exported_* and the plain ones name the scraped pod itself, so
+// exported_* win.
+type scrapedPod struct {
+	ns, pod, expNS, expPod string
+	hasNS, hasPod          bool
+}
+
+// take keeps t when it is one of those labels, and says whether it was.
+func (s *scrapedPod) take(t prometheus.Tag) bool {
+	switch t.Key {
+	case "namespace":
+		s.ns = t.Value
+	case "exported_namespace":
+		s.expNS, s.hasNS = t.Value, true
+	case "pod":
+		s.pod = t.Value
+	case "exported_pod":
+		s.expPod, s.hasPod = t.Value, true
+	default:
+		return false
+	}
+	return true
+}
+
+// names returns the namespace and pod, exported_* first.
+func (s *scrapedPod) names() (ns, pod string) {
+	ns, pod = s.ns, s.pod
+	if s.hasNS {
+		ns = s.expNS
+	}
+	if s.hasPod {
+		pod = s.expPod
+	}
+	return ns, pod
+}
+
 // Pod labels that name a pod's top-level workload, most specific first:
 // kube_pod_owner names only the direct owner (the Job of a JobSet, the
 // ReplicaSet of a Deployment), these name what a team submitted.
@@ -263,19 +301,15 @@ var workloadLabels = []struct{ label, kind string }{
 // name kube-state-metrics' own pod: exported_* win.
 func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
 	pi := attribution.PodInfo{TimeMs: ts}
-	var resource, ownerKind, ownerName, wlKind, wlName, phase, ns, pod, node string
-	var expNS, expPod, expNode bool
+	var resource, ownerKind, ownerName, wlKind, wlName, phase, node string
+	var expNode bool
+	var at scrapedPod
 	wlRank := len(workloadLabels)
 	for _, t := range tags {
+		if at.take(t) {
+			continue
+		}
 		switch t.Key {
-		case "namespace":
-			ns = t.Value
-		case "exported_namespace":
-			pi.Namespace, expNS = t.Value, true
-		case "pod":
-			pod = t.Value
-		case "exported_pod":
-			pi.Pod, expPod = t.Value, true
 		case "node":
 			node = t.Value
 		case "exported_node":
@@ -303,12 +337,7 @@ func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float6
 			}
 		}
 	}
-	if !expNS {
-		pi.Namespace = ns
-	}
-	if !expPod {
-		pi.Pod = pod
-	}
+	pi.Namespace, pi.Pod = at.names()
 	if !expNode {
 		pi.Node = node
 	}
@@ -382,32 +411,22 @@ func queueMetricOf(metric string) attribution.QueueMetric {
 func (p *Parser) handleEndpointRow(m attribution.QueueMetric, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
 	q := &p.queue
 	*q = attribution.QueueSample{TimeMs: ts, Metric: m, Value: value}
-	var ns, pod, engine, reason string
-	var expNS, expPod bool
+	var engine, reason string
+	var at scrapedPod
 	for _, t := range tags {
+		if at.take(t) {
+			continue
+		}
 		switch t.Key {
 		case "model_name":
 			q.Model = t.Value
-		case "namespace":
-			ns = t.Value
-		case "exported_namespace":
-			q.Namespace, expNS = t.Value, true
-		case "pod":
-			pod = t.Value
-		case "exported_pod":
-			q.Pod, expPod = t.Value, true
 		case "engine":
 			engine = t.Value
 		case "finished_reason":
 			reason = t.Value
 		}
 	}
-	if !expNS {
-		q.Namespace = ns
-	}
-	if !expPod {
-		q.Pod = pod
-	}
+	q.Namespace, q.Pod = at.names()
 	if q.Model == "" || q.Namespace == "" || q.Pod == "" {
 		p.stats.MissingLabels++
 		return
