@@ -24,13 +24,15 @@ type Source interface {
 	Name() string
 }
 
-// DefaultMatch selects the series gpuledger reads: the DCGM fields and the
-// kube-state-metrics pod series.
+// DefaultMatch selects the series gpuledger reads: the DCGM fields, the
+// kube-state-metrics pod series, Kueue's and the controller's queue series
+// and vLLM's endpoint series.
 var DefaultMatch = []string{
 	`{__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_PROF_GR_ENGINE_ACTIVE|DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"}`,
 	`{__name__=~"kube_pod_labels|kube_pod_owner|kube_pod_container_resource_requests|kube_pod_info"}`,
 	`kube_pod_status_phase{phase="Running"}`,
 	`{__name__=~"kueue_pending_workloads|kueue_admission_wait_time_seconds_bucket|gpuledger_pending_workload_gpus|gpuledger_pending_workload_age_seconds_bucket"}`,
+	`{__name__=~"vllm:num_requests_running|vllm:num_requests_waiting|vllm:generation_tokens_total|vllm:request_success_total"}`,
 }
 
 // rangeSink keeps the samples of [from, to).
@@ -170,7 +172,9 @@ func (q *PromQueryRange) Name() string { return "prometheus:" + q.BaseURL }
 
 // promMetrics are the metrics queried one by one.
 var promMetrics = []string{MetricGPUUtil, MetricGREngineActive, MetricFBUsed, MetricPowerUsage, MetricTotalEnergy,
-	MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests, MetricKubePodInfo, MetricKubePodPhase + `{phase="Running"}`}
+	MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests, MetricKubePodInfo, MetricKubePodPhase + `{phase="Running"}`,
+	MetricKueuePending, MetricKueueWait, MetricPendingGPUs, MetricPendingAge,
+	MetricVLLMRunning, MetricVLLMWaiting, MetricVLLMTokens, MetricVLLMRequests}
 
 type promResponse struct {
 	Status string `json:"status"`
