@@ -72,32 +72,14 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 		a.reject(ReasonLate)
 		return
 	}
-	b := &a.queues.Endpoints
-	if b.Eps == nil {
-		b.Eps = make(map[string]*EndpointState)
-	}
 	key := q.Namespace + "\x00" + q.Model
-	e := b.Eps[key]
-	if e == nil {
-		// The sample's strings may alias a parse buffer: what is kept
-		// is copied (key is a new string already).
-		e = &EndpointState{Pods: map[string]*EndpointPod{}, LastBusyMs: q.TimeMs}
-		b.Eps[key] = e
-	}
-	if e.Pods == nil {
-		e.Pods = map[string]*EndpointPod{}
-	}
-	pod := e.Pods[q.Pod]
-	if pod == nil {
-		pod = &EndpointPod{Counters: map[string]QueueLast{}}
-		e.Pods[strings.Clone(q.Pod)] = pod
-	}
-	if pod.Counters == nil {
-		pod.Counters = map[string]QueueLast{}
-	}
+	e, pod := a.endpointState(key, q.Pod, q.TimeMs)
 	// A counter's increase since its last sample (0 for its first).
 	var inc float64
 	if q.Metric == EndpointTokens || q.Metric == EndpointRequests {
+		if pod.Counters == nil {
+			pod.Counters = map[string]QueueLast{}
+		}
 		k := string(rune('0'+q.Metric)) + "\x00" + q.Series
 		last, seen := pod.Counters[k]
 		switch {
@@ -143,6 +125,32 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 		busy = inc > 0
 	}
 	a.endpointReport(e, key, id, pod, q.Pod, q.TimeMs, busy, h)
+}
+
+// endpointState returns the timeline of the endpoint key and the state of
+// its pod podName, made when new (a new timeline starts at ms). The key
+// is the caller's own string; podName may alias a parse buffer and is
+// copied where kept.
+func (a *Attributor) endpointState(key, podName string, ms int64) (*EndpointState, *EndpointPod) {
+	b := &a.queues.Endpoints
+	if b.Eps == nil {
+		b.Eps = make(map[string]*EndpointState)
+	}
+	e := b.Eps[key]
+	if e == nil {
+		e = &EndpointState{LastBusyMs: ms}
+		b.Eps[key] = e
+	}
+	// A snapshot's decoding leaves empty maps nil.
+	if e.Pods == nil {
+		e.Pods = map[string]*EndpointPod{}
+	}
+	pod := e.Pods[podName]
+	if pod == nil {
+		pod = &EndpointPod{}
+		e.Pods[strings.Clone(podName)] = pod
+	}
+	return e, pod
 }
 
 // endpointID names an endpoint: a namespace's vLLM servers of one model,
@@ -234,32 +242,14 @@ func (a *Attributor) servingActivity(in *instance) {
 			continue
 		}
 		o, ok, _ := st.owner.at(in.t)
-		if !ok || !isServingKind(o.kind) {
+		if !ok || !ledger.IsServingKind(o.kind) {
 			continue
-		}
-		b := &a.queues.Endpoints
-		if b.Eps == nil {
-			b.Eps = make(map[string]*EndpointState)
 		}
 		id := endpointID{namespace: hd.namespace, kind: o.kind, name: o.name}
 		key := hd.namespace + "\x00\x00" + o.kind + "/" + o.name
-		e := b.Eps[key]
-		if e == nil {
-			e = &EndpointState{Pods: map[string]*EndpointPod{}, LastBusyMs: in.t}
-			b.Eps[key] = e
-		}
-		pod := e.Pods[hd.pod]
-		if pod == nil {
-			pod = &EndpointPod{}
-			e.Pods[strings.Clone(hd.pod)] = pod
-		}
+		e, pod := a.endpointState(key, hd.pod, in.t)
 		a.endpointReport(e, key, id, pod, hd.pod, in.t, act >= DCGMBusyActivity, a.endpointHour(in.t, key, id))
 	}
-}
-
-// isServingKind says whether a pod owner's kind serves a model.
-func isServingKind(kind string) bool {
-	return kind == "ReplicaSet" || kind == "Deployment" || kind == "LeaderWorkerSet"
 }
 
 // endpointHour returns the open hour of ms of the endpoint key, made when
@@ -321,15 +311,8 @@ func (a *Attributor) appendEndpointHours(h int64) {
 				Pods: len(eh.Pods), ReportedSeconds: min(eh.Reported, 3600), BusySeconds: min(eh.Busy, eh.Reported, 3600),
 				Requests: eh.Requests, GenerationTokens: eh.Tokens, Gaps: eh.Gaps}
 			r.Kind, r.Name = eh.Kind, eh.Name
-			for _, pod := range slices.Sorted(maps.Keys(eh.Pods)) {
-				if r.Name != "" {
-					break
-				}
-				if st := a.pods[podKey{eh.Namespace, pod}]; st != nil {
-					if o, ok, _ := st.owner.at(end - 1); ok && o.name != "" {
-						r.Kind, r.Name = o.kind, o.name
-					}
-				}
+			if r.Name == "" {
+				r.Kind, r.Name = a.podsOwner(eh.Namespace, eh.Pods, end-1)
 			}
 			if eh.IdleSinceMs != 0 {
 				r.IdleSince = time.UnixMilli(eh.IdleSinceMs).UTC()
@@ -343,6 +326,19 @@ func (a *Attributor) appendEndpointHours(h int64) {
 			delete(b.Eps, key)
 		}
 	}
+}
+
+// podsOwner is the owner kube-state-metrics reported by ms for the first
+// of the pods (in name order) it knows one of; empty when none.
+func (a *Attributor) podsOwner(namespace string, pods map[string]bool, ms int64) (kind, name string) {
+	for _, pod := range slices.Sorted(maps.Keys(pods)) {
+		if st := a.pods[podKey{namespace, pod}]; st != nil {
+			if o, ok, _ := st.owner.at(ms); ok && o.name != "" {
+				return o.kind, o.name
+			}
+		}
+	}
+	return "", ""
 }
 
 // EndpointRows returns the endpoint rows of the hours emitted since the

@@ -161,7 +161,7 @@ func LiveEndpoints(rows []ledger.EndpointRow, workloads []ledger.WorkloadRow, fr
 			e.OpenGap = max(end.Sub(start).Seconds(), 0)
 		}
 		if w, ok := wl[wkey{e.Cluster, e.Namespace, e.Kind, e.Name}]; ok && e.Name != "" {
-			e.GPUSeconds, e.IdleGPUSeconds = w.GPUSeconds, max(w.GPUSeconds-w.ActiveGPUSeconds-w.UnmeasuredGPUSeconds, 0)
+			e.GPUSeconds, e.IdleGPUSeconds = w.GPUSeconds, w.IdleGPUSeconds()
 			e.CostMicros, e.IdleCostMicros = w.CostMicros, w.IdleCostMicros
 		}
 		out = append(out, *e)
@@ -388,15 +388,9 @@ func EvaluateEndpoints(ctx context.Context, store ledger.Store, cluster string, 
 	}
 	var other []ledger.WorkloadRow
 	for _, w := range wls {
-		if IsServingKind(w.Kind) && !matched[[4]string{w.Cluster, w.Namespace, w.Kind, w.Name}] {
+		if ledger.IsServingKind(w.Kind) && !matched[[4]string{w.Cluster, w.Namespace, w.Kind, w.Name}] {
 			other = append(other, w)
 		}
 	}
 	return out, other, nil
-}
-
-// IsServingKind says whether a workload of kind serves a model: a
-// Deployment (its pods' owner is a ReplicaSet) or a LeaderWorkerSet.
-func IsServingKind(kind string) bool {
-	return kind == "ReplicaSet" || kind == "Deployment" || kind == "LeaderWorkerSet"
 }

@@ -46,6 +46,12 @@ type EndpointRow struct {
 	IdleSince time.Time
 }
 
+// IsServingKind says whether a workload of kind serves a model: a
+// Deployment (its pods' owner is a ReplicaSet) or a LeaderWorkerSet.
+func IsServingKind(kind string) bool {
+	return kind == "ReplicaSet" || kind == "Deployment" || kind == "LeaderWorkerSet"
+}
+
 // EndpointStale is the longest span between two reports of an endpoint
 // still counted as reported: past it, the endpoint was gone (scaled to
 // zero, or not scraped), and neither the span nor a gap across it counts.

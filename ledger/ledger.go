@@ -122,6 +122,12 @@ type WorkloadRow struct {
 	UnmeasuredCostMicros int64
 }
 
+// IdleGPUSeconds is the part of the GPU time held that DCGM measured
+// idle: held, neither active nor unmeasured (never below 0).
+func (w *WorkloadRow) IdleGPUSeconds() float64 {
+	return max(w.GPUSeconds-w.ActiveGPUSeconds-w.UnmeasuredGPUSeconds, 0)
+}
+
 // Step is the width of the buckets a query aggregates into.
 type Step int
 

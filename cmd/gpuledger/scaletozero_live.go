@@ -109,8 +109,7 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 		tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "namespace\tworkload\tGPU-h\tidle GPU-h\tidle cost\t")
 		for _, w := range other {
-			idle := max(w.GPUSeconds-w.ActiveGPUSeconds-w.UnmeasuredGPUSeconds, 0)
-			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%s\t\n", w.Namespace, workloadName(w.Kind, w.Name), w.GPUSeconds/3600, idle/3600, ledger.FormatCents(w.IdleCostMicros))
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%s\t\n", w.Namespace, workloadName(w.Kind, w.Name), w.GPUSeconds/3600, w.IdleGPUSeconds()/3600, ledger.FormatCents(w.IdleCostMicros))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
