@@ -42,8 +42,8 @@ const (
 	EndpointRequests
 )
 
-// isEndpoint says whether m is an inference endpoint's metric.
-func (m QueueMetric) isEndpoint() bool { return m >= EndpointRunning && m <= EndpointRequests }
+// IsEndpoint says whether m is an inference endpoint's metric.
+func (m QueueMetric) IsEndpoint() bool { return m >= EndpointRunning && m <= EndpointRequests }
 
 // QueueSample is one value of one queue series at one instant, or of an
 // inference endpoint's series (the Endpoint metrics), which name the
@@ -117,7 +117,7 @@ func (a *Attributor) AddQueue(q *QueueSample) { a.addQueue(q, false) }
 func (a *Attributor) PrimeQueue(q *QueueSample) { a.addQueue(q, true) }
 
 func (a *Attributor) addQueue(q *QueueSample, prime bool) {
-	if q.Metric.isEndpoint() {
+	if q.Metric.IsEndpoint() {
 		a.addEndpoint(q, prime)
 		return
 	}

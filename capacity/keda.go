@@ -30,6 +30,15 @@ type KEDATarget struct {
 	Port              int
 }
 
+// For is t aimed at the workload name in namespace: its Service and host
+// are the workload's name, and a %s in t's Query stands for it.
+func (t KEDATarget) For(namespace, name string) KEDATarget {
+	t.Namespace, t.Name = namespace, name
+	t.Host, t.Service = name+"."+namespace+".svc", name
+	t.Query = strings.ReplaceAll(t.Query, "%s", name)
+	return t
+}
+
 // KEDAObject is the YAML of the object that applies rec to the target: a
 // ScaledObject with a Prometheus trigger (activationThreshold 0: any
 // request wakes it) and cron triggers for the pre-warm schedule, or an

@@ -180,9 +180,9 @@ func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, 
 		p.handlePodRow(metric, tags, value, ts, sink)
 		return
 	}
-	switch m := queueMetricOf(metric); m {
-	case attribution.QueueMetricUnknown:
-	case attribution.EndpointRunning, attribution.EndpointWaiting, attribution.EndpointTokens, attribution.EndpointRequests:
+	switch m := queueMetricOf(metric); {
+	case m == attribution.QueueMetricUnknown:
+	case m.IsEndpoint():
 		p.handleEndpointRow(m, tags, value, ts, sink)
 		return
 	default:

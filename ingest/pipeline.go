@@ -328,16 +328,15 @@ func (st *state) settle(untilMs int64) {
 		return
 	}
 	st.release(untilMs)
-	rows, wls := st.att.Emit(untilMs)
-	st.unwritten = append(st.unwritten, rows...)
-	st.unwrittenWls = append(st.unwrittenWls, wls...)
-	st.unwrittenQueues = append(st.unwrittenQueues, st.att.QueueRows()...)
-	st.unwrittenEndpoints = append(st.unwrittenEndpoints, st.att.EndpointRows()...)
+	st.keep(st.att.Emit(untilMs))
 }
 
 // collect takes the rows of hours the data closed.
-func (st *state) collect() {
-	rows, wls := st.att.Ready()
+func (st *state) collect() { st.keep(st.att.Ready()) }
+
+// keep adds the rows of closed hours, and their queue and endpoint rows,
+// to what is to be written.
+func (st *state) keep(rows []ledger.Row, wls []ledger.WorkloadRow) {
 	st.unwritten = append(st.unwritten, rows...)
 	st.unwrittenWls = append(st.unwrittenWls, wls...)
 	st.unwrittenQueues = append(st.unwrittenQueues, st.att.QueueRows()...)

@@ -231,6 +231,12 @@ var Columns = map[Dimension]string{
 	DimBorrowed:     "borrowed",
 }
 
+// DailyRollup says whether a store's daily rollup answers q: day or
+// month buckets over whole UTC days.
+func (q *Query) DailyRollup() bool {
+	return q.Step != StepHour && q.From.Unix()%86400 == 0 && q.To.Unix()%86400 == 0
+}
+
 // SQLColumns returns a SQL backend's select and group-by lists for q: the
 // bucket expression as b, then every dimension in Dimensions order, as its
 // column when grouped, else as a constant (” for text, borrowedZero for the

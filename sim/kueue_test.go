@@ -15,7 +15,7 @@ type queueSink struct{ last []attribution.QueueSample }
 func (s *queueSink) Add(*attribution.Sample)    {}
 func (s *queueSink) AddPod(attribution.PodInfo) {}
 func (s *queueSink) AddQueue(q *attribution.QueueSample) {
-	if q.Model == "" { // an endpoint's (vLLM's) sample names a model
+	if !q.Metric.IsEndpoint() {
 		s.last = append(s.last, *q)
 	}
 }

@@ -187,11 +187,7 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 					r.Default.P95ExtraLatency.Seconds(), ledger.FormatCents(r.Default.NetSavingMicros))
 				if seed == seedNums[0] && r.MinReplicas == 0 {
 					name := kedaName(eps[i].Name)
-					t := capacity.KEDATarget{Namespace: *namespace, Name: name, MaxReplicas: 4, Prometheus: *prom, Threshold: 1,
-						Host: name + "." + *namespace + ".svc", Service: name, Port: 8000}
-					if *query != "" {
-						t.Query = strings.ReplaceAll(*query, "%s", name)
-					}
+					t := capacity.KEDATarget{MaxReplicas: 4, Prometheus: *prom, Threshold: 1, Port: 8000, Query: *query}.For(*namespace, name)
 					if err := os.WriteFile(filepath.Join(*out, "keda", name+".yaml"), []byte(capacity.KEDAObject(r, t)), 0o644); err != nil {
 						return err
 					}
@@ -341,11 +337,7 @@ func scaleToZeroOptions(cfgPath string) (capacity.EndpointOptions, error) {
 	if err != nil {
 		return capacity.EndpointOptions{}, err
 	}
-	prices := map[string]int64{}
-	for _, f := range cfg.ResourceFlavors {
-		prices[f.Name] = cfg.PriceMicros(f.Name)
-	}
-	o := endpointOptions(cfg.Capacity, prices)
+	o := capacityOptions(cfg, "").Endpoints
 	if o.Loads == nil {
 		o.Loads = map[string]time.Duration{}
 	}

@@ -80,19 +80,16 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 		if rec.MinReplicas == 0 {
 			totalSaved += rec.Best.SavedGPUHours
 			totalNet += rec.Best.NetSavingMicros
-			t := o.keda
-			t.Namespace, t.Kind, t.APIVersion, t.Name = e.Namespace, "", "", kedaName(e.Model)
+			name := kedaName(e.Model)
 			switch e.Kind {
 			case "ReplicaSet":
-				t.Name = deploymentOf(e.Name)
-			case "Deployment":
-				t.Name = e.Name
-			case "LeaderWorkerSet":
-				t.Name, t.Kind, t.APIVersion = e.Name, "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1"
+				name = deploymentOf(e.Name)
+			case "Deployment", "LeaderWorkerSet":
+				name = e.Name
 			}
-			t.Host, t.Service = t.Name+"."+t.Namespace+".svc", t.Name
-			if o.keda.Query != "" {
-				t.Query = strings.ReplaceAll(o.keda.Query, "%s", t.Name)
+			t := o.keda.For(e.Namespace, name)
+			if e.Kind == "LeaderWorkerSet" {
+				t.Kind, t.APIVersion = "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1"
 			}
 			if err := os.WriteFile(filepath.Join(o.out, "keda", t.Namespace+"-"+t.Name+".yaml"), []byte(capacity.KEDAObject(rec, t)), 0o644); err != nil {
 				return err

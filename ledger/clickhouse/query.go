@@ -154,7 +154,7 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	table := s.table(s.opts.LedgerTable)
 	// Day and month buckets over whole UTC days come from the daily
 	// rollup: a year is 365 rows per key there, not 8,760.
-	if q.Step != ledger.StepHour && q.From.Unix()%86400 == 0 && q.To.Unix()%86400 == 0 {
+	if q.DailyRollup() {
 		table = s.table(s.opts.DayTable)
 	}
 	w, args := where(table, q)

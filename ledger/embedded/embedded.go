@@ -621,7 +621,7 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	where, args := filters(q)
 	// Day and month buckets over whole days come from the daily rollup.
 	table := "ledger_rows"
-	if q.Step != ledger.StepHour && q.From.Unix()%86400 == 0 && q.To.Unix()%86400 == 0 {
+	if q.DailyRollup() {
 		table = "ledger_days"
 	}
 	sqlText := fmt.Sprintf(`SELECT %s, SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros),
