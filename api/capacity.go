@@ -1,7 +1,6 @@
 package api
 
 import (
-	"fmt"
 	"math"
 	"net/http"
 	"time"
@@ -128,7 +127,7 @@ func (s *Server) endpointPoints(c echo.Context, from, to time.Time) ([]EndpointP
 			p.CooldownSeconds = r.Best.Policy.Cooldown.Seconds()
 		}
 		for _, w := range r.Best.Policy.PreWarm {
-			p.PreWarmUTC = append(p.PreWarmUTC, fmt.Sprintf("%02d:00-%02d:00", int(w.From.Hours()), int(w.To.Hours())))
+			p.PreWarmUTC = append(p.PreWarmUTC, w.String())
 		}
 		out = append(out, p)
 	}

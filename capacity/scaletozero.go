@@ -222,6 +222,11 @@ type Policy struct {
 // DailyWindow is a span of the day, [From, To), UTC.
 type DailyWindow struct{ From, To time.Duration }
 
+// String writes the window as 08:00-18:00.
+func (w DailyWindow) String() string {
+	return fmt.Sprintf("%02d:00-%02d:00", int(w.From.Hours()), int(w.To.Hours()))
+}
+
 // Outcome is what a policy gives an endpoint over its span.
 type Outcome struct {
 	Policy Policy

@@ -277,7 +277,7 @@ func (cb *Chargeback) writeEndpoints(f *excelize.File, s string, row int) error 
 		}
 		var pre []string
 		for _, w := range r.Best.Policy.PreWarm {
-			pre = append(pre, fmt.Sprintf("%02d:00-%02d:00", int(w.From.Hours()), int(w.To.Hours())))
+			pre = append(pre, w.String())
 		}
 		workload := ""
 		if e.Name != "" {

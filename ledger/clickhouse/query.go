@@ -55,22 +55,28 @@ func (s *Store) markHours(ctx context.Context, rec *record) error {
 		}
 	}
 	if len(rowMarks) > 0 {
-		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.LedgerTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
-			gpu_seconds, active_gpu_seconds, cost, idle_cost, unallocated_cost, energy_joules, energy_cost)`)
-		if err != nil {
-			return fmt.Errorf("mark hours in ledger: %w", err)
-		}
-		for _, k := range rowMarks {
-			if err := b.Append(k.hour, k.cluster, "", "", "", "", "", uint8(0), rec.Version, 0.0, 0.0, micros(0), micros(0), micros(0), 0.0, micros(0)); err != nil {
-				b.Abort()
-				return fmt.Errorf("mark hours in ledger: %w", err)
-			}
-		}
-		if err := b.Send(); err != nil {
+		if err := s.markLedger(ctx, s.opts.LedgerTable, rowMarks, rec.Version); err != nil {
 			return fmt.Errorf("mark hours in ledger: %w", err)
 		}
 	}
 	return nil
+}
+
+// markLedger writes an empty marker row (no team) at version for each
+// (cluster, hour) of keys into table, ledger_rows or its daily rollup.
+func (s *Store) markLedger(ctx context.Context, table string, keys []clusterHour, version uint64) error {
+	b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(table)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
+		gpu_seconds, active_gpu_seconds, cost, idle_cost, unallocated_cost, energy_joules, energy_cost)`)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := b.Append(k.hour, k.cluster, "", "", "", "", "", uint8(0), version, 0.0, 0.0, micros(0), micros(0), micros(0), 0.0, micros(0)); err != nil {
+			b.Abort()
+			return err
+		}
+	}
+	return b.Send()
 }
 
 // rollupColumns are the daily rollup's columns, as ledger_rows'.
@@ -102,9 +108,7 @@ func (s *Store) rollDays(ctx context.Context, rec *record) error {
 	t := s.table(s.opts.LedgerTable)
 	for d := range days {
 		v := s.nextVersion()
-		if err := s.insertOne(ctx, `INSERT INTO `+s.table(s.opts.DayTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
-			gpu_seconds, active_gpu_seconds, cost, idle_cost, unallocated_cost, energy_joules, energy_cost)`,
-			d.hour, d.cluster, "", "", "", "", "", uint8(0), v, 0.0, 0.0, micros(0), micros(0), micros(0), 0.0, micros(0)); err != nil {
+		if err := s.markLedger(ctx, s.opts.DayTable, []clusterHour{d}, v); err != nil {
 			return fmt.Errorf("mark day %s of %s in the daily rollup: %w", d.hour.Format(time.DateOnly), d.cluster, err)
 		}
 		cond := "cluster = ? AND hour >= ? AND hour < ?"
