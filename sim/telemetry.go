@@ -275,22 +275,13 @@ func (t *Telemetry) Next(dst []byte) (at time.Time, body []byte, ok bool) {
 	// kube-state-metrics: one family at a time, as the text format wants.
 	for fam, head := range ksmFamilies {
 		dst = append(dst, head...)
-		clear(t.seenPods)
-		for i := range t.devs {
-			h := t.devs[i].hold
-			if h == nil {
-				continue
-			}
-			key := h.Job.Namespace + "/" + h.Pod
-			if _, dup := t.seenPods[key]; dup {
-				continue
-			}
-			t.seenPods[key] = struct{}{}
+		t.eachPod(func(ds *devState) {
+			h := ds.hold
 			if h.ksm[0] == nil {
-				h.ksm = kubeStateLines(h, t.devs[i].d.Node.Name)
+				h.ksm = kubeStateLines(h, ds.d.Node.Name)
 			}
 			dst = append(dst, h.ksm[fam]...)
-		}
+		})
 	}
 	dst = t.appendVLLM(dst)
 	if t.kueue != nil {
@@ -343,6 +334,24 @@ func kubeStateLines(h *Hold, node string) [len(ksmFamilies)][]byte {
 		j.Namespace, h.Pod, uid, node, kind, name)
 	out[4] = fmt.Appendf(nil, "kube_pod_status_phase{namespace=%q,pod=%q,uid=%q,phase=\"Running\"} 1\n", j.Namespace, h.Pod, uid)
 	return out
+}
+
+// eachPod calls fn once for each pod holding a device this scrape, with
+// the first device it holds.
+func (t *Telemetry) eachPod(fn func(ds *devState)) {
+	clear(t.seenPods)
+	for i := range t.devs {
+		h := t.devs[i].hold
+		if h == nil {
+			continue
+		}
+		key := h.Job.Namespace + "/" + h.Pod
+		if _, dup := t.seenPods[key]; dup {
+			continue
+		}
+		t.seenPods[key] = struct{}{}
+		fn(&t.devs[i])
+	}
 }
 
 // sanitizeResource writes a job's resource as kube-state-metrics does in

@@ -84,18 +84,11 @@ func poisson(mean, u float64) float64 {
 func (t *Telemetry) appendVLLM(dst []byte) []byte {
 	for fam, head := range vllmFamilies {
 		dst = append(dst, head...)
-		clear(t.seenPods)
-		for i := range t.devs {
-			ds := &t.devs[i]
+		t.eachPod(func(ds *devState) {
 			h := ds.hold
-			if h == nil || h.Job.Kind != KindInference {
-				continue
+			if h.Job.Kind != KindInference {
+				return
 			}
-			key := h.Job.Namespace + "/" + h.Pod
-			if _, dup := t.seenPods[key]; dup {
-				continue
-			}
-			t.seenPods[key] = struct{}{}
 			v := h.advanceVLLM(ds.act, t.tick, t.interval)
 			dst = append(dst, vllmNames[fam]...)
 			dst = append(dst, `{engine="0",model_name="`...)
@@ -110,7 +103,7 @@ func (t *Telemetry) appendVLLM(dst []byte) []byte {
 			dst = append(dst, `"} `...)
 			dst = strconv.AppendFloat(dst, [...]float64{v.running, v.waiting, v.tokens, v.requests}[fam], 'f', -1, 64)
 			dst = append(dst, '\n')
-		}
+		})
 	}
 	return dst
 }
