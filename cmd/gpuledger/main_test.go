@@ -169,6 +169,21 @@ func TestDemoMonth(t *testing.T) {
 		t.Errorf("scale-to-zero on the demo: %d KEDA objects for %d endpoints (want some: the 1g slices keep theirs)\n%s", len(objs), len(perEp), stz.String())
 	}
 	t.Logf("scale-to-zero on the demo's month:\n%s", stz.String())
+	// Bad input is refused with what to do next, and writes nothing.
+	var ue usageError
+	for _, c := range []struct{ month, want string }{
+		{"2026-13", `-month="2026-13" is not a month`},
+		{"2027-01", "the ledger has no serving workload from 2027-01-01 to 2027-02-01"},
+	} {
+		badOut := filepath.Join(t.TempDir(), "out")
+		err := run(context.Background(), []string{"scale-to-zero", "-month=" + c.month, "-ledger.path=" + filepath.Join(out, "ledger"), "-out=" + badOut, "-log.level=warn"}, &bytes.Buffer{})
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("scale-to-zero -month=%s: %v; want a usage error saying %q", c.month, err, c.want)
+		}
+		if _, err := os.Stat(badOut); err == nil {
+			t.Errorf("scale-to-zero -month=%s wrote %s", c.month, badOut)
+		}
+	}
 
 	// The capacity command on the demo's month, as of Oct 31 12:00: each
 	// flavor's allocated share over the 30 days before, and nlp's spend so
