@@ -143,10 +143,11 @@ type state struct {
 	att *attribution.Attributor
 	p   Parser
 	// The reorder buffer: samples and pod facts waiting for the window to
-	// pass. Their strings alias the request bodies, which they keep alive.
-	samples timeQueue[attribution.Sample]
-	pods    timeQueue[attribution.PodInfo]
-	queues  timeQueue[attribution.QueueSample]
+	// pass, their labels interned in sets (intern.go).
+	samples timeQueue[heldSample]
+	pods    timeQueue[heldPod]
+	queues  timeQueue[heldQueue]
+	sets    labelSets
 	// maxMs is the newest sample time accepted.
 	maxMs int64
 	// settleNotBefore: no hour is settled by the clock before it (a start
@@ -355,7 +356,7 @@ type bufferSink struct {
 
 func (b *bufferSink) Add(s *attribution.Sample) {
 	if b.admit(s.TimeMs) {
-		b.st.samples.pending = append(b.st.samples.pending, *s)
+		b.st.samples.pending = append(b.st.samples.pending, b.st.sets.hold(s))
 	}
 }
 
@@ -383,12 +384,12 @@ func (b *bufferSink) AddPod(p attribution.PodInfo) {
 	}
 	b.res.Accepted++
 	b.st.maxMs = max(b.st.maxMs, p.TimeMs)
-	b.st.pods.pending = append(b.st.pods.pending, p)
+	b.st.pods.pending = append(b.st.pods.pending, b.st.sets.holdPod(&p))
 }
 
 func (b *bufferSink) AddQueue(q *attribution.QueueSample) {
 	if b.admit(q.TimeMs) {
-		b.st.queues.pending = append(b.st.queues.pending, *q)
+		b.st.queues.pending = append(b.st.queues.pending, b.st.sets.holdQueue(q))
 	}
 }
 
@@ -398,6 +399,7 @@ func (st *state) order() {
 	st.samples.order(sampleMs)
 	st.pods.order(podMs)
 	st.queues.order(queueMs)
+	st.sets.maybeRotate(st.maxMs, st.buffered())
 }
 
 // release passes buffered samples and pod facts older than untilMs to
@@ -412,13 +414,15 @@ func (st *state) release(untilMs int64) {
 		qDue := q != nil && q.TimeMs < untilMs
 		switch {
 		case sDue && (!pDue || s.TimeMs <= p.TimeMs) && (!qDue || s.TimeMs <= q.TimeMs):
-			st.att.Add(s)
+			x := s.sample()
+			st.att.Add(&x)
 			st.samples.pop()
 		case pDue && (!qDue || p.TimeMs <= q.TimeMs):
-			st.att.AddPod(*p)
+			st.att.AddPod(p.pod())
 			st.pods.pop()
 		case qDue:
-			st.att.AddQueue(q)
+			x := q.queue()
+			st.att.AddQueue(&x)
 			st.queues.pop()
 		default:
 			st.collect()
@@ -429,9 +433,9 @@ func (st *state) release(untilMs int64) {
 
 func (st *state) buffered() int { return st.samples.len() + st.pods.len() + st.queues.len() }
 
-func sampleMs(s *attribution.Sample) int64     { return s.TimeMs }
-func podMs(p *attribution.PodInfo) int64       { return p.TimeMs }
-func queueMs(q *attribution.QueueSample) int64 { return q.TimeMs }
+func sampleMs(s *heldSample) int64 { return s.TimeMs }
+func podMs(p *heldPod) int64       { return p.TimeMs }
+func queueMs(q *heldQueue) int64   { return q.TimeMs }
 
 // timeQueue is one kind of the reorder buffer: the items of each request
 // are a run of their own, in time order, and the items are taken out
@@ -578,13 +582,14 @@ func sortedBy[T any](items []T, at func(*T) int64) bool {
 	return true
 }
 
-// decodedPool keeps decodings for reuse (their label and sample lists;
-// the label values go into a new arena each time).
+// decodedPool keeps decodings for reuse (their arenas, label and sample
+// lists): the reorder buffer interns the labels it keeps, so nothing
+// refers to a decoding once it is parsed.
 var decodedPool = sync.Pool{New: func() any { return &RemoteWrite{} }}
 
-// decodeForBuffer decodes a remote-write body for the reorder buffer: its
-// kept label values in an arena of their own, which the buffered samples
-// keep; apply gives the rest back to the pools once parsed.
+// decodeForBuffer decodes a remote-write body, the body itself from the
+// pool and given back once read; apply gives the decoding back once
+// parsed.
 func decodeForBuffer(body []byte, limits Limits) *RemoteWrite {
 	d := decodedPool.Get().(*RemoteWrite)
 	DecodeRemoteWrite(body, limits, true, d)

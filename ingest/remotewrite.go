@@ -55,14 +55,14 @@ type rwSample struct {
 // of the body (DecodeRemoteWrite), so that requests can be decoded
 // concurrently and handed to the parser (and attribution) in order.
 type RemoteWrite struct {
-	// buf is the snappy-decoded body; the metric names and label names
-	// below alias it, so they are valid until Release.
+	// buf is the snappy-decoded body, kept for the next decode into d;
+	// nothing decoded aliases it.
 	buf []byte
-	// arena holds copies of the label values of the kept series, which
-	// samples carry on (into the reorder buffer): a few kilobytes of a
-	// body of megabytes, so that the body itself goes back to the pool.
-	arena  []byte
-	pooled bool
+	// arena holds copies of the metric names, label names and values of
+	// the kept series: a fifth of a body of megabytes, so that a body
+	// from the pool goes back to it as soon as it is read. The sink
+	// copies what it keeps; the next decode into d overwrites the arena.
+	arena []byte
 	tags   []prometheus.Tag
 	batch  []rwSample
 	// series is how many series the body held; skipped how many samples
@@ -76,10 +76,10 @@ type RemoteWrite struct {
 
 // DecodeRemoteWrite decodes one Prometheus remote-write 1.0 body (snappy
 // compressed protobuf WriteRequest, as Prometheus and vmagent send it)
-// into d, reusing d's buffers; with fresh, the label values go into a
-// buffer of their own, so that label values of an earlier decode into d
-// that a sink kept stay valid, and the decoded body comes from a pool
-// (Release gives it back). It reads the protobuf itself: a series is
+// into d, reusing d's buffers; with fresh, the decoded body comes from a
+// pool and goes back to it before DecodeRemoteWrite returns (a decoding
+// waiting for its turn then holds a fifth of the body, not all of it),
+// instead of being kept in d. It reads the protobuf itself: a series is
 // skipped by its __name__ before any of its labels are kept, which is most of a
 // dcgm-exporter scrape (ingest reads 5 of its 25 default counters), and
 // a skipped series is not read past its name.
@@ -87,24 +87,26 @@ func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 	limits = limits.withDefaults()
 	d.Release()
 	dst := d.buf[:0]
-	d.arena = d.arena[:0]
 	if fresh {
+		dst = nil
 		if b, ok := bodyPool.Get().(*[]byte); ok {
 			dst = (*b)[:0]
 		}
-		d.pooled, d.arena = true, nil
 	}
+	d.arena = d.arena[:0]
 	d.tags, d.batch, d.series, d.skipped, d.err = d.tags[:0], d.batch[:0], 0, 0, nil
 	decoded, err := snappy.Decode(dst, body, limits.MaxDecodedBytes)
+	if fresh && cap(decoded) > 0 {
+		defer func() {
+			b := decoded[:0]
+			bodyPool.Put(&b)
+		}()
+	} else {
+		d.buf = decoded
+	}
 	if err != nil {
 		d.err = inputErrorf("remote-write body of %d bytes is not snappy-compressed within %d bytes: %v", len(body), limits.MaxDecodedBytes, err)
 		return
-	}
-	d.buf = decoded
-	if fresh {
-		// Values are about a tenth of a dcgm-exporter body that ingest
-		// keeps a fifth of; the arena grows if not.
-		d.arena = make([]byte, 0, len(decoded)/16)
 	}
 	if err := d.scan(decoded, limits.MaxSeries); err != nil {
 		d.tags, d.batch, d.series, d.skipped = d.tags[:0], d.batch[:0], 0, 0
@@ -120,23 +122,15 @@ func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 }
 
 // bodyPool holds decoded bodies for reuse: a request's body is needed
-// until its samples are parsed, and only its label values (in the arena)
-// after that.
+// while it is read, and only the arena's copies after that.
 var bodyPool sync.Pool
 
-// Release gives the decoded body back to the pool, when it came from it:
-// the metric and label names of d are not to be read after it (the label
-// values in its samples stay valid).
+// Release drops d's references to what was decoded (its strings are not
+// to be read after it), keeping the buffers for the next decode.
 func (d *RemoteWrite) Release() {
 	clear(d.tags)
 	clear(d.batch)
 	d.tags, d.batch = d.tags[:0], d.batch[:0]
-	if d.pooled && d.buf != nil {
-		b := d.buf[:0]
-		bodyPool.Put(&b)
-		d.buf = nil
-	}
-	d.pooled = false
 }
 
 // Protobuf wire types (protobuf's encoding guide).
@@ -268,6 +262,7 @@ func (d *RemoteWrite) series1(b []byte) error {
 		d.skipped += uint64(samples)
 		return nil
 	}
+	metric = d.keep(metric)
 	start, first := len(d.tags), len(d.batch)
 	for rest := b; len(rest) > 0; {
 		num, wt, data, _, r, err := protoField(rest)
@@ -285,9 +280,7 @@ func (d *RemoteWrite) series1(b []byte) error {
 				return err
 			}
 			if string(name) != "__name__" {
-				n := len(d.arena)
-				d.arena = append(d.arena, value...)
-				d.tags = append(d.tags, prometheus.Tag{Key: str(name), Value: str(d.arena[n:])})
+				d.tags = append(d.tags, prometheus.Tag{Key: d.keep(str(name)), Value: d.keep(str(value))})
 			}
 		case 2:
 			if wt != wireLen {
@@ -305,6 +298,15 @@ func (d *RemoteWrite) series1(b []byte) error {
 		d.batch[i].start, d.batch[i].end = start, len(d.tags)
 	}
 	return nil
+}
+
+// keep copies s into the arena. The arena grows by appending, so that a
+// string taken from it stays valid until the next decode into d (a
+// string taken before the arena moved keeps the old array).
+func (d *RemoteWrite) keep(s string) string {
+	n := len(d.arena)
+	d.arena = append(d.arena, s...)
+	return str(d.arena[n:])
 }
 
 // label reads a Label (name = 1, value = 2).
@@ -364,8 +366,8 @@ func (p *Parser) ParseRemoteWrite(body []byte, limits Limits, sink Sink) error {
 
 // ParseDecoded passes a decoded body's samples to sink, in time order, and
 // counts them; it returns the body's decoding error, if any, having used
-// nothing of it. The label values in the samples stay valid as long as d
-// is not decoded into again without fresh (see DecodeRemoteWrite).
+// nothing of it. The samples' strings stay valid until d is decoded into
+// again: a sink copies what it keeps.
 func (p *Parser) ParseDecoded(d *RemoteWrite, sink Sink) error {
 	if d.err != nil {
 		p.stats.Invalid++

@@ -57,7 +57,8 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 		return nil, err
 	}
 	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
-		Samples: st.samples.all(), Pods: st.pods.all(), Queues: st.queues.all(), Ingest: st.p.stats,
+		Samples: expand(st.samples.all(), (*heldSample).sample), Pods: expand(st.pods.all(), (*heldPod).pod),
+		Queues: expand(st.queues.all(), (*heldQueue).queue), Ingest: st.p.stats,
 		MaxMs: st.maxMs, SettleNotBeforeMs: st.settleNotBefore,
 		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), UnwrittenQueues: slices.Clone(st.unwrittenQueues),
 		UnwrittenEps: slices.Clone(st.unwrittenEndpoints), Rejected: make(map[string]uint64)}
@@ -77,9 +78,10 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 		log.Warn("devices of the snapshot are no longer in the configuration; what they held in open hours is dropped", "devices", rep.DroppedDevices)
 	}
 	st.att = att
-	st.samples.reset(s.Samples, sampleMs)
-	st.pods.reset(s.Pods, podMs)
-	st.queues.reset(s.Queues, queueMs)
+	st.sets = labelSets{}
+	st.samples.reset(hold(s.Samples, st.sets.hold), sampleMs)
+	st.pods.reset(hold(s.Pods, st.sets.holdPod), podMs)
+	st.queues.reset(hold(s.Queues, st.sets.holdQueue), queueMs)
 	st.p = Parser{stats: s.Ingest}
 	st.maxMs, st.settleNotBefore = s.MaxMs, s.SettleNotBeforeMs
 	st.unwritten, st.unwrittenWls, st.unwrittenQueues, st.unwrittenEndpoints = s.Unwritten, s.UnwrittenWls, s.UnwrittenQueues, s.UnwrittenEps
@@ -240,4 +242,22 @@ func snappyDecodedLen(b []byte) (int, error) {
 		return 0, errors.New("bad length header")
 	}
 	return int(n), nil
+}
+
+// expand gives the buffered items with their labels, for a snapshot.
+func expand[H, T any](held []H, f func(*H) T) []T {
+	out := make([]T, len(held))
+	for i := range held {
+		out[i] = f(&held[i])
+	}
+	return out
+}
+
+// hold buffers a snapshot's items again, their labels interned.
+func hold[T, H any](items []T, f func(*T) H) []H {
+	out := make([]H, len(items))
+	for i := range items {
+		out[i] = f(&items[i])
+	}
+	return out
 }

@@ -55,7 +55,8 @@ type options struct {
 	seed             uint64
 	out              string
 	systems          []string
-	profile          int // seconds of gpuledger's CPU profile to take while timed; 0 for none
+	profile          int  // seconds of gpuledger's CPU profile to take while timed; 0 for none
+	heapProfile      bool // save gpuledger's heap profile once the timed phase is drained
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -82,6 +83,7 @@ Flags:`)
 	fs.IntVar(&o.reps, "reps", 3, "repetitions of each measurement (the systems alternate within each, the first one changing from one to the next)")
 	fs.IntVar(&o.scrapes, "scrapes", 8, "timed scrapes (15 s apart) after the untimed first one; gpuledger attributes the last of them on its 1-second tick, so a run of a few seconds reads up to a second long: use 32 at 10,000 GPUs or fewer")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the fleet: which nodes run pods, the values")
+	fs.BoolVar(&o.heapProfile, "heapProfile", false, "save gpuledger's heap profile (/debug/pprof/heap, what is in use once the timed phase is drained) into -out")
 	fs.IntVar(&o.profile, "profileSeconds", 0, "take a CPU profile of gpuledger for this many seconds from the start of each timed phase, into -out (/debug/pprof/profile)")
 	fs.StringVar(&o.out, "out", "gpuledger-bench/ingest", "folder for runs.csv and the servers' logs")
 	if err := fs.Parse(args); err != nil {

@@ -311,6 +311,11 @@ func measure(ctx context.Context, o options, sys string, f *fleet, senders, rep 
 			return r, err
 		}
 	}
+	if o.heapProfile && sys == "gpuledger" {
+		if err := s.save(ctx, "/debug/pprof/heap", filepath.Join(o.out, fmt.Sprintf("heap-%d-%d-%d.pprof", f.gpus, senders, rep+1))); err != nil {
+			return r, err
+		}
+	}
 	if sys == "gpuledger" {
 		// What attribution refused (out of order, late, too new): the
 		// benchmark counts it so that a fast run that drops samples shows.
