@@ -63,8 +63,8 @@ type RemoteWrite struct {
 	// from the pool goes back to it as soon as it is read. The sink
 	// copies what it keeps; the next decode into d overwrites the arena.
 	arena []byte
-	tags   []prometheus.Tag
-	batch  []rwSample
+	tags  []prometheus.Tag
+	batch []rwSample
 	// series is how many series the body held; skipped how many samples
 	// of metrics ingest does not read.
 	series  int
