@@ -194,8 +194,8 @@ func errProto(what string) error {
 	return inputErrorf("remote-write body is not a protobuf WriteRequest: bad %s", what)
 }
 
-// str returns b as a string that aliases it (the decoded body outlives
-// every string taken from it).
+// str returns b as a string that aliases it: read it while b is, and
+// copy it (keep) to hold it longer.
 func str(b []byte) string {
 	if len(b) == 0 {
 		return ""
