@@ -311,6 +311,14 @@ func (d *RemoteWrite) keep(s string) string {
 
 // label reads a Label (name = 1, value = 2).
 func label(b []byte) (name, value []byte, err error) {
+	// Most labels are exactly a name then a value, each shorter than 128
+	// bytes, as Prometheus and vmagent encode them: read that directly.
+	if len(b) >= 4 && b[0] == 1<<3|wireLen && b[1] < 0x80 {
+		n := 2 + int(b[1])
+		if n+2 <= len(b) && b[n] == 2<<3|wireLen && b[n+1] < 0x80 && n+2+int(b[n+1]) == len(b) {
+			return b[2:n], b[n+2:], nil
+		}
+	}
 	for len(b) > 0 {
 		num, wt, data, _, rest, err := protoField(b)
 		if err != nil {
