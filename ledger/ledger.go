@@ -237,6 +237,17 @@ func (q *Query) DailyRollup() bool {
 	return q.Step != StepHour && q.From.Unix()%86400 == 0 && q.To.Unix()%86400 == 0
 }
 
+// MonthlyRollup says whether a store's monthly rollup answers q: month
+// buckets over whole UTC months.
+func (q *Query) MonthlyRollup() bool {
+	return q.Step == StepMonth && monthStart(q.From) && monthStart(q.To)
+}
+
+func monthStart(t time.Time) bool {
+	t = t.UTC()
+	return t.Equal(time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC))
+}
+
 // SQLColumns returns a SQL backend's select and group-by lists for q: the
 // bucket expression as b, then every dimension in Dimensions order, as its
 // column when grouped, else as a constant (” for text, borrowedZero for the

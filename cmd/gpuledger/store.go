@@ -26,7 +26,7 @@ func storeFlags(fs *flag.FlagSet, defaultPath string, readOnly bool) func(ctx co
 	path := fs.String("ledger.path", defaultPath, "embedded ledger directory")
 	dsn := fs.String("clickhouse.dsn", "clickhouse://127.0.0.1:9000/default", "ClickHouse server and database, for -ledger.store=clickhouse")
 	spool := fs.String("clickhouse.spoolDir", "", "directory that keeps writes while ClickHouse is unreachable, replayed in order when it is back (empty: writes fail instead)")
-	distributed := fs.Bool("clickhouse.distributed", false, "use the Distributed tables of a ClickHouse cluster (ledger_rows_all, workload_rows_all, checkpoints_all, audit_all, queue_rows_all, workload_times_all, endpoint_rows_all, ledger_days_all from deploy/clickhouse/cluster.sql); the schema is then the operator's")
+	distributed := fs.Bool("clickhouse.distributed", false, "use the Distributed tables of a ClickHouse cluster (ledger_rows_all, workload_rows_all, checkpoints_all, audit_all, queue_rows_all, workload_times_all, endpoint_rows_all, ledger_days_all, ledger_months_all from deploy/clickhouse/cluster.sql); the schema is then the operator's")
 	return func(ctx context.Context, log *slog.Logger) (ledger.Store, error) {
 		switch *kind {
 		case "embedded":
@@ -38,7 +38,7 @@ func storeFlags(fs *flag.FlagSet, defaultPath string, readOnly bool) func(ctx co
 		case "clickhouse":
 			opts := clickhouse.Options{DSN: *dsn, SpoolDir: *spool, Logger: log}
 			if *distributed {
-				opts.LedgerTable, opts.WorkloadTable, opts.CheckpointTable, opts.AuditTable, opts.QueueTable, opts.TimesTable, opts.EndpointTable, opts.DayTable = "ledger_rows_all", "workload_rows_all", "checkpoints_all", "audit_all", "queue_rows_all", "workload_times_all", "endpoint_rows_all", "ledger_days_all"
+				opts.LedgerTable, opts.WorkloadTable, opts.CheckpointTable, opts.AuditTable, opts.QueueTable, opts.TimesTable, opts.EndpointTable, opts.DayTable, opts.MonthTable = "ledger_rows_all", "workload_rows_all", "checkpoints_all", "audit_all", "queue_rows_all", "workload_times_all", "endpoint_rows_all", "ledger_days_all", "ledger_months_all"
 				opts.SkipMigrations = true
 			}
 			return clickhouse.Open(ctx, opts)

@@ -131,6 +131,30 @@ CREATE TABLE IF NOT EXISTS gpuledger.ledger_days ON CLUSTER gpuledger (
 PARTITION BY toYYYYMM(hour)
 ORDER BY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed);
 
+-- The monthly rollup of ledger_days (gpuledger keeps it as it writes hours).
+CREATE TABLE IF NOT EXISTS gpuledger.ledger_months ON CLUSTER gpuledger (
+    hour DateTime,
+    cluster String,
+    team String,
+    namespace String,
+    local_queue String,
+    cluster_queue String,
+    flavor String,
+    borrowed UInt8,
+    version UInt64,
+    gpu_seconds Float64,
+    active_gpu_seconds Float64,
+    unmeasured_gpu_seconds Float64,
+    cost Decimal(18, 6),
+    idle_cost Decimal(18, 6),
+    unmeasured_cost Decimal(18, 6),
+    unallocated_cost Decimal(18, 6),
+    energy_joules Float64,
+    energy_cost Decimal(18, 6)
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/ledger_months', '{replica}', version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed);
+
 -- The inference endpoints' hours (scale-to-zero).
 CREATE TABLE IF NOT EXISTS gpuledger.endpoint_rows ON CLUSTER gpuledger (
     hour DateTime,
@@ -174,6 +198,9 @@ ENGINE = Distributed(gpuledger, gpuledger, workload_times, cityHash64(cluster, n
 CREATE TABLE IF NOT EXISTS gpuledger.ledger_days_all ON CLUSTER gpuledger AS gpuledger.ledger_days
 ENGINE = Distributed(gpuledger, gpuledger, ledger_days, cityHash64(cluster, toUInt32(hour)));
 
+CREATE TABLE IF NOT EXISTS gpuledger.ledger_months_all ON CLUSTER gpuledger AS gpuledger.ledger_months
+ENGINE = Distributed(gpuledger, gpuledger, ledger_months, cityHash64(cluster, toUInt32(hour)));
+
 CREATE TABLE IF NOT EXISTS gpuledger.endpoint_rows_all ON CLUSTER gpuledger AS gpuledger.endpoint_rows
 ENGINE = Distributed(gpuledger, gpuledger, endpoint_rows, cityHash64(cluster, toUInt32(hour)));
 
@@ -193,3 +220,11 @@ ENGINE = Distributed(gpuledger, gpuledger, endpoint_rows, cityHash64(cluster, to
 --     sum(unmeasured_cost), sum(unallocated_cost), sum(energy_joules), sum(energy_cost) FROM gpuledger.ledger_rows_all FINAL
 --     WHERE (cluster, hour, version) GLOBAL IN (SELECT cluster, hour, max(version) FROM gpuledger.ledger_rows_all GROUP BY cluster, hour)
 --     GROUP BY day, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed;
+-- Upgrading a cluster created before the monthly rollup (migrations 12 and
+-- 13): run the ledger_months and ledger_months_all statements above, then
+--   INSERT INTO gpuledger.ledger_months_all SELECT toDateTime(toStartOfMonth(hour)) AS month, cluster, team, namespace, local_queue,
+--     cluster_queue, flavor, borrowed, toUInt64(1), sum(gpu_seconds), sum(active_gpu_seconds), sum(unmeasured_gpu_seconds), sum(cost),
+--     sum(idle_cost), sum(unmeasured_cost), sum(unallocated_cost), sum(energy_joules), sum(energy_cost) FROM gpuledger.ledger_days_all FINAL
+--     WHERE (cluster, hour, version) GLOBAL IN (SELECT cluster, hour, max(version) FROM gpuledger.ledger_days_all GROUP BY cluster, hour)
+--     GROUP BY month, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed;
+-- (serve -clickhouse.distributed reads ledger_months_all).

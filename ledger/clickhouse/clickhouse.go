@@ -32,7 +32,7 @@ type Options struct {
 	// at the Distributed tables of deploy/clickhouse/cluster.sql and set
 	// SkipMigrations. Defaults ledger_rows, workload_rows, checkpoints,
 	// audit.
-	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable, TimesTable, EndpointTable, DayTable string
+	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable, TimesTable, EndpointTable, DayTable, MonthTable string
 	// SkipMigrations leaves the schema to the operator (cluster DDL).
 	SkipMigrations bool
 	// SpoolDir, when set, holds writes that could not reach the server;
@@ -109,6 +109,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if s.opts.DayTable == "" {
 		s.opts.DayTable = "ledger_days"
+	}
+	if s.opts.MonthTable == "" {
+		s.opts.MonthTable = "ledger_months"
 	}
 	if s.opts.BatchRows <= 0 {
 		s.opts.BatchRows = 100_000
@@ -381,7 +384,7 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 	if err := s.markHours(ctx, rec); err != nil {
 		return err
 	}
-	return s.rollDays(ctx, rec)
+	return s.rollUp(ctx, rec)
 }
 
 // insertQueues inserts a record's queue rows, in batches.

@@ -2,7 +2,9 @@ package clickhouse
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/clickhouse/chtest"
@@ -36,5 +38,61 @@ func TestMigrationsOnce(t *testing.T) {
 			t.Errorf("%d migrations recorded, want %d", n, len(migrations)-1)
 		}
 		s.Close()
+	}
+}
+
+// TestMonthlyRollupBackfill: a database from before the monthly rollup
+// (schema 11) gets it filled from the daily one when opened, and whole
+// months read it.
+func TestMonthlyRollupBackfill(t *testing.T) {
+	ctx := context.Background()
+	dsn := chtest.Database(t, chtest.DSN())
+	s, err := Open(ctx, Options{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oct := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	var rows []ledger.Row
+	for h := oct.Add(-2 * time.Hour); h.Before(oct.AddDate(0, 1, 2)); h = h.Add(5 * time.Hour) {
+		rows = append(rows, ledger.Row{Key: ledger.Key{Hour: h, Cluster: "c", Team: "t", Flavor: "h100"}, GPUSeconds: 3600, CostMicros: 1_000_001})
+	}
+	if err := s.WriteHours(ctx, rows, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"DROP TABLE {db}.ledger_months",
+		"CREATE TABLE {db}.schema_old (version UInt32, applied DateTime) ENGINE = Log",
+		"INSERT INTO {db}.schema_old SELECT version, applied FROM {db}.gpuledger_schema WHERE version <= 11",
+		"DROP TABLE {db}.gpuledger_schema",
+		"RENAME TABLE {db}.schema_old TO {db}.gpuledger_schema",
+	} {
+		if err := s.conn.Exec(ctx, strings.ReplaceAll(q, "{db}", s.db)); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s.Close()
+	if s, err = Open(ctx, Options{DSN: dsn}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	q := ledger.Query{From: oct.AddDate(0, -1, 0), To: oct.AddDate(0, 2, 0), Step: ledger.StepMonth, GroupBy: []ledger.Dimension{ledger.DimTeam}}
+	if !q.MonthlyRollup() {
+		t.Fatal("the query is not one the monthly rollup answers")
+	}
+	got, err := s.Query(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[time.Time]int64{}
+	for _, r := range rows {
+		want[time.Date(r.Hour.Year(), r.Hour.Month(), 1, 0, 0, 0, 0, time.UTC)] += r.CostMicros
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d months after the backfill, want %d: %+v", len(got), len(want), got)
+	}
+	for _, r := range got {
+		if r.CostMicros != want[r.Hour] {
+			t.Errorf("%s: %d micros after the backfill, the hours sum to %d", r.Hour.Format("2006-01"), r.CostMicros, want[r.Hour])
+		}
 	}
 }

@@ -63,7 +63,7 @@ func (s *Store) markHours(ctx context.Context, rec *record) error {
 }
 
 // markLedger writes an empty marker row (no team) at version for each
-// (cluster, hour) of keys into table, ledger_rows or its daily rollup.
+// (cluster, hour) of keys into table, ledger_rows or one of its rollups.
 func (s *Store) markLedger(ctx context.Context, table string, keys []clusterHour, version uint64) error {
 	b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(table)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
 		gpu_seconds, active_gpu_seconds, cost, idle_cost, unallocated_cost, energy_joules, energy_cost)`)
@@ -83,42 +83,65 @@ func (s *Store) markLedger(ctx context.Context, table string, keys []clusterHour
 const rollupColumns = `hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
 	gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost, idle_cost, unmeasured_cost, unallocated_cost, energy_joules, energy_cost`
 
-// rollupSelect sums the newest rows of the hours matching cond (with its
-// {t}, the ledger table) per UTC day, at version {v}: the daily rollup's
-// rows. Marker rows (empty team) sum to a marker of the day.
-const rollupSelect = `SELECT toStartOfDay(hour) AS day, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, toUInt64({v}),
+// rollupSelect sums the newest rows of the spans matching cond ({t}: the
+// ledger table for the daily rollup, the daily rollup for the monthly one)
+// per {bucket}, at version {v}. Marker rows (empty team) sum to a marker of
+// the bucket.
+const rollupSelect = `SELECT {bucket} AS b, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, toUInt64({v}),
 	sum(gpu_seconds), sum(active_gpu_seconds), sum(unmeasured_gpu_seconds), sum(cost), sum(idle_cost), sum(unmeasured_cost),
 	sum(unallocated_cost), sum(energy_joules), sum(energy_cost)
 	FROM {t} FINAL WHERE {cond} AND (cluster, hour, version) GLOBAL IN (SELECT cluster, hour, max(version) FROM {t} WHERE {cond} GROUP BY cluster, hour)
-	GROUP BY day, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed`
+	GROUP BY b, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed`
 
-// rollDays recomputes the daily rollup of every day the record wrote an
-// hour of, from the newest hours, at a version taken now: of two
-// recomputations of a day, the later one read the later hours and wins.
-// A marker row (empty team) of the day makes a day whose hours were all
-// emptied replace its older rollup too.
-func (s *Store) rollDays(ctx context.Context, rec *record) error {
-	days := map[clusterHour]bool{}
+// The rollups' buckets: a UTC day of ledger_rows' hours, a UTC month of
+// ledger_days' days.
+const (
+	dayBucket   = "toStartOfDay(hour)"
+	monthBucket = "toDateTime(toStartOfMonth(hour))"
+)
+
+// rollUp recomputes the daily rollup of every day the record wrote an
+// hour of, from the newest hours, then the monthly rollup of their months
+// from the newest days, each at a version taken then: of two
+// recomputations of a day or month, the later one read the later rows and
+// wins. A marker row (empty team) of the day or month makes one whose rows
+// were all emptied replace its older rollup too.
+func (s *Store) rollUp(ctx context.Context, rec *record) error {
+	days, months := map[clusterHour]bool{}, map[clusterHour]bool{}
+	add := func(cluster string, h time.Time) {
+		h = h.UTC()
+		days[clusterHour{cluster, h.Truncate(24 * time.Hour)}] = true
+		months[clusterHour{cluster, time.Date(h.Year(), h.Month(), 1, 0, 0, 0, 0, time.UTC)}] = true
+	}
 	for _, r := range rec.Rows {
-		days[clusterHour{r.Cluster, r.Hour.UTC().Truncate(24 * time.Hour)}] = true
+		add(r.Cluster, r.Hour)
 	}
 	for _, w := range rec.Workloads {
-		days[clusterHour{w.Cluster, w.Hour.UTC().Truncate(24 * time.Hour)}] = true
+		add(w.Cluster, w.Hour)
 	}
-	t := s.table(s.opts.LedgerTable)
 	for d := range days {
-		v := s.nextVersion()
-		if err := s.markLedger(ctx, s.opts.DayTable, []clusterHour{d}, v); err != nil {
-			return fmt.Errorf("mark day %s of %s in the daily rollup: %w", d.hour.Format(time.DateOnly), d.cluster, err)
-		}
-		cond := "cluster = ? AND hour >= ? AND hour < ?"
-		sql := strings.NewReplacer("{v}", strconv.FormatUint(v, 10), "{t}", t, "{cond}", cond).Replace(rollupSelect)
-		if err := s.conn.Exec(ctx, `INSERT INTO `+s.table(s.opts.DayTable)+` (`+rollupColumns+`) `+sql,
-			d.cluster, d.hour, d.hour.Add(24*time.Hour), d.cluster, d.hour, d.hour.Add(24*time.Hour)); err != nil {
+		if err := s.rollSpan(ctx, s.opts.DayTable, s.opts.LedgerTable, dayBucket, d, d.hour.Add(24*time.Hour)); err != nil {
 			return fmt.Errorf("roll up day %s of %s: %w", d.hour.Format(time.DateOnly), d.cluster, err)
 		}
 	}
+	for m := range months {
+		if err := s.rollSpan(ctx, s.opts.MonthTable, s.opts.DayTable, monthBucket, m, m.hour.AddDate(0, 1, 0)); err != nil {
+			return fmt.Errorf("roll up month %s of %s: %w", m.hour.Format("2006-01"), m.cluster, err)
+		}
+	}
 	return nil
+}
+
+// rollSpan writes rollup's rows of one cluster's [k.hour, end): a marker,
+// then the sums of from's newest rows of the span, at one new version.
+func (s *Store) rollSpan(ctx context.Context, rollup, from, bucket string, k clusterHour, end time.Time) error {
+	v := s.nextVersion()
+	if err := s.markLedger(ctx, rollup, []clusterHour{k}, v); err != nil {
+		return err
+	}
+	sql := strings.NewReplacer("{bucket}", bucket, "{v}", strconv.FormatUint(v, 10), "{t}", s.table(from),
+		"{cond}", "cluster = ? AND hour >= ? AND hour < ?").Replace(rollupSelect)
+	return s.conn.Exec(ctx, `INSERT INTO `+s.table(rollup)+` (`+rollupColumns+`) `+sql, k.cluster, k.hour, end, k.cluster, k.hour, end)
 }
 
 // where builds the range and filter conditions, and the newest-version
@@ -155,10 +178,14 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 		ledger.StepMonth: "toDateTime(toStartOfMonth(hour))",
 	}[q.Step]
 	cols, groupCols := q.SQLColumns(bucket, "toUInt8(0)")
+	// Month buckets over whole UTC months come from the monthly rollup (a
+	// year is 12 rows per key there), day and month buckets over whole UTC
+	// days from the daily one (365, not 8,760).
 	table := s.table(s.opts.LedgerTable)
-	// Day and month buckets over whole UTC days come from the daily
-	// rollup: a year is 365 rows per key there, not 8,760.
-	if q.DailyRollup() {
+	switch {
+	case q.MonthlyRollup():
+		table = s.table(s.opts.MonthTable)
+	case q.DailyRollup():
 		table = s.table(s.opts.DayTable)
 	}
 	w, args := where(table, q)

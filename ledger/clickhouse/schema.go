@@ -129,7 +129,26 @@ var migrations = []string{
 	// The daily rollup: ledger_rows' newest hours summed per UTC day,
 	// each day's rows at one version (the newest counts, as for hours),
 	// so that day and month answers over a year read 365 rows per key.
-	10: `CREATE TABLE IF NOT EXISTS {db}.ledger_days (
+	10: rollupTable("ledger_days"),
+	// The rollup of what was written before it.
+	11: `INSERT INTO {db}.ledger_days (` + rollupColumns + `) ` + backfill(dayBucket, "{db}.ledger_rows"),
+	// The monthly rollup: ledger_days' newest days summed per UTC month,
+	// so that a year by month reads 12 rows per key; then what was
+	// written before it, at version 1.
+	12: rollupTable("ledger_months"),
+	13: `INSERT INTO {db}.ledger_months (` + rollupColumns + `) ` + backfill(monthBucket, "{db}.ledger_days"),
+}
+
+// backfill is rollupSelect over every row of table, at version 1: every
+// later write of a day or month is newer.
+func backfill(bucket, table string) string {
+	return strings.NewReplacer("{bucket}", bucket, "{v}", "1", "{t}", table, "{cond}", "1").Replace(rollupSelect)
+}
+
+// rollupTable is the DDL of a rollup of ledger_rows: its columns, each
+// bucket's rows at one version.
+func rollupTable(name string) string {
+	return strings.ReplaceAll(`CREATE TABLE IF NOT EXISTS {db}.{table} (
 		hour DateTime,
 		cluster String,
 		team String,
@@ -150,11 +169,5 @@ var migrations = []string{
 		energy_cost Decimal(18, 6)
 	) ENGINE = ReplacingMergeTree(version)
 	PARTITION BY toYYYYMM(hour)
-	ORDER BY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed)`,
-	// The rollup of what was written before it, at version 1: every later
-	// write of a day is newer.
-	11: `INSERT INTO {db}.ledger_days (` + rollupColumns + `) ` + rollupBackfill,
+	ORDER BY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed)`, "{table}", name)
 }
-
-// rollupBackfill is rollupSelect over every hour of ledger_rows.
-var rollupBackfill = strings.NewReplacer("{v}", "1", "{t}", "{db}.ledger_rows", "{cond}", "1").Replace(rollupSelect)

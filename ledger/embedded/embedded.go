@@ -150,6 +150,17 @@ var migrations = [][]string{
 	) WITHOUT ROWID`,
 		`CREATE INDEX IF NOT EXISTS endpoint_rows_hour ON endpoint_rows (hour)`,
 	},
+	// 6 → 7: the monthly rollup: the daily rollup summed per UTC month,
+	// kept in step by every write, read by month queries over whole months
+	// (a year by month reads 12 rows a team, not 365).
+	6: {
+		`CREATE TABLE IF NOT EXISTS ledger_months (` + rollupColumns + `,
+		PRIMARY KEY (cluster, hour, team, namespace, local_queue, cluster_queue, flavor, borrowed)
+	) WITHOUT ROWID`,
+		`CREATE INDEX IF NOT EXISTS ledger_months_hour ON ledger_months (hour)`,
+		`DELETE FROM ledger_months`,
+		`INSERT INTO ledger_months SELECT ` + monthSelect + ` FROM ledger_days GROUP BY ` + monthGroup,
+	},
 }
 
 // The daily rollup's columns (hour is the start of the UTC day) and the
@@ -164,6 +175,13 @@ const (
 		SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros),
 		SUM(unmeasured_cost_micros), SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)`
 	rollupGroup = `hour - hour % 86400, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed`
+	// The monthly rollup has the same columns (hour is the start of the
+	// UTC month), made from the daily one.
+	monthStart  = `CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)`
+	monthSelect = monthStart + `, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed,
+		SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros),
+		SUM(unmeasured_cost_micros), SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)`
+	monthGroup = monthStart + `, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed`
 )
 
 // Options configures Open.
@@ -340,24 +358,40 @@ func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row, workloads []l
 			return fmt.Errorf("insert workload row %d of %d: %w", i, len(workloads), err)
 		}
 	}
-	// The daily rollup of every day touched, in the same transaction.
-	days := make(map[clusterHour]bool)
+	// The daily rollup of every day touched, then the monthly rollup of
+	// every month touched, in the same transaction.
+	days, months := make(map[clusterHour]bool), make(map[clusterHour]bool)
 	for k := range hours {
 		days[clusterHour{k.cluster, k.hour - k.hour%86400}] = true
+		m := time.Unix(k.hour, 0).UTC()
+		months[clusterHour{k.cluster, time.Date(m.Year(), m.Month(), 1, 0, 0, 0, 0, time.UTC).Unix()}] = true
 	}
 	for d := range days {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM ledger_days WHERE cluster = ? AND hour = ?`, d.cluster, d.hour); err != nil {
-			return fmt.Errorf("clear the daily rollup: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger_days SELECT `+rollupSelect+` FROM ledger_rows
-			WHERE cluster = ? AND hour >= ? AND hour < ? GROUP BY `+rollupGroup, d.cluster, d.hour, d.hour+86400); err != nil {
+		if err := rollUp(ctx, tx, "ledger_days", rollupSelect+" FROM ledger_rows", rollupGroup, d.cluster, d.hour, d.hour+86400); err != nil {
 			return fmt.Errorf("update the daily rollup: %w", err)
+		}
+	}
+	for m := range months {
+		end := time.Unix(m.hour, 0).UTC().AddDate(0, 1, 0).Unix()
+		if err := rollUp(ctx, tx, "ledger_months", monthSelect+" FROM ledger_days", monthGroup, m.cluster, m.hour, end); err != nil {
+			return fmt.Errorf("update the monthly rollup: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit %d ledger rows and %d workload rows: %w", len(rows), len(workloads), err)
 	}
 	return nil
+}
+
+// rollUp replaces a rollup's rows of one cluster's [from, to) with the
+// sums of the finer rows ("SELECT ... FROM table") of that span.
+func rollUp(ctx context.Context, tx *sql.Tx, rollup, selectFrom, group, cluster string, from, to int64) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM `+rollup+` WHERE cluster = ? AND hour = ?`, cluster, from); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO `+rollup+` SELECT `+selectFrom+`
+		WHERE cluster = ? AND hour >= ? AND hour < ? GROUP BY `+group, cluster, from, to)
+	return err
 }
 
 // WriteQueueHours replaces, in one transaction, the queue rows of every
@@ -619,9 +653,13 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	}[q.Step]
 	cols, groupCols := q.SQLColumns(bucket, "0")
 	where, args := filters(q)
-	// Day and month buckets over whole days come from the daily rollup.
+	// Month buckets over whole months come from the monthly rollup, day
+	// and month buckets over whole days from the daily one.
 	table := "ledger_rows"
-	if q.DailyRollup() {
+	switch {
+	case q.MonthlyRollup():
+		table = "ledger_months"
+	case q.DailyRollup():
 		table = "ledger_days"
 	}
 	sqlText := fmt.Sprintf(`SELECT %s, SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros),

@@ -45,8 +45,8 @@ func TestReopen(t *testing.T) {
 	}
 }
 
-// TestRollupMigration: a ledger from before the daily rollup gets it
-// filled when opened, and day queries read it.
+// TestRollupMigration: a ledger from before the rollups gets them filled
+// when opened, and day and month queries read them.
 func TestRollupMigration(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir, Options{})
@@ -58,9 +58,11 @@ func TestRollupMigration(t *testing.T) {
 	if err := s.WriteHours(context.Background(), rows, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Back to schema 2: no rollup.
-	if _, err := s.db.Exec(`DROP TABLE ledger_days`); err != nil {
-		t.Fatal(err)
+	// Back to schema 2: no rollups.
+	for _, table := range []string{"ledger_days", "ledger_months"} {
+		if _, err := s.db.Exec(`DROP TABLE ` + table); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := s.db.Exec(`PRAGMA user_version = 2`); err != nil {
 		t.Fatal(err)
@@ -74,5 +76,13 @@ func TestRollupMigration(t *testing.T) {
 	got, err := s.Query(context.Background(), ledger.Query{From: day, To: day.Add(24 * time.Hour), Step: ledger.StepDay})
 	if err != nil || len(got) != 1 || got[0].CostMicros != 42 {
 		t.Errorf("day after migration: %+v, %v", got, err)
+	}
+	month := ledger.Query{From: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), Step: ledger.StepMonth}
+	if !month.MonthlyRollup() {
+		t.Fatal("the month query is not one the monthly rollup answers")
+	}
+	got, err = s.Query(context.Background(), month)
+	if err != nil || len(got) != 1 || got[0].CostMicros != 42 {
+		t.Errorf("month after migration: %+v, %v", got, err)
 	}
 }

@@ -242,40 +242,11 @@ func Run(t *testing.T, open Opener) {
 		if err := s.WriteHours(ctx, []ledger.Row{row(h0.Add(time.Hour), "c1", "ml", "h100", 1, 0, 60)}, nil); err != nil {
 			t.Fatal(err)
 		}
-		from, to := h0.Truncate(24*time.Hour), h0.Truncate(24*time.Hour).Add(48*time.Hour)
-		group := []ledger.Dimension{ledger.DimCluster, ledger.DimTeam, ledger.DimFlavor, ledger.DimBorrowed}
-		hours, err := s.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepHour, GroupBy: group})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, step := range []ledger.Step{ledger.StepDay, ledger.StepMonth} {
-			sum := map[ledger.Key]ledger.Row{}
-			for _, r := range hours {
-				k := r.Key
-				k.Hour = step.Truncate(k.Hour)
-				acc := sum[k]
-				acc.Key = k
-				acc.GPUSeconds += r.GPUSeconds
-				acc.ActiveGPUSeconds += r.ActiveGPUSeconds
-				acc.CostMicros += r.CostMicros
-				acc.IdleCostMicros += r.IdleCostMicros
-				acc.UnallocatedCostMicros += r.UnallocatedCostMicros
-				acc.EnergyJoules += r.EnergyJoules
-				acc.EnergyCostMicros += r.EnergyCostMicros
-				sum[k] = acc
-			}
-			got, err := s.Query(ctx, ledger.Query{From: from, To: to, Step: step, GroupBy: group})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(sum) {
-				t.Errorf("%s: %d rows, the hours sum to %d", step, len(got), len(sum))
-			}
-			for _, r := range got {
-				if diff := cmp.Diff(sum[r.Key], r, approx); diff != "" {
-					t.Errorf("%s differs from the sum of its hours (-hours +%s):\n%s", step, step, diff)
-				}
-			}
+		// Whole days, and whole months (from a monthly rollup, where a
+		// store keeps one).
+		month := time.Date(h0.Year(), h0.Month(), 1, 0, 0, 0, 0, time.UTC)
+		for _, span := range [][2]time.Time{{h0.Truncate(24 * time.Hour), h0.Truncate(24 * time.Hour).Add(48 * time.Hour)}, {month, month.AddDate(0, 2, 0)}} {
+			stepsAgree(ctx, t, s, span[0], span[1])
 		}
 	})
 	t.Run("Unmeasured", func(t *testing.T) {
@@ -516,4 +487,44 @@ func Dump(t testing.TB, s ledger.Store, from, to time.Time) ([]ledger.Row, []led
 		t.Fatal(err)
 	}
 	return rows, wls
+}
+
+// stepsAgree checks that s's day and month answers over [from, to) are
+// the sums of its hours.
+func stepsAgree(ctx context.Context, t *testing.T, s ledger.Store, from, to time.Time) {
+	t.Helper()
+	group := []ledger.Dimension{ledger.DimCluster, ledger.DimTeam, ledger.DimFlavor, ledger.DimBorrowed}
+	hours, err := s.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepHour, GroupBy: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []ledger.Step{ledger.StepDay, ledger.StepMonth} {
+		sum := map[ledger.Key]ledger.Row{}
+		for _, r := range hours {
+			k := r.Key
+			k.Hour = step.Truncate(k.Hour)
+			acc := sum[k]
+			acc.Key = k
+			acc.GPUSeconds += r.GPUSeconds
+			acc.ActiveGPUSeconds += r.ActiveGPUSeconds
+			acc.CostMicros += r.CostMicros
+			acc.IdleCostMicros += r.IdleCostMicros
+			acc.UnallocatedCostMicros += r.UnallocatedCostMicros
+			acc.EnergyJoules += r.EnergyJoules
+			acc.EnergyCostMicros += r.EnergyCostMicros
+			sum[k] = acc
+		}
+		got, err := s.Query(ctx, ledger.Query{From: from, To: to, Step: step, GroupBy: group})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(sum) {
+			t.Errorf("%s: %d rows, the hours sum to %d", step, len(got), len(sum))
+		}
+		for _, r := range got {
+			if diff := cmp.Diff(sum[r.Key], r, approx); diff != "" {
+				t.Errorf("%s differs from the sum of its hours (-hours +%s):\n%s", step, step, diff)
+			}
+		}
+	}
 }
