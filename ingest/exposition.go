@@ -55,6 +55,15 @@ const (
 	maxRecordedLineErrors = 10
 )
 
+// ReadMetrics are the names of every metric ingest reads (histograms by
+// their _bucket series), for scrape configurations and their tests.
+var ReadMetrics = []string{
+	MetricGPUUtil, MetricGREngineActive, MetricFBUsed, MetricPowerUsage, MetricTotalEnergy,
+	MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests, MetricKubePodPhase, MetricKubePodInfo,
+	MetricKueuePending, MetricKueueWait, MetricPendingGPUs, MetricPendingAge,
+	MetricVLLMRunning, MetricVLLMWaiting, MetricVLLMTokens, MetricVLLMRequests,
+}
+
 func fieldOf(metric string) attribution.Field {
 	switch metric {
 	case MetricGPUUtil:

@@ -224,3 +224,18 @@ func tag(k, v string) prometheus.Tag { return prometheus.Tag{Key: k, Value: v} }
 func slicesSortStable(b []rwSample) { slices.SortStableFunc(b, cmpTime) }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+// TestReadMetricsAreRead: every name ReadMetrics lists (what scrape
+// configurations keep) is one the decoder keeps, and no two are the same.
+func TestReadMetricsAreRead(t *testing.T) {
+	seen := map[string]bool{}
+	for _, m := range ReadMetrics {
+		if !wanted(m) {
+			t.Errorf("ReadMetrics lists %s, which ingest skips", m)
+		}
+		if seen[m] {
+			t.Errorf("ReadMetrics lists %s twice", m)
+		}
+		seen[m] = true
+	}
+}
