@@ -59,7 +59,7 @@ const (
 // their _bucket series), for scrape configurations and their tests.
 var ReadMetrics = []string{
 	MetricGPUUtil, MetricGREngineActive, MetricFBUsed, MetricPowerUsage, MetricTotalEnergy,
-	MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests, MetricKubePodPhase, MetricKubePodInfo,
+	MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests, MetricKubePodInfo, MetricKubePodPhase,
 	MetricKueuePending, MetricKueueWait, MetricPendingGPUs, MetricPendingAge,
 	MetricVLLMRunning, MetricVLLMWaiting, MetricVLLMTokens, MetricVLLMRequests,
 }

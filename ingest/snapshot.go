@@ -57,8 +57,8 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 		return nil, err
 	}
 	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
-		Samples: expand(st.samples.all(), (*heldSample).sample), Pods: expand(st.pods.all(), (*heldPod).pod),
-		Queues: expand(st.queues.all(), (*heldQueue).queue), Ingest: st.p.stats,
+		Samples: each(st.samples.all(), (*heldSample).sample), Pods: each(st.pods.all(), (*heldPod).pod),
+		Queues: each(st.queues.all(), (*heldQueue).queue), Ingest: st.p.stats,
 		MaxMs: st.maxMs, SettleNotBeforeMs: st.settleNotBefore,
 		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), UnwrittenQueues: slices.Clone(st.unwrittenQueues),
 		UnwrittenEps: slices.Clone(st.unwrittenEndpoints), Rejected: make(map[string]uint64)}
@@ -79,9 +79,9 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 	}
 	st.att = att
 	st.sets = labelSets{}
-	st.samples.reset(hold(s.Samples, st.sets.hold), sampleMs)
-	st.pods.reset(hold(s.Pods, st.sets.holdPod), podMs)
-	st.queues.reset(hold(s.Queues, st.sets.holdQueue), queueMs)
+	st.samples.reset(each(s.Samples, st.sets.hold), sampleMs)
+	st.pods.reset(each(s.Pods, st.sets.holdPod), podMs)
+	st.queues.reset(each(s.Queues, st.sets.holdQueue), queueMs)
 	st.p = Parser{stats: s.Ingest}
 	st.maxMs, st.settleNotBefore = s.MaxMs, s.SettleNotBeforeMs
 	st.unwritten, st.unwrittenWls, st.unwrittenQueues, st.unwrittenEndpoints = s.Unwritten, s.UnwrittenWls, s.UnwrittenQueues, s.UnwrittenEps
@@ -244,18 +244,10 @@ func snappyDecodedLen(b []byte) (int, error) {
 	return int(n), nil
 }
 
-// expand gives the buffered items with their labels, for a snapshot.
-func expand[H, T any](held []H, f func(*H) T) []T {
-	out := make([]T, len(held))
-	for i := range held {
-		out[i] = f(&held[i])
-	}
-	return out
-}
-
-// hold buffers a snapshot's items again, their labels interned.
-func hold[T, H any](items []T, f func(*T) H) []H {
-	out := make([]H, len(items))
+// each returns f of every item: the buffered items with their labels for
+// a snapshot, and a snapshot's items buffered again, labels interned.
+func each[A, B any](items []A, f func(*A) B) []B {
+	out := make([]B, len(items))
 	for i := range items {
 		out[i] = f(&items[i])
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,11 +171,13 @@ type PromQueryRange struct {
 // Name is the base URL.
 func (q *PromQueryRange) Name() string { return "prometheus:" + q.BaseURL }
 
-// promMetrics are the metrics queried one by one.
-var promMetrics = []string{MetricGPUUtil, MetricGREngineActive, MetricFBUsed, MetricPowerUsage, MetricTotalEnergy,
-	MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests, MetricKubePodInfo, MetricKubePodPhase + `{phase="Running"}`,
-	MetricKueuePending, MetricKueueWait, MetricPendingGPUs, MetricPendingAge,
-	MetricVLLMRunning, MetricVLLMWaiting, MetricVLLMTokens, MetricVLLMRequests}
+// promMetrics are the metrics queried one by one: what ingest reads, the
+// phase series only where the pod runs.
+var promMetrics = func() []string {
+	ms := slices.Clone(ReadMetrics)
+	ms[slices.Index(ms, MetricKubePodPhase)] += `{phase="Running"}`
+	return ms
+}()
 
 type promResponse struct {
 	Status string `json:"status"`
