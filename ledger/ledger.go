@@ -240,12 +240,7 @@ func (q *Query) DailyRollup() bool {
 // MonthlyRollup says whether a store's monthly rollup answers q: month
 // buckets over whole UTC months.
 func (q *Query) MonthlyRollup() bool {
-	return q.Step == StepMonth && monthStart(q.From) && monthStart(q.To)
-}
-
-func monthStart(t time.Time) bool {
-	t = t.UTC()
-	return t.Equal(time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC))
+	return q.Step == StepMonth && StepMonth.Truncate(q.From).Equal(q.From) && StepMonth.Truncate(q.To).Equal(q.To)
 }
 
 // SQLColumns returns a SQL backend's select and group-by lists for q: the

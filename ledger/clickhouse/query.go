@@ -93,8 +93,8 @@ const rollupSelect = `SELECT {bucket} AS b, cluster, team, namespace, local_queu
 	FROM {t} FINAL WHERE {cond} AND (cluster, hour, version) GLOBAL IN (SELECT cluster, hour, max(version) FROM {t} WHERE {cond} GROUP BY cluster, hour)
 	GROUP BY b, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed`
 
-// The rollups' buckets: a UTC day of ledger_rows' hours, a UTC month of
-// ledger_days' days.
+// The day and month buckets of queries and of the rollups (a UTC day of
+// ledger_rows' hours, a UTC month of ledger_days' days).
 const (
 	dayBucket   = "toStartOfDay(hour)"
 	monthBucket = "toDateTime(toStartOfMonth(hour))"
@@ -109,9 +109,8 @@ const (
 func (s *Store) rollUp(ctx context.Context, rec *record) error {
 	days, months := map[clusterHour]bool{}, map[clusterHour]bool{}
 	add := func(cluster string, h time.Time) {
-		h = h.UTC()
-		days[clusterHour{cluster, h.Truncate(24 * time.Hour)}] = true
-		months[clusterHour{cluster, time.Date(h.Year(), h.Month(), 1, 0, 0, 0, 0, time.UTC)}] = true
+		days[clusterHour{cluster, ledger.StepDay.Truncate(h)}] = true
+		months[clusterHour{cluster, ledger.StepMonth.Truncate(h)}] = true
 	}
 	for _, r := range rec.Rows {
 		add(r.Cluster, r.Hour)
@@ -174,8 +173,8 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	}
 	bucket := map[ledger.Step]string{
 		ledger.StepHour:  "hour",
-		ledger.StepDay:   "toStartOfDay(hour)",
-		ledger.StepMonth: "toDateTime(toStartOfMonth(hour))",
+		ledger.StepDay:   dayBucket,
+		ledger.StepMonth: monthBucket,
 	}[q.Step]
 	cols, groupCols := q.SQLColumns(bucket, "toUInt8(0)")
 	// Month buckets over whole UTC months come from the monthly rollup (a

@@ -171,17 +171,19 @@ const (
 		gpu_seconds REAL NOT NULL, active_gpu_seconds REAL NOT NULL, unmeasured_gpu_seconds REAL NOT NULL,
 		cost_micros INTEGER NOT NULL, idle_cost_micros INTEGER NOT NULL, unmeasured_cost_micros INTEGER NOT NULL,
 		unallocated_cost_micros INTEGER NOT NULL, energy_joules REAL NOT NULL, energy_cost_micros INTEGER NOT NULL`
-	rollupSelect = `hour - hour % 86400, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed,
-		SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros),
+	// The day and month buckets of queries and of the rollups: the start
+	// of the UTC day or month, in Unix seconds.
+	dayStart   = `hour - hour % 86400`
+	monthStart = `CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)`
+	rollupKeys = `cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed`
+	rollupSums = `SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros),
 		SUM(unmeasured_cost_micros), SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)`
-	rollupGroup = `hour - hour % 86400, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed`
+	rollupSelect = dayStart + `, ` + rollupKeys + `, ` + rollupSums
+	rollupGroup  = dayStart + `, ` + rollupKeys
 	// The monthly rollup has the same columns (hour is the start of the
 	// UTC month), made from the daily one.
-	monthStart  = `CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)`
-	monthSelect = monthStart + `, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed,
-		SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros),
-		SUM(unmeasured_cost_micros), SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)`
-	monthGroup = monthStart + `, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed`
+	monthSelect = monthStart + `, ` + rollupKeys + `, ` + rollupSums
+	monthGroup  = monthStart + `, ` + rollupKeys
 )
 
 // Options configures Open.
@@ -363,8 +365,7 @@ func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row, workloads []l
 	days, months := make(map[clusterHour]bool), make(map[clusterHour]bool)
 	for k := range hours {
 		days[clusterHour{k.cluster, k.hour - k.hour%86400}] = true
-		m := time.Unix(k.hour, 0).UTC()
-		months[clusterHour{k.cluster, time.Date(m.Year(), m.Month(), 1, 0, 0, 0, 0, time.UTC).Unix()}] = true
+		months[clusterHour{k.cluster, ledger.StepMonth.Truncate(time.Unix(k.hour, 0)).Unix()}] = true
 	}
 	for d := range days {
 		if err := rollUp(ctx, tx, "ledger_days", rollupSelect+" FROM ledger_rows", rollupGroup, d.cluster, d.hour, d.hour+86400); err != nil {
@@ -648,8 +649,8 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	}
 	bucket := map[ledger.Step]string{
 		ledger.StepHour:  "hour",
-		ledger.StepDay:   "hour - hour % 86400",
-		ledger.StepMonth: "CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)",
+		ledger.StepDay:   dayStart,
+		ledger.StepMonth: monthStart,
 	}[q.Step]
 	cols, groupCols := q.SQLColumns(bucket, "0")
 	where, args := filters(q)

@@ -244,7 +244,7 @@ func Run(t *testing.T, open Opener) {
 		}
 		// Whole days, and whole months (from a monthly rollup, where a
 		// store keeps one).
-		month := time.Date(h0.Year(), h0.Month(), 1, 0, 0, 0, 0, time.UTC)
+		month := ledger.StepMonth.Truncate(h0)
 		for _, span := range [][2]time.Time{{h0.Truncate(24 * time.Hour), h0.Truncate(24 * time.Hour).Add(48 * time.Hour)}, {month, month.AddDate(0, 2, 0)}} {
 			stepsAgree(ctx, t, s, span[0], span[1])
 		}
