@@ -232,6 +232,10 @@ func TestRemoteWriteStatus(t *testing.T) {
 	if code, body := post(t, srv, "x", nil); code != http.StatusBadRequest || !strings.Contains(body, "10 sample(s) accepted; 3 rejected: 2 for settled hours (before 2026-10-01T05:00:00Z), 1 stamped") {
 		t.Errorf("late samples: %d %s, want 400 saying what was kept", code, body)
 	}
+	fi.res = ingest.Result{Accepted: 10, OutOfOrder: 4, SettledUntil: time.Date(2026, 10, 1, 5, 0, 0, 0, time.UTC)}
+	if code, body := post(t, srv, "x", nil); code != http.StatusBadRequest || !strings.Contains(body, "4 out of order") || !strings.Contains(body, "-ingest.reorderWindow") {
+		t.Errorf("out-of-order samples: %d %s, want 400 saying how many and what to change", code, body)
+	}
 	off := New(Options{Store: store})
 	if code, _ := post(t, off, "x", nil); code != http.StatusNotFound {
 		t.Errorf("disabled: %d", code)

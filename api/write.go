@@ -21,13 +21,15 @@ func (e *tooLarge) Error() string {
 }
 
 // rejectedWrite is a request some of whose samples will never be accepted
-// (late, too new): the rest is durable, and the sender must drop the batch
-// (remote write answers 400).
+// (late, too new, out of order): the rest is durable, and the sender must
+// drop the batch (remote write answers 400).
 type rejectedWrite struct{ res ingest.Result }
 
 func (e *rejectedWrite) Error() string {
-	return fmt.Sprintf("%d sample(s) accepted; %d rejected: %d for settled hours (before %s), %d stamped more than the allowed time ahead of the server's clock; drop them (a backfill with gpuledger ingest can still write settled hours)",
-		e.res.Accepted, e.res.Rejected(), e.res.Late, e.res.SettledUntil.Format(time.RFC3339), e.res.TooNew)
+	return fmt.Sprintf("%d sample(s) accepted; %d rejected: %d for settled hours (before %s), %d stamped more than the allowed time ahead of the server's clock, "+
+		"%d out of order (older than a sample of the same device already counted: sent more than -ingest.reorderWindow after it); "+
+		"drop them (a backfill with gpuledger ingest can still write settled hours; a sender that falls behind needs fewer queues or a longer -ingest.reorderWindow)",
+		e.res.Accepted, e.res.Rejected(), e.res.Late, e.res.SettledUntil.Format(time.RFC3339), e.res.TooNew, e.res.OutOfOrder)
 }
 
 // errInflight refuses a body while MaxInflightBytes are being ingested.
@@ -59,8 +61,8 @@ func (l *byteLimiter) release(n int64) {
 
 // remoteWrite answers POST /api/v1/write (Prometheus remote write 1.0:
 // snappy-compressed protobuf). 204 when every sample was taken; 400 when
-// the body will never be accepted or some samples are late or too new (the
-// rest was taken; the sender drops the batch); 413 over the size limit;
+// the body will never be accepted or some samples are late, too new or out
+// of order (the rest was taken; the sender drops the batch); 413 over the size limit;
 // 429 when too much is in flight; 503 only where a retry can succeed (the
 // write-ahead log failing, a shutdown). A 2xx is sent only once the samples
 // are durable.

@@ -365,6 +365,9 @@ func (a *Attributor) Stats() Stats {
 	return s
 }
 
+// Rejections returns how many samples have been rejected for r.
+func (a *Attributor) Rejections(r Reason) uint64 { return a.stats.Rejected[r] }
+
 // Pods returns how many pods the Attributor remembers.
 func (a *Attributor) Pods() int { return len(a.pods) }
 

@@ -91,13 +91,18 @@ type Result struct {
 	Late int
 	// TooNew counts samples stamped more than MaxAhead ahead of the clock.
 	TooNew int
+	// OutOfOrder counts samples older than a sample of the same device
+	// that attribution had already taken: they came more than the reorder
+	// window after it, and are not counted (their device's time is
+	// bridged from its previous sample, so the hour is still charged).
+	OutOfOrder int
 	// SettledUntil is where the settled hours end.
 	SettledUntil time.Time
 }
 
 // Rejected says whether some samples will never be accepted: remote write
 // then answers 4xx, and the sender drops them.
-func (r Result) Rejected() int { return r.Late + r.TooNew }
+func (r Result) Rejected() int { return r.Late + r.TooNew + r.OutOfOrder }
 
 // ErrBusy refuses a request while the reorder window holds MaxBuffered
 // samples: the sender should retry (429).
@@ -150,6 +155,10 @@ type state struct {
 	sets    labelSets
 	// maxMs is the newest sample time accepted.
 	maxMs int64
+	// releasedMs is how far the buffer has been released: never back, so
+	// that what a request adds older than it is released (and, where out
+	// of order, answered) with that request.
+	releasedMs int64
 	// settleNotBefore: no hour is settled by the clock before it (a start
 	// plus SettleAfter), so that senders can deliver their backlog.
 	settleNotBefore int64
@@ -299,7 +308,18 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 		st.count(rec.sender, "too_new", sink.res.TooNew)
 		st.p.stats.TooNew += uint64(sink.res.TooNew)
 		st.order()
+		// Only this request's samples can be out of order here: what was
+		// buffered before is not older than anything attribution has taken,
+		// and is released with them in time order. Those that are were
+		// acknowledged by nobody yet; the answer says so (as Prometheus
+		// answers an out-of-order sample), rather than dropping them after
+		// a 2xx.
+		before := st.att.Rejections(attribution.ReasonOutOfOrder)
 		st.release(min(st.maxMs, rec.nowMs) - window + 1)
+		if n := int(st.att.Rejections(attribution.ReasonOutOfOrder) - before); n > 0 {
+			sink.res.OutOfOrder, sink.res.Accepted = n, sink.res.Accepted-n
+			st.count(rec.sender, "out_of_order", n)
+		}
 		sink.res.SettledUntil = time.UnixMilli(st.att.EmittedUntil()).UTC()
 		return sink.res, err
 	case recTick:
@@ -407,6 +427,8 @@ func (st *state) order() {
 // and ticks release what is at least the reorder window old: without a
 // window, everything, and no sample keeps a reference to its body.)
 func (st *state) release(untilMs int64) {
+	untilMs = max(untilMs, st.releasedMs)
+	st.releasedMs = untilMs
 	for {
 		s, p, q := st.samples.first(), st.pods.first(), st.queues.first()
 		sDue := s != nil && s.TimeMs < untilMs
@@ -615,8 +637,8 @@ func (pl *Pipeline) Exposition(ctx context.Context, sender string, body []byte, 
 func (pl *Pipeline) Scrape(body []byte, scrapeMs int64) error {
 	res, err := pl.Exposition(context.Background(), "replay", body, scrapeMs)
 	if err == nil && res.Rejected() > 0 {
-		err = fmt.Errorf("%d samples of the scrape at %s rejected: %d late, %d too new", res.Rejected(),
-			time.UnixMilli(scrapeMs).UTC().Format(time.RFC3339), res.Late, res.TooNew)
+		err = fmt.Errorf("%d samples of the scrape at %s rejected: %d late, %d too new, %d out of order", res.Rejected(),
+			time.UnixMilli(scrapeMs).UTC().Format(time.RFC3339), res.Late, res.TooNew, res.OutOfOrder)
 	}
 	return err
 }

@@ -497,6 +497,62 @@ func TestPipelineReorders(t *testing.T) {
 	}
 }
 
+// TestPipelineAnswersOutOfOrder holds one request back past the reorder
+// window: its samples reach attribution after later ones of the same
+// devices, so they cannot be counted, and the answer says so (remote write
+// then answers 400) instead of acknowledging samples that are dropped. A
+// request within the window is answered as taken.
+func TestPipelineAnswersOutOfOrder(t *testing.T) {
+	m, scrapes := simScrapes(t, 1)
+	c := &clock{t: simStart}
+	pl, err := NewPipeline(m, attribution.Options{}, openStore(t), PipelineOptions{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(i int) Result {
+		t.Helper()
+		c.Set(scrapes[i].at.Add(time.Second))
+		res, err := pl.RemoteWrite(context.Background(), "vmagent", toRemoteWrite(t, []simScrape{scrapes[i]}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// Scrape 10 comes after 11 (15 s later: within the 30 s window), and
+	// scrape 20 after 21-24 (a minute later: past it).
+	for i := range 30 {
+		var res Result
+		switch i {
+		case 10, 20:
+			continue
+		case 11:
+			if res = send(11); res.Rejected() == 0 {
+				res = send(10)
+			}
+		case 25:
+			if res = send(25); res.Rejected() == 0 {
+				res = send(20)
+				if res.OutOfOrder == 0 || res.Accepted == 0 || res.Late != 0 || res.TooNew != 0 {
+					t.Fatalf("scrape 20 sent after 21-25: %+v; want some out of order, and its pod facts accepted", res)
+				}
+				st := pl.Stats()
+				if got := st.Attribution.Rejected[attribution.ReasonOutOfOrder]; got != uint64(res.OutOfOrder) {
+					t.Errorf("answered %d out of order, attribution rejected %d", res.OutOfOrder, got)
+				}
+				if got := st.Rejected[[2]string{"vmagent", "out_of_order"}]; got != uint64(res.OutOfOrder) {
+					t.Errorf("counted %d out of order for vmagent, want %d", got, res.OutOfOrder)
+				}
+				continue
+			}
+		default:
+			res = send(i)
+		}
+		if res.Rejected() != 0 {
+			t.Fatalf("scrape %d: %+v", i, res)
+		}
+	}
+}
+
 // TestScraper scrapes a fake exporter into a pipeline with a fixed clock,
 // and counts a failing target.
 func TestScraper(t *testing.T) {

@@ -38,6 +38,9 @@ type pipelineSnapshot struct {
 	Queues     []attribution.QueueSample
 	Ingest     Stats
 	MaxMs      int64
+	// ReleasedMs is zero in snapshots of older binaries: the first
+	// release after them sets it.
+	ReleasedMs int64
 	// SettleNotBeforeMs is kept as it was: a restart records a start of
 	// its own.
 	SettleNotBeforeMs int64
@@ -59,7 +62,7 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
 		Samples: each(st.samples.all(), (*heldSample).sample), Pods: each(st.pods.all(), (*heldPod).pod),
 		Queues: each(st.queues.all(), (*heldQueue).queue), Ingest: st.p.stats,
-		MaxMs: st.maxMs, SettleNotBeforeMs: st.settleNotBefore,
+		MaxMs: st.maxMs, ReleasedMs: st.releasedMs, SettleNotBeforeMs: st.settleNotBefore,
 		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), UnwrittenQueues: slices.Clone(st.unwrittenQueues),
 		UnwrittenEps: slices.Clone(st.unwrittenEndpoints), Rejected: make(map[string]uint64)}
 	for k, v := range st.rejected {
@@ -83,7 +86,7 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 	st.pods.reset(each(s.Pods, st.sets.holdPod), podMs)
 	st.queues.reset(each(s.Queues, st.sets.holdQueue), queueMs)
 	st.p = Parser{stats: s.Ingest}
-	st.maxMs, st.settleNotBefore = s.MaxMs, s.SettleNotBeforeMs
+	st.maxMs, st.releasedMs, st.settleNotBefore = s.MaxMs, s.ReleasedMs, s.SettleNotBeforeMs
 	st.unwritten, st.unwrittenWls, st.unwrittenQueues, st.unwrittenEndpoints = s.Unwritten, s.UnwrittenWls, s.UnwrittenQueues, s.UnwrittenEps
 	st.applied = s.Seq
 	st.rejected = make(map[senderReason]uint64, len(s.Rejected))

@@ -196,7 +196,8 @@ func (s *server) waitMetric(ctx context.Context, name string, want float64) erro
 // send posts bodies with senders concurrent senders, each on its own
 // connection, taking the next body as it is free (as vmagent's queues
 // take blocks). A request answered 429 or 503 is sent again after 50 ms,
-// as an agent retries; any other answer but 2xx is an error.
+// as an agent retries; one answered 400 for out-of-order samples is
+// dropped, as an agent drops it; any other answer but 2xx is an error.
 func (s *server) send(ctx context.Context, bodies [][]byte, senders int) (retries int, err error) {
 	next := make(chan []byte)
 	var wg sync.WaitGroup
@@ -240,6 +241,11 @@ func (s *server) post(ctx context.Context, client *http.Client, body []byte, ret
 		resp.Body.Close()
 		switch {
 		case resp.StatusCode/100 == 2:
+			return nil
+		case resp.StatusCode == http.StatusBadRequest && bytes.Contains(msg, []byte(" out of order")):
+			// Samples that came after the reorder window had passed their
+			// devices: the sender drops the batch, as vmagent does, and
+			// measure counts them in the rejected samples.
 			return nil
 		case (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) && attempt < 1000:
 			retried.Add(1)
