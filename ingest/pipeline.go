@@ -159,6 +159,8 @@ type state struct {
 	// that what a request adds older than it is released (and, where out
 	// of order, answered) with that request.
 	releasedMs int64
+	// lastWriteMs is the clock when the last request was applied.
+	lastWriteMs int64
 	// settleNotBefore: no hour is settled by the clock before it (a start
 	// plus SettleAfter), so that senders can deliver their backlog.
 	settleNotBefore int64
@@ -314,6 +316,7 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 		// acknowledged by nobody yet; the answer says so (as Prometheus
 		// answers an out-of-order sample), rather than dropping them after
 		// a 2xx.
+		st.lastWriteMs = rec.nowMs
 		before := st.att.Rejections(attribution.ReasonOutOfOrder)
 		st.release(min(st.maxMs, rec.nowMs) - window + 1)
 		if n := int(st.att.Rejections(attribution.ReasonOutOfOrder) - before); n > 0 {
@@ -323,7 +326,7 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 		sink.res.SettledUntil = time.UnixMilli(st.att.EmittedUntil()).UTC()
 		return sink.res, err
 	case recTick:
-		st.release(rec.nowMs - window + 1)
+		st.release(st.tickFrontier(rec.nowMs, window))
 		if rec.nowMs >= st.settleNotBefore {
 			st.settle(floorHourMs(rec.nowMs - opts.SettleAfter.Milliseconds()))
 		}
@@ -451,6 +454,19 @@ func (st *state) release(untilMs int64) {
 			return
 		}
 	}
+}
+
+// tickFrontier is where a tick at nowMs releases the buffer up to. While
+// requests come (one within the window's length of the clock), the window
+// is in sample time, as a request releases it: a sender catching up on a
+// backlog, its samples far behind the clock, keeps the order the window
+// gives its queues. Once they stop, by the clock: the last samples go to
+// attribution a window after they came.
+func (st *state) tickFrontier(nowMs, windowMs int64) int64 {
+	if nowMs-st.lastWriteMs < windowMs {
+		nowMs = min(nowMs, st.maxMs)
+	}
+	return nowMs - windowMs + 1
 }
 
 func (st *state) buffered() int { return st.samples.len() + st.pods.len() + st.queues.len() }
@@ -708,7 +724,7 @@ func (pl *Pipeline) tick() {
 	now := pl.opts.Now().UnixMilli()
 	pl.mu.Lock()
 	st := &pl.st
-	old := now - pl.opts.ReorderWindow.Milliseconds()
+	old := st.tickFrontier(now, pl.opts.ReorderWindow.Milliseconds())
 	s, p, q := st.samples.first(), st.pods.first(), st.queues.first()
 	due := s != nil && s.TimeMs < old || p != nil && p.TimeMs < old || q != nil && q.TimeMs < old ||
 		now >= st.settleNotBefore && floorHourMs(now-pl.opts.SettleAfter.Milliseconds()) > st.att.EmittedUntil()

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -550,6 +551,51 @@ func TestPipelineAnswersOutOfOrder(t *testing.T) {
 		if res.Rejected() != 0 {
 			t.Fatalf("scrape %d: %+v", i, res)
 		}
+	}
+}
+
+// TestPipelineCatchUpKeepsOrder replays a backlog, its samples far behind
+// the clock, from two queues that swap neighbouring requests, with a tick
+// between any two: the ticks must not release the window by the clock while
+// requests come, or the later request of each pair is out of order. Once
+// they stop, a tick a window later releases what is left.
+func TestPipelineCatchUpKeepsOrder(t *testing.T) {
+	m, scrapes := simScrapes(t, 1)
+	c := &clock{t: simStart.Add(55 * time.Minute)}
+	pl, err := NewPipeline(m, attribution.Options{}, openStore(t), PipelineOptions{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := slices.Clone(scrapes[:40])
+	for i := 0; i+1 < len(order); i += 2 {
+		order[i], order[i+1] = order[i+1], order[i]
+	}
+	for i, sc := range order {
+		c.Set(c.Now().Add(100 * time.Millisecond))
+		res, err := pl.RemoteWrite(context.Background(), "vmagent", toRemoteWrite(t, []simScrape{sc}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Rejected() != 0 {
+			t.Fatalf("request %d (scrape at %s): %+v", i, sc.at, res)
+		}
+		pl.tick()
+	}
+	if n := pl.Stats().Buffered; n == 0 {
+		t.Fatal("nothing buffered after the last request: the test does not test the window")
+	}
+	c.Set(c.Now().Add(29 * time.Second))
+	pl.tick()
+	if n := pl.Stats().Buffered; n == 0 {
+		t.Error("a tick 29 s after the last request released the window")
+	}
+	c.Set(c.Now().Add(time.Second))
+	pl.tick()
+	if n := pl.Stats().Buffered; n != 0 {
+		t.Errorf("%d items still buffered a window after the last request", n)
+	}
+	if st := pl.Stats().Attribution; len(st.Rejected) != 0 {
+		t.Errorf("rejected: %v", st.Rejected)
 	}
 }
 

@@ -41,6 +41,9 @@ type pipelineSnapshot struct {
 	// ReleasedMs is zero in snapshots of older binaries: the first
 	// release after them sets it.
 	ReleasedMs int64
+	// LastWriteMs, zero in older snapshots, releases by the clock at the
+	// first tick.
+	LastWriteMs int64
 	// SettleNotBeforeMs is kept as it was: a restart records a start of
 	// its own.
 	SettleNotBeforeMs int64
@@ -62,7 +65,7 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
 		Samples: each(st.samples.all(), (*heldSample).sample), Pods: each(st.pods.all(), (*heldPod).pod),
 		Queues: each(st.queues.all(), (*heldQueue).queue), Ingest: st.p.stats,
-		MaxMs: st.maxMs, ReleasedMs: st.releasedMs, SettleNotBeforeMs: st.settleNotBefore,
+		MaxMs: st.maxMs, ReleasedMs: st.releasedMs, LastWriteMs: st.lastWriteMs, SettleNotBeforeMs: st.settleNotBefore,
 		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), UnwrittenQueues: slices.Clone(st.unwrittenQueues),
 		UnwrittenEps: slices.Clone(st.unwrittenEndpoints), Rejected: make(map[string]uint64)}
 	for k, v := range st.rejected {
@@ -86,7 +89,7 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 	st.pods.reset(each(s.Pods, st.sets.holdPod), podMs)
 	st.queues.reset(each(s.Queues, st.sets.holdQueue), queueMs)
 	st.p = Parser{stats: s.Ingest}
-	st.maxMs, st.releasedMs, st.settleNotBefore = s.MaxMs, s.ReleasedMs, s.SettleNotBeforeMs
+	st.maxMs, st.releasedMs, st.lastWriteMs, st.settleNotBefore = s.MaxMs, s.ReleasedMs, s.LastWriteMs, s.SettleNotBeforeMs
 	st.unwritten, st.unwrittenWls, st.unwrittenQueues, st.unwrittenEndpoints = s.Unwritten, s.UnwrittenWls, s.UnwrittenQueues, s.UnwrittenEps
 	st.applied = s.Seq
 	st.rejected = make(map[senderReason]uint64, len(s.Rejected))
