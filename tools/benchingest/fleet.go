@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -53,6 +54,38 @@ type fleet struct {
 	series, gpu int
 	// bytes is the compressed size of one scrape.
 	bytes int
+	// pods[n] is the pod on node n, "" for an idle node.
+	pods []string
+}
+
+// lastMs is the newest stamp of scrape s: its last node's, or its pods'.
+func (f *fleet) lastMs(s int) int64 {
+	last := int64(4_321)
+	for n := range f.nodes {
+		last = max(last, int64(n*7919%15_000))
+	}
+	return f.start.UnixMilli() + int64(s)*15_000 + last
+}
+
+// marker is one request of one kube-state-metrics sample stamped ms: the
+// phase of the first busy node's pod. It stands for the next scrape,
+// whose samples move gpuledger's reorder window past the ones before ms
+// less the window; the marker itself stays in the window.
+func (f *fleet) marker(ms int64) []byte {
+	for n, pod := range f.pods {
+		if pod == "" {
+			continue
+		}
+		var one []prompb.TimeSeries
+		for _, ts := range appendPod(nil, n, pod, ms) {
+			if ts.Labels[0].Value == "kube_pod_status_phase" && slices.Contains(ts.Labels, label("phase", "Running")) {
+				one = append(one, ts)
+			}
+		}
+		wr := prompb.WriteRequest{Timeseries: one}
+		return snappy.Encode(nil, wr.MarshalProtobuf(nil))
+	}
+	return nil
 }
 
 // makeFleet builds scrapes scrapes of a fleet of gpus GPUs (eight a
@@ -62,6 +95,7 @@ func makeFleet(gpus, scrapes int, start time.Time, seed uint64) *fleet {
 	rng := rand.New(rand.NewPCG(seed, 17))
 	f := &fleet{gpus: gpus, nodes: gpus / 8, start: start}
 	pods := make([]string, f.nodes)
+	f.pods = pods
 	for n := range pods {
 		if rng.Float64() < 0.7 {
 			pods[n] = fmt.Sprintf("train-%05d-%s-0", n, strconv.FormatUint(rng.Uint64()%1e6, 36))
