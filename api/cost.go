@@ -191,9 +191,16 @@ func (s *Server) workloads(c echo.Context) error {
 	for _, w := range rows {
 		out = append(out, WorkloadPoint{Cluster: w.Cluster, Team: w.Team, Namespace: w.Namespace, Kind: w.Kind, Name: w.Name,
 			GPUHours: w.GPUSeconds / 3600, ActiveGPUHours: w.ActiveGPUSeconds / 3600,
-			IdleGPUHours: (w.GPUSeconds - w.ActiveGPUSeconds - w.UnmeasuredGPUSeconds) / 3600, UnmeasuredGPUHours: w.UnmeasuredGPUSeconds / 3600,
+			IdleGPUHours: idleGPUHours(w), UnmeasuredGPUHours: w.UnmeasuredGPUSeconds / 3600,
 			CostMicros: w.CostMicros, IdleCostMicros: w.IdleCostMicros, UnmeasuredCostMicros: w.UnmeasuredCostMicros,
 			Cost: ledger.FormatMicros(w.CostMicros), IdleCost: ledger.FormatMicros(w.IdleCostMicros), UnmeasuredCost: ledger.FormatMicros(w.UnmeasuredCostMicros)})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"currency": s.opts.Report.Currency, "from": from, "to": to, "workloads": out})
+}
+
+// idleGPUHours is a workload's held GPU time that was neither active nor
+// unmeasured, never below zero: the three are sums of floats, and a fully
+// busy workload's difference can round to a hair under it.
+func idleGPUHours(w ledger.WorkloadRow) float64 {
+	return max(w.GPUSeconds-w.ActiveGPUSeconds-w.UnmeasuredGPUSeconds, 0) / 3600
 }

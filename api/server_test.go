@@ -175,6 +175,17 @@ func TestWorkloads(t *testing.T) {
 	}
 }
 
+func TestIdleGPUHoursNeverNegative(t *testing.T) {
+	// 0.3 - 0.1 - 0.2 is -2.8e-17 in floats: a busy workload is 0 h idle.
+	busy := ledger.WorkloadRow{GPUSeconds: 0.3, ActiveGPUSeconds: 0.1, UnmeasuredGPUSeconds: 0.2}
+	if h := idleGPUHours(busy); h != 0 {
+		t.Errorf("a fully busy workload is %g h idle, want 0", h)
+	}
+	if h := idleGPUHours(ledger.WorkloadRow{GPUSeconds: 7200, ActiveGPUSeconds: 1800, UnmeasuredGPUSeconds: 1800}); h != 1 {
+		t.Errorf("idle %g h, want 1", h)
+	}
+}
+
 type fakeIngest struct {
 	err     error
 	res     ingest.Result
