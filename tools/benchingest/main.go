@@ -15,7 +15,9 @@
 // What is timed: from the first timed request to the moment the server
 // has done all the work for them. For gpuledger that is every request
 // answered 2xx (each fsynced in its write-ahead log before the answer)
-// and nothing left in its reorder window (every sample attributed); for
+// and nothing left in its reorder window but a one-sample marker sent a
+// window after the last scrape, as the next scrape would be (every sample
+// attributed); for
 // VictoriaMetrics, every request answered 2xx and /internal/force_flush
 // returned (the samples are searchable). One scrape is sent untimed first
 // so that both have seen every series.
