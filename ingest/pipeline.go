@@ -31,10 +31,13 @@ type PipelineOptions struct {
 	// bad clock must not settle hours early. Default 2 minutes; less than
 	// SettleAfter.
 	MaxAhead time.Duration
-	// ReorderWindow holds samples this long before attribution sees them,
-	// in time order: requests from several vmagent queues may arrive out
-	// of order by a few seconds, and attribution wants each device's
-	// samples in order. Default 30 s; negative turns it off.
+	// ReorderWindow holds samples this long (of sample time) before
+	// attribution sees them, in time order: requests from several vmagent
+	// queues arrive out of order, by seconds live and by the length of an
+	// outage after one (each queue retries its block at its own time), and
+	// attribution wants each device's samples in order. Default 2 minutes:
+	// a restart of a minute with vmagent's default queues loses nothing;
+	// negative turns it off.
 	ReorderWindow time.Duration
 	// Limits bound one remote-write request.
 	Limits Limits
@@ -60,7 +63,7 @@ func (o PipelineOptions) withDefaults() PipelineOptions {
 		o.MaxAhead = 2 * time.Minute
 	}
 	if o.ReorderWindow == 0 {
-		o.ReorderWindow = 30 * time.Second
+		o.ReorderWindow = 2 * time.Minute
 	}
 	if o.ReorderWindow < 0 {
 		o.ReorderWindow = 0

@@ -519,9 +519,10 @@ func TestPipelineAnswersOutOfOrder(t *testing.T) {
 		}
 		return res
 	}
-	// Scrape 10 comes after 11 (15 s later: within the 30 s window), and
-	// scrape 20 after 21-24 (a minute later: past it).
-	for i := range 30 {
+	// Scrape 10 comes after 11 (15 s later: within the window), and scrape
+	// 20 after those of the window and 30 s more (past it).
+	past := 20 + int(PipelineOptions{}.withDefaults().ReorderWindow/(15*time.Second)) + 2
+	for i := range past + 5 {
 		var res Result
 		switch i {
 		case 10, 20:
@@ -530,11 +531,11 @@ func TestPipelineAnswersOutOfOrder(t *testing.T) {
 			if res = send(11); res.Rejected() == 0 {
 				res = send(10)
 			}
-		case 25:
-			if res = send(25); res.Rejected() == 0 {
+		case past:
+			if res = send(past); res.Rejected() == 0 {
 				res = send(20)
 				if res.OutOfOrder == 0 || res.Accepted == 0 || res.Late != 0 || res.TooNew != 0 {
-					t.Fatalf("scrape 20 sent after 21-25: %+v; want some out of order, and its pod facts accepted", res)
+					t.Fatalf("scrape 20 sent after 21-%d: %+v; want some out of order, and its pod facts accepted", past, res)
 				}
 				st := pl.Stats()
 				if got := st.Attribution.Rejected[attribution.ReasonOutOfOrder]; got != uint64(res.OutOfOrder) {
@@ -584,10 +585,11 @@ func TestPipelineCatchUpKeepsOrder(t *testing.T) {
 	if n := pl.Stats().Buffered; n == 0 {
 		t.Fatal("nothing buffered after the last request: the test does not test the window")
 	}
-	c.Set(c.Now().Add(29 * time.Second))
+	window := PipelineOptions{}.withDefaults().ReorderWindow
+	c.Set(c.Now().Add(window - time.Second))
 	pl.tick()
 	if n := pl.Stats().Buffered; n == 0 {
-		t.Error("a tick 29 s after the last request released the window")
+		t.Errorf("a tick %s after the last request released the window", window-time.Second)
 	}
 	c.Set(c.Now().Add(time.Second))
 	pl.tick()
