@@ -187,7 +187,8 @@ scrape_configs:
 	agentAddr := testenv.FreeAddr(t)
 	// One queue unless the test asks for more: blocks reach gpuledger in
 	// order (the reorder window is tested with several queues in
-	// TestVmagentRemoteWrite and the TestChaosBacklogQueues tests). On a
+	// TestVmagentRemoteWrite, TestChaosBacklogQueues and
+	// TestChaosRestartQueues). On a
 	// fast clock, retries every 100 ms at most a second apart, so a
 	// restart costs seconds of the clock, not minutes.
 	agentArgs := []string{"-httpListenAddr=" + agentAddr,
