@@ -77,25 +77,7 @@ func TestPrometheusQueryRangeFallback(t *testing.T) {
 	if prog.Attribution.Accepted == 0 {
 		t.Fatal("query_range gave no samples")
 	}
-	perTeam := func(s ledger.Store) map[string]int64 {
-		rows, err := s.Query(context.Background(), ledger.Query{From: simStart, To: end, Step: ledger.StepHour, GroupBy: []ledger.Dimension{ledger.DimTeam}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int64{}
-		hours := map[time.Time]int64{}
-		for _, r := range rows {
-			out[r.Team] += r.CostMicros
-			hours[r.Hour] += r.CostMicros
-		}
-		for h, c := range hours {
-			if c != model.HourlyCostMicros() {
-				t.Errorf("hour %s sums to %d, want %d", h, c, model.HourlyCostMicros())
-			}
-		}
-		return out
-	}
-	want, got := perTeam(raw), perTeam(viaProm)
+	want, got := teamCosts(t, raw, model.HourlyCostMicros(), simStart, end), teamCosts(t, viaProm, model.HourlyCostMicros(), simStart, end)
 	for team, w := range want {
 		if w < 1_000_000 {
 			continue
@@ -104,6 +86,28 @@ func TestPrometheusQueryRangeFallback(t *testing.T) {
 			t.Errorf("team %s: %d via query_range, %d raw (%.1f%%)", team, got[team], w, 100*d)
 		}
 	}
+}
+
+// teamCosts sums s's cost per team over [from, to), and checks that each
+// hour sums to the cluster's hourly cost to the micro-unit.
+func teamCosts(t *testing.T, s ledger.Store, hourly int64, from, to time.Time) map[string]int64 {
+	t.Helper()
+	rows, err := s.Query(context.Background(), ledger.Query{From: from, To: to, Step: ledger.StepHour, GroupBy: []ledger.Dimension{ledger.DimTeam}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	hours := map[time.Time]int64{}
+	for _, r := range rows {
+		out[r.Team] += r.CostMicros
+		hours[r.Hour] += r.CostMicros
+	}
+	for h, c := range hours {
+		if c != hourly {
+			t.Errorf("hour %s sums to %d, want %d", h, c, hourly)
+		}
+	}
+	return out
 }
 
 // TestIngestKilledAndRerun runs the gpuledger binary's ingest against a real

@@ -315,13 +315,18 @@ func (c *chaos) check(drop func(attribution.Sample) bool) {
 	c.t.Helper()
 	c.until(c.settled())
 	c.stop()
-	ref := c.reference(drop)
+	c.compare(c.reference(drop), c.live())
+}
+
+// live opens the ledger gpuledger serve wrote, once it has stopped.
+func (c *chaos) live() ledger.Store {
+	c.t.Helper()
 	live, err := embedded.Open(filepath.Join(c.dir, "ledger"), embedded.Options{})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	defer live.Close()
-	c.compare(ref, live)
+	c.t.Cleanup(func() { live.Close() })
+	return live
 }
 
 // settled is when the first hour is settled: chaosSettle after it ends
@@ -538,28 +543,8 @@ func TestChaosBacklogQueues(t *testing.T) {
 	} else {
 		t.Logf("%v samples out of order, all answered 400", answered)
 	}
-	live, err := embedded.Open(filepath.Join(c.dir, "ledger"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer live.Close()
-	perTeam := func(s ledger.Store) map[string]int64 {
-		rows, err := s.Query(context.Background(), ledger.Query{From: chaosStart, To: chaosStart.Add(time.Hour), Step: ledger.StepHour,
-			GroupBy: []ledger.Dimension{ledger.DimTeam}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, sum := map[string]int64{}, int64(0)
-		for _, r := range rows {
-			out[r.Team] += r.CostMicros
-			sum += r.CostMicros
-		}
-		if sum != c.model.HourlyCostMicros() {
-			t.Errorf("the hour sums to %d micro-units, want the cluster's %d", sum, c.model.HourlyCostMicros())
-		}
-		return out
-	}
-	want, got := perTeam(c.reference(nil)), perTeam(live)
+	end := chaosStart.Add(time.Hour)
+	want, got := teamCosts(t, c.reference(nil), c.model.HourlyCostMicros(), chaosStart, end), teamCosts(t, c.live(), c.model.HourlyCostMicros(), chaosStart, end)
 	var moved int64
 	for team, w := range want {
 		moved += max(got[team]-w, w-got[team])
