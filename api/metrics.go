@@ -76,6 +76,7 @@ func (s *Server) PublishStats(ps ingest.PipelineStats) {
 		set(fmt.Sprintf(`gpuledger_remote_write_rejected_samples_total{sender=%q,reason=%q}`, k[0], k[1]), n)
 	}
 	set(`gpuledger_ledger_write_failures_total`, ps.WriteFailures)
+	set(`gpuledger_ingest_shed_samples_total`, ps.Shed)
 	gauge := func(name string, v float64) { s.metrics.GetOrCreateFloatCounter(name).Set(v) }
 	gauge(`gpuledger_ingest_buffered_samples`, float64(ps.Buffered))
 	gauge(`gpuledger_ingest_unwritten_rows`, float64(ps.Unwritten))
@@ -86,4 +87,9 @@ func (s *Server) PublishStats(ps ingest.PipelineStats) {
 		failing = 1
 	}
 	gauge(`gpuledger_wal_failing`, failing)
+	catchingUp := 0.0
+	if ps.CatchingUp {
+		catchingUp = 1
+	}
+	gauge(`gpuledger_ingest_catching_up`, catchingUp)
 }

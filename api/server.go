@@ -68,7 +68,7 @@ type Options struct {
 
 // RemoteWriter takes remote-write bodies from a sender (the token's name).
 // It returns once the body is durable; an *ingest.InputError means the body
-// will never be accepted, ingest.ErrBusy that it may be later.
+// will never be accepted; any other error that it may be later.
 type RemoteWriter interface {
 	RemoteWrite(ctx context.Context, sender string, body []byte) (ingest.Result, error)
 }
@@ -200,7 +200,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		code, msg = http.StatusNotFound, nd.Error()
 	case errors.As(err, &tl):
 		code, msg = http.StatusRequestEntityTooLarge, tl.Error()
-	case errors.Is(err, ingest.ErrBusy) || errors.Is(err, errInflight):
+	case errors.Is(err, errInflight):
 		c.Response().Header().Set("Retry-After", "5")
 		code, msg = http.StatusTooManyRequests, err.Error()
 	case errors.As(err, &he):

@@ -234,7 +234,7 @@ func TestRemoteWriteStatus(t *testing.T) {
 	if code, _ := post(t, srv, "x", nil); code != http.StatusServiceUnavailable {
 		t.Errorf("log failure: %d, want 503 so that the sender retries", code)
 	}
-	fi.err = ingest.ErrBusy
+	fi.err = errInflight
 	if code, body := post(t, srv, "x", nil); code != http.StatusTooManyRequests || !strings.Contains(body, "retry") {
 		t.Errorf("busy: %d %s, want 429", code, body)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -35,14 +36,26 @@ type PipelineOptions struct {
 	// attribution sees them, in time order: requests from several vmagent
 	// queues arrive out of order, by seconds live and by the length of an
 	// outage after one (each queue retries its block at its own time), and
-	// attribution wants each device's samples in order. Default 2 minutes:
-	// a restart of a minute with vmagent's default queues loses nothing;
-	// negative turns it off.
+	// attribution wants each device's samples in order. Default 2 minutes;
+	// negative turns it off. Once requests stop for this long, ticks
+	// release by the clock, CatchUpWindow behind it.
 	ReorderWindow time.Duration
+	// CatchUpWindow is the reorder window while a backlog comes in: from a
+	// request whose newest sample is more than ReorderWindow behind the
+	// clock until ReorderWindow after the last such request. After an
+	// outage each vmagent queue holds the block it was sending when the
+	// outage began and retries it at its own time, up to its
+	// -remoteWrite.retryMaxInterval (1 minute) later than the others, while
+	// the others deliver the backlog: those blocks are then as old as the
+	// outage is long. Default 10 minutes (an outage that long loses
+	// nothing, within MaxBuffered). Negative: ReorderWindow always.
+	CatchUpWindow time.Duration
 	// Limits bound one remote-write request.
 	Limits Limits
 	// MaxBuffered bounds the samples and pod facts waiting in the reorder
-	// window; a request past it is refused with ErrBusy. Default 5,000,000.
+	// window: past it, the oldest are put in order before their window has
+	// passed (counted in Stats' Shed), rather than the request refused.
+	// Default 5,000,000.
 	MaxBuffered int
 	// SnapshotEvery is how often the state is saved so that the log can be
 	// cut; default 1 minute. It is also saved after each hour written.
@@ -67,6 +80,12 @@ func (o PipelineOptions) withDefaults() PipelineOptions {
 	}
 	if o.ReorderWindow < 0 {
 		o.ReorderWindow = 0
+	}
+	if o.CatchUpWindow == 0 {
+		o.CatchUpWindow = 10 * time.Minute
+	}
+	if o.CatchUpWindow < o.ReorderWindow {
+		o.CatchUpWindow = o.ReorderWindow
 	}
 	if o.MaxBuffered <= 0 {
 		o.MaxBuffered = 5_000_000
@@ -106,10 +125,6 @@ type Result struct {
 // Rejected says whether some samples will never be accepted: remote write
 // then answers 4xx, and the sender drops them.
 func (r Result) Rejected() int { return r.Late + r.TooNew + r.OutOfOrder }
-
-// ErrBusy refuses a request while the reorder window holds MaxBuffered
-// samples: the sender should retry (429).
-var ErrBusy = errors.New("the reorder buffer is full; retry in a few seconds")
 
 // Pipeline is live ingestion: remote-write requests and scrapes go in,
 // hours come out into the ledger once they are settled. Every request is
@@ -164,6 +179,13 @@ type state struct {
 	releasedMs int64
 	// lastWriteMs is the clock when the last request was applied.
 	lastWriteMs int64
+	// catchUpUntilMs is the clock until which the window is the catch-up
+	// window: a window past the last request that came behind the clock by
+	// more than the reorder window.
+	catchUpUntilMs int64
+	// shed counts samples and pod facts released before their window had
+	// passed, because the buffer held MaxBuffered.
+	shed uint64
 	// settleNotBefore: no hour is settled by the clock before it (a start
 	// plus SettleAfter), so that senders can deliver their backlog.
 	settleNotBefore int64
@@ -320,8 +342,13 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 		// answers an out-of-order sample), rather than dropping them after
 		// a 2xx.
 		st.lastWriteMs = rec.nowMs
+		if sink.newestMs != 0 && window > 0 && sink.newestMs < rec.nowMs-window {
+			st.catchUpUntilMs = rec.nowMs + window
+		}
+		window = st.window(rec.nowMs, opts)
 		before := st.att.Rejections(attribution.ReasonOutOfOrder)
 		st.release(min(st.maxMs, rec.nowMs) - window + 1)
+		st.bound(opts.MaxBuffered)
 		if n := int(st.att.Rejections(attribution.ReasonOutOfOrder) - before); n > 0 {
 			sink.res.OutOfOrder, sink.res.Accepted = n, sink.res.Accepted-n
 			st.count(rec.sender, "out_of_order", n)
@@ -329,7 +356,7 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 		sink.res.SettledUntil = time.UnixMilli(st.att.EmittedUntil()).UTC()
 		return sink.res, err
 	case recTick:
-		st.release(st.tickFrontier(rec.nowMs, window))
+		st.release(st.tickFrontier(rec.nowMs, opts))
 		if rec.nowMs >= st.settleNotBefore {
 			st.settle(floorHourMs(rec.nowMs - opts.SettleAfter.Milliseconds()))
 		}
@@ -372,12 +399,45 @@ func (st *state) keep(rows []ledger.Row, wls []ledger.WorkloadRow) {
 
 func floorHourMs(ms int64) int64 { return time.UnixMilli(ms).UTC().Truncate(time.Hour).UnixMilli() }
 
+// window is the reorder window at the clock nowMs, in milliseconds: the
+// catch-up window while a backlog comes in, else the reorder window.
+func (st *state) window(nowMs int64, opts PipelineOptions) int64 {
+	if nowMs < st.catchUpUntilMs {
+		return opts.CatchUpWindow.Milliseconds()
+	}
+	return opts.ReorderWindow.Milliseconds()
+}
+
+// bound releases the oldest of the buffer, whatever the window, until it
+// holds at most limit samples and pod facts: a backlog longer than the
+// buffer can hold is put in order as far as it can be, not refused.
+func (st *state) bound(limit int) {
+	for n := st.buffered(); n > limit; {
+		oldest := int64(math.MaxInt64)
+		if s := st.samples.first(); s != nil {
+			oldest = s.TimeMs
+		}
+		if p := st.pods.first(); p != nil {
+			oldest = min(oldest, p.TimeMs)
+		}
+		if q := st.queues.first(); q != nil {
+			oldest = min(oldest, q.TimeMs)
+		}
+		st.release(oldest + 1)
+		m := st.buffered()
+		st.shed += uint64(n - m)
+		n = m
+	}
+}
+
 // bufferSink puts a request's samples in the reorder buffer, less those
 // too new (past limitMs) or late (before lateMs, in settled hours).
 type bufferSink struct {
 	st              *state
 	limitMs, lateMs int64
-	res             Result
+	// newestMs is the newest sample or pod fact taken (0: none).
+	newestMs int64
+	res      Result
 }
 
 func (b *bufferSink) Add(s *attribution.Sample) {
@@ -398,6 +458,7 @@ func (b *bufferSink) admit(ms int64) bool {
 		return false
 	}
 	b.res.Accepted++
+	b.newestMs = max(b.newestMs, ms)
 	b.st.maxMs = max(b.st.maxMs, ms)
 	return true
 }
@@ -409,6 +470,7 @@ func (b *bufferSink) AddPod(p attribution.PodInfo) {
 		return
 	}
 	b.res.Accepted++
+	b.newestMs = max(b.newestMs, p.TimeMs)
 	b.st.maxMs = max(b.st.maxMs, p.TimeMs)
 	b.st.pods.pending = append(b.st.pods.pending, b.st.sets.holdPod(&p))
 }
@@ -460,16 +522,18 @@ func (st *state) release(untilMs int64) {
 }
 
 // tickFrontier is where a tick at nowMs releases the buffer up to. While
-// requests come (one within the window's length of the clock), the window
-// is in sample time, as a request releases it: a sender catching up on a
-// backlog, its samples far behind the clock, keeps the order the window
-// gives its queues. Once they stop, by the clock: the last samples go to
-// attribution a window after they came.
-func (st *state) tickFrontier(nowMs, windowMs int64) int64 {
-	if nowMs-st.lastWriteMs < windowMs {
-		nowMs = min(nowMs, st.maxMs)
+// requests come (one within the reorder window's length of the clock), the
+// window is in sample time, as a request releases it: a sender catching up
+// on a backlog, its samples far behind the clock, keeps the order the
+// window gives its queues. Once they stop, by the clock, a catch-up window
+// behind it: silence is an outage as often as the end of a feed (and a
+// restart begins with one), and the blocks vmagent's queues held through
+// it come back as old as it was long.
+func (st *state) tickFrontier(nowMs int64, opts PipelineOptions) int64 {
+	if nowMs-st.lastWriteMs < opts.ReorderWindow.Milliseconds() {
+		return min(nowMs, st.maxMs) - st.window(nowMs, opts) + 1
 	}
-	return nowMs - windowMs + 1
+	return nowMs - opts.CatchUpWindow.Milliseconds() + 1
 }
 
 func (st *state) buffered() int { return st.samples.len() + st.pods.len() + st.queues.len() }
@@ -639,8 +703,8 @@ func decodeForBuffer(body []byte, limits Limits) *RemoteWrite {
 
 // RemoteWrite ingests one remote-write body from sender (a token's name,
 // for the per-sender counters). It returns once the body is durable and
-// applied. An *InputError means the body will never be accepted; ErrBusy
-// and a log error that a retry may pass.
+// applied. An *InputError means the body will never be accepted; a log
+// error that a retry may pass.
 func (pl *Pipeline) RemoteWrite(ctx context.Context, sender string, body []byte) (Result, error) {
 	return pl.submit(ctx, record{kind: recRemoteWrite, sender: sender, body: body})
 }
@@ -665,12 +729,6 @@ func (pl *Pipeline) Scrape(body []byte, scrapeMs int64) error {
 func (pl *Pipeline) submit(ctx context.Context, rec record) (Result, error) {
 	if err := precheck(rec, pl.opts.Limits); err != nil {
 		return Result{}, err
-	}
-	pl.mu.Lock()
-	busy := pl.st.buffered() >= pl.opts.MaxBuffered
-	pl.mu.Unlock()
-	if busy {
-		return Result{}, ErrBusy
 	}
 	if rec.kind == recRemoteWrite {
 		// Decode here, in the request's goroutine: requests decode in
@@ -727,7 +785,7 @@ func (pl *Pipeline) tick() {
 	now := pl.opts.Now().UnixMilli()
 	pl.mu.Lock()
 	st := &pl.st
-	old := st.tickFrontier(now, pl.opts.ReorderWindow.Milliseconds())
+	old := st.tickFrontier(now, pl.opts)
 	s, p, q := st.samples.first(), st.pods.first(), st.queues.first()
 	due := s != nil && s.TimeMs < old || p != nil && p.TimeMs < old || q != nil && q.TimeMs < old ||
 		now >= st.settleNotBefore && floorHourMs(now-pl.opts.SettleAfter.Milliseconds()) > st.att.EmittedUntil()
@@ -898,6 +956,12 @@ type PipelineStats struct {
 	Rejected map[[2]string]uint64
 	// Buffered is what waits in the reorder window.
 	Buffered int
+	// Shed counts samples and pod facts put in order early, before their
+	// window had passed, because the buffer held MaxBuffered.
+	Shed uint64
+	// CatchingUp is set while a backlog comes in: the window is
+	// CatchUpWindow.
+	CatchingUp bool
 	// Unwritten is how many ledger rows wait to be written.
 	Unwritten int
 	// Pods is how many pods attribution remembers.
@@ -916,7 +980,7 @@ func (pl *Pipeline) Stats() PipelineStats {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	s := PipelineStats{Ingest: pl.st.p.Stats(), Attribution: pl.st.att.Stats(), Rejected: make(map[[2]string]uint64, len(pl.st.rejected)),
-		Buffered: pl.st.buffered(), Unwritten: len(pl.st.unwritten), Pods: pl.st.att.Pods(),
+		Buffered: pl.st.buffered(), Shed: pl.st.shed, CatchingUp: pl.opts.Now().UnixMilli() < pl.st.catchUpUntilMs, Unwritten: len(pl.st.unwritten), Pods: pl.st.att.Pods(),
 		SettledUntil: time.UnixMilli(pl.st.att.EmittedUntil()).UTC(), WriteFailures: pl.writeFail, LogFailing: logFailing}
 	for k, v := range pl.st.rejected {
 		s.Rejected[[2]string{k.sender, k.reason}] = v

@@ -372,23 +372,34 @@ func TestPipelineBounds(t *testing.T) {
 	m, scrapes := simScrapes(t, 1)
 	l := newLive(t, m, openStore(t), "", simStart)
 	l.opts.Limits.MaxSeries = 100
-	l.opts.MaxBuffered = 2000
 	l.open()
 	_, err := l.pl.RemoteWrite(context.Background(), "vmagent", toRemoteWrite(t, scrapes[:1]))
 	var ie *InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "the limit is 100") {
 		t.Errorf("a request over the series limit: %v", err)
 	}
-	l.opts.Limits.MaxSeries = 0
+
+	// A window that would hold more than MaxBuffered: the oldest are put
+	// in order early, nothing is refused, and, the scrapes coming in
+	// order, the ledger is the one the whole window gives.
+	ref := newLive(t, m, openStore(t), "", simStart)
+	feedLive(ref, scrapes, nil)
+	want, _ := ledgertest.Dump(t, ref.store, simStart, simStart.Add(time.Hour))
+	const maxBuffered = 2000
+	l = newLive(t, m, openStore(t), "", simStart)
+	l.opts.MaxBuffered = maxBuffered
 	l.open()
-	l.clock.Set(scrapes[0].at) // the clock stands: the window holds all
-	for _, sc := range scrapes[:50] {
-		if _, err = l.pl.RemoteWrite(context.Background(), "vmagent", toRemoteWrite(t, []simScrape{sc})); err != nil {
-			break
+	feedLive(l, scrapes, func(int) {
+		if n := l.pl.Stats().Buffered; n > maxBuffered {
+			t.Fatalf("%d samples buffered, MaxBuffered is %d", n, maxBuffered)
 		}
+	})
+	if shed := l.pl.Stats().Shed; shed == 0 {
+		t.Errorf("nothing was put in order early with MaxBuffered %d: the test needs a smaller bound", maxBuffered)
 	}
-	if !errors.Is(err, ErrBusy) {
-		t.Errorf("past MaxBuffered: %v; want ErrBusy", err)
+	got, _ := ledgertest.Dump(t, l.store, simStart, simStart.Add(time.Hour))
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ledger with a bounded buffer (-whole window +bounded):\n%s", diff)
 	}
 
 	// 5,000 pods reported once; the pipeline remembers at most 1,000 of
@@ -552,6 +563,66 @@ func TestPipelineAnswersOutOfOrder(t *testing.T) {
 		if res.Rejected() != 0 {
 			t.Fatalf("scrape %d: %+v", i, res)
 		}
+	}
+}
+
+// TestPipelineOutageHeldBlock: vmagent with several queues after 5 minutes
+// down, more than the reorder window: the queues deliver the backlog while
+// one retries the block it held when the outage began, after the others.
+// The catch-up window keeps that block in order, through the restart's
+// first tick (before any request) and a crash between the backlog and the
+// block: nothing is refused, and the ledger is the uninterrupted run's. With the reorder window only, the block is out of
+// order.
+func TestPipelineOutageHeldBlock(t *testing.T) {
+	m, scrapes := simScrapes(t, 1)
+	end := simStart.Add(time.Hour)
+	ref := newLive(t, m, openStore(t), t.TempDir(), simStart)
+	feedLive(ref, scrapes, nil)
+	want, _ := ledgertest.Dump(t, ref.store, simStart, end)
+
+	const held, outage = 100, 20 // scrape 100 held; 20 scrapes are 5 minutes
+	run := func(catchUp time.Duration) (*live, Result) {
+		l := newLive(t, m, openStore(t), t.TempDir(), simStart)
+		l.opts.CatchUpWindow = catchUp
+		l.open()
+		feed(l, scrapes[:held], nil)
+		l.crash()
+		back := scrapes[held+outage].at
+		l.settleAt(back) // the restart's first tick comes before any request
+		for i, sc := range scrapes[held+1 : held+outage+1] {
+			l.clock.Set(back.Add(time.Duration(i) * 100 * time.Millisecond))
+			res, err := l.pl.RemoteWrite(context.Background(), "vmagent", toRemoteWrite(t, []simScrape{sc}))
+			if err != nil || res.Rejected() != 0 {
+				t.Fatalf("backlog scrape %d: %+v, %v", held+1+i, res, err)
+			}
+		}
+		l.crash()
+		l.clock.Set(back.Add(14 * time.Second))
+		res, err := l.pl.RemoteWrite(context.Background(), "vmagent", toRemoteWrite(t, []simScrape{scrapes[held]}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, res
+	}
+
+	l, res := run(0)
+	if res.Rejected() != 0 {
+		t.Fatalf("the held block, after the backlog: %+v; want all of it taken", res)
+	}
+	if !l.pl.Stats().CatchingUp {
+		t.Error("not catching up after the backlog")
+	}
+	feedLive(l, scrapes[held+outage+1:], nil)
+	got, _ := ledgertest.Dump(t, l.store, simStart, end)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ledger after the outage (-uninterrupted +got):\n%s", diff)
+	}
+	if st := l.pl.Stats(); st.CatchingUp || st.Shed != 0 || len(st.Attribution.Rejected) != 0 {
+		t.Errorf("after the catch-up: catching up %v, shed %d, rejected %v", st.CatchingUp, st.Shed, st.Attribution.Rejected)
+	}
+
+	if _, res := run(-1); res.OutOfOrder == 0 {
+		t.Errorf("with the reorder window only, the held block: %+v; want samples out of order (the test does not test the catch-up window)", res)
 	}
 }
 

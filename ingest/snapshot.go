@@ -44,6 +44,12 @@ type pipelineSnapshot struct {
 	// LastWriteMs, zero in older snapshots, releases by the clock at the
 	// first tick.
 	LastWriteMs int64
+	// CatchUpUntilMs, zero in older snapshots, keeps the catch-up window
+	// of a backlog that was coming in.
+	CatchUpUntilMs int64
+	// Shed, zero in older snapshots, counts what the buffer's bound
+	// released early.
+	Shed uint64
 	// SettleNotBeforeMs is kept as it was: a restart records a start of
 	// its own.
 	SettleNotBeforeMs int64
@@ -65,7 +71,7 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
 		Samples: each(st.samples.all(), (*heldSample).sample), Pods: each(st.pods.all(), (*heldPod).pod),
 		Queues: each(st.queues.all(), (*heldQueue).queue), Ingest: st.p.stats,
-		MaxMs: st.maxMs, ReleasedMs: st.releasedMs, LastWriteMs: st.lastWriteMs, SettleNotBeforeMs: st.settleNotBefore,
+		MaxMs: st.maxMs, ReleasedMs: st.releasedMs, LastWriteMs: st.lastWriteMs, CatchUpUntilMs: st.catchUpUntilMs, Shed: st.shed, SettleNotBeforeMs: st.settleNotBefore,
 		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), UnwrittenQueues: slices.Clone(st.unwrittenQueues),
 		UnwrittenEps: slices.Clone(st.unwrittenEndpoints), Rejected: make(map[string]uint64)}
 	for k, v := range st.rejected {
@@ -90,6 +96,7 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 	st.queues.reset(each(s.Queues, st.sets.holdQueue), queueMs)
 	st.p = Parser{stats: s.Ingest}
 	st.maxMs, st.releasedMs, st.lastWriteMs, st.settleNotBefore = s.MaxMs, s.ReleasedMs, s.LastWriteMs, s.SettleNotBeforeMs
+	st.catchUpUntilMs, st.shed = s.CatchUpUntilMs, s.Shed
 	st.unwritten, st.unwrittenWls, st.unwrittenQueues, st.unwrittenEndpoints = s.Unwritten, s.UnwrittenWls, s.UnwrittenQueues, s.UnwrittenEps
 	st.applied = s.Seq
 	st.rejected = make(map[senderReason]uint64, len(s.Rejected))
