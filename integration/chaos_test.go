@@ -519,14 +519,11 @@ func TestChaosBacklog(t *testing.T) {
 // queues (its default on 2 cores). Its queues retry their blocks at
 // their own times after the restart, up to a second apart: 30 s of this
 // clock, while the others deliver the backlog far faster than real time,
-// so a queue's block can come more than the reorder window after later
-// samples of the same devices. Those samples cannot be counted (attribution
-// takes each device's samples in order): what this test holds is that they
-// are answered 400 and counted, never acknowledged and dropped, that the
-// hour still reconciles to the micro-unit, and that no team's cost moves
-// more than 1% from the file's. With one queue (TestChaosBacklog) the
-// ledger is the file's bit for bit, which is why deploy/scrape/vmagent.yml
-// says -remoteWrite.queues=1.
+// so a queue's block comes minutes of sample time after later samples of
+// the same devices. The catch-up window puts them in order: nothing is out
+// of order or put in order early, and the ledger is the file's bit for
+// bit. (With the reorder window alone, 1,180 to 2,360 samples were answered
+// 400 in each run, and teams' costs moved.)
 func TestChaosBacklogQueues(t *testing.T) {
 	c := newChaosWith(t, 65, "", 4, chaosSpeed)
 	c.until(chaosStart.Add(40 * time.Minute))
@@ -536,53 +533,54 @@ func TestChaosBacklogQueues(t *testing.T) {
 	c.until(c.settled())
 	counted := metricSums(t, "http://"+c.addr+"/metrics", "chaos-viewer",
 		`gpuledger_ingest_rejected_samples_total{reason="out_of_order"}`,
-		`gpuledger_remote_write_rejected_samples_total{sender="vmagent",reason="out_of_order"}`)
+		`gpuledger_remote_write_rejected_samples_total{sender="vmagent",reason="out_of_order"}`,
+		`gpuledger_ingest_shed_samples_total`)
 	c.stop()
-	if attributed, answered := counted[0], counted[1]; attributed != answered {
-		t.Errorf("attribution refused %v samples as out of order, and %v were answered 400: the rest were acknowledged and dropped", attributed, answered)
-	} else {
-		t.Logf("%v samples out of order, all answered 400", answered)
+	if counted[0] != 0 || counted[1] != 0 || counted[2] != 0 {
+		t.Errorf("6 minutes down with 4 queues: %v samples out of order (%v answered 400), %v put in order early", counted[0], counted[1], counted[2])
 	}
-	end := chaosStart.Add(time.Hour)
-	want, got := teamCosts(t, c.reference(nil), c.model.HourlyCostMicros(), chaosStart, end), teamCosts(t, c.live(), c.model.HourlyCostMicros(), chaosStart, end)
-	var moved int64
-	for team, w := range want {
-		moved += max(got[team]-w, w-got[team])
-		if d := float64(got[team]-w) / float64(w); w >= 1_000_000 && (d > 0.01 || d < -0.01) {
-			t.Errorf("team %s: %d live, %d from the file (%.2f%%)", team, got[team], w, 100*d)
-		}
-	}
-	t.Logf("%d micro-units of the hour's %d moved between teams (counted on both sides)", moved, c.model.HourlyCostMicros())
+	c.compare(c.reference(nil), c.live())
 }
 
-// TestChaosRestartQueues restarts gpuledger after a minute down, at real
+// TestChaosRestartQueues restarts gpuledger after 3 minutes down, at real
 // time, with vmagent's default queues (4 here), flush and retry intervals:
-// the queues' blocks from the outage come back at their own retry times,
-// a minute and more behind the others' newest samples. The default
-// reorder window (2 minutes) takes them in order: nothing is out of
-// order. (With a 30-second window the same restart had 1,180 samples
-// answered 400; a 3-minute outage has them either way, and
-// TestChaosBacklogQueues holds what happens to them.) It reads the
-// counters, not the hour's ledger: at real time the hour would take an
+// the queues' blocks from the outage come back at their own retry times (up
+// to a minute apart), 3 minutes and more behind the others' newest
+// samples. The catch-up window (10 minutes while a backlog comes in) takes
+// them in order: once the catch-up is over and the window has moved past
+// the outage, nothing was out of order. (With the reorder window alone,
+// 2 minutes, the same restart had 1,180 samples answered 400.) It reads
+// the counters, not the hour's ledger: at real time the hour would take an
 // hour to settle.
 func TestChaosRestartQueues(t *testing.T) {
 	c := newChaosWith(t, 65, "", 4, 1)
 	down := chaosStart.Add(chaosFrom + 90*time.Second)
 	c.until(down)
 	c.kill()
-	c.until(down.Add(time.Minute))
+	back := down.Add(3 * time.Minute)
+	c.until(back)
 	c.start()
-	c.until(down.Add(time.Minute + 90*time.Second))
-	counted := metricSums(t, "http://"+c.addr+"/metrics", "chaos-viewer",
+	metrics := "http://" + c.addr + "/metrics"
+	c.until(back.Add(30 * time.Second))
+	if up := metricSums(t, metrics, "chaos-viewer", `gpuledger_ingest_catching_up`); up[0] != 1 {
+		t.Errorf("not catching up 30 s after the restart")
+	}
+	// The catch-up ends a reorder window after the last request behind the
+	// clock (the queues' retries, a minute at most), and the next request
+	// releases past the outage.
+	c.until(back.Add(4 * time.Minute))
+	counted := metricSums(t, metrics, "chaos-viewer",
 		`gpuledger_ingest_rejected_samples_total{reason="out_of_order"}`,
 		`gpuledger_remote_write_rejected_samples_total{sender="vmagent",reason="out_of_order"}`,
-		`gpuledger_attribution_samples_total`)
+		`gpuledger_attribution_samples_total`,
+		`gpuledger_ingest_shed_samples_total`,
+		`gpuledger_ingest_catching_up`)
 	c.stop()
-	if counted[2] == 0 {
-		t.Fatalf("no sample was attributed; gpuledger's log:\n%s", tail(c.log(), 3000))
+	if counted[2] == 0 || counted[4] != 0 {
+		t.Fatalf("%v samples attributed, catching up %v, 4 minutes after the restart; gpuledger's log:\n%s", counted[2], counted[4], tail(c.log(), 3000))
 	}
-	if counted[0] != 0 || counted[1] != 0 {
-		t.Errorf("a minute's restart with 4 queues: %v samples out of order (%v answered 400) of %v attributed", counted[0], counted[1], counted[2])
+	if counted[0] != 0 || counted[1] != 0 || counted[3] != 0 {
+		t.Errorf("3 minutes down with 4 queues: %v samples out of order (%v answered 400) of %v attributed, %v put in order early", counted[0], counted[1], counted[2], counted[3])
 	}
 }
 
