@@ -59,6 +59,7 @@ type options struct {
 	systems          []string
 	profile          int  // seconds of gpuledger's CPU profile to take while timed; 0 for none
 	heapProfile      bool // save gpuledger's heap profile once the timed phase is drained
+	catchUp          bool // keep serve's catch-up window
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -85,6 +86,7 @@ Flags:`)
 	fs.IntVar(&o.reps, "reps", 3, "repetitions of each measurement (the systems alternate within each, the first one changing from one to the next)")
 	fs.IntVar(&o.scrapes, "scrapes", 8, "timed scrapes (15 s apart) after the untimed first one; use 32 at 10,000 GPUs or fewer, so that a run lasts seconds")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the fleet: which nodes run pods, the values")
+	fs.BoolVar(&o.catchUp, "catchUp", false, "keep gpuledger serve's catch-up window (10 minutes): the fleet's scrapes are all behind the server's clock, a backlog, so it holds them all, and the drain waits 2 minutes for the catch-up to end; for its memory, not its rate (without it, the window is the reorder window, as in a live feed)")
 	fs.BoolVar(&o.heapProfile, "heapProfile", false, "save gpuledger's heap profile (/debug/pprof/heap, what is in use once the timed phase is drained) into -out")
 	fs.IntVar(&o.profile, "profileSeconds", 0, "take a CPU profile of gpuledger for this many seconds from the start of each timed phase, into -out (/debug/pprof/profile)")
 	fs.StringVar(&o.out, "out", "gpuledger-bench/ingest", "folder for runs.csv and the servers' logs")
