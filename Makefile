@@ -5,6 +5,9 @@ GO      ?= go
 PKGS    ?= ./...
 RUNARGS ?=
 FUZZTIME ?= 10s
+# How long the fuzzer may shrink each new interesting input (Go's default,
+# a minute, stalls FuzzDecodeRemoteWrite for minutes at a time).
+FUZZMINIMIZE ?= 5s
 
 .PHONY: run build static test bench bench-ingest policy-eval sim-to-real lint fuzz clean
 
@@ -73,20 +76,20 @@ lint:
 
 # Runs each fuzz target for FUZZTIME.
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzParseMicros -fuzztime=$(FUZZTIME) ./ledger
-	$(GO) test -run='^$$' -fuzz=FuzzHistogramJSON -fuzztime=$(FUZZTIME) ./ledger
-	$(GO) test -run='^$$' -fuzz=FuzzGapsJSON -fuzztime=$(FUZZTIME) ./ledger
-	$(GO) test -run='^$$' -fuzz=FuzzSplit -fuzztime=$(FUZZTIME) ./attribution
-	$(GO) test -run='^$$' -fuzz=FuzzAttribution -fuzztime=$(FUZZTIME) ./attribution
-	$(GO) test -run='^$$' -fuzz='FuzzParse$$' -fuzztime=$(FUZZTIME) ./config
-	$(GO) test -run='^$$' -fuzz=FuzzParseReplay -fuzztime=$(FUZZTIME) ./config
-	$(GO) test -run='^$$' -fuzz=FuzzParseExposition -fuzztime=$(FUZZTIME) ./ingest
-	$(GO) test -run='^$$' -fuzz=FuzzParseRemoteWrite -fuzztime=$(FUZZTIME) ./ingest
-	$(GO) test -run='^$$' -fuzz=FuzzDecodeRemoteWrite -fuzztime=$(FUZZTIME) ./ingest
-	$(GO) test -run='^$$' -fuzz=FuzzParseExportLines -fuzztime=$(FUZZTIME) ./ingest
-	$(GO) test -run='^$$' -fuzz=FuzzParseServeGen -fuzztime=$(FUZZTIME) ./capacity
-	$(GO) test -run='^$$' -fuzz=FuzzAdmit -fuzztime=$(FUZZTIME) ./admission
-	$(GO) test -run='^$$' -fuzz=FuzzSummarise -fuzztime=$(FUZZTIME) ./tools/testsummary
+	$(GO) test -run='^$$' -fuzz=FuzzParseMicros -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ledger
+	$(GO) test -run='^$$' -fuzz=FuzzHistogramJSON -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ledger
+	$(GO) test -run='^$$' -fuzz=FuzzGapsJSON -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ledger
+	$(GO) test -run='^$$' -fuzz=FuzzSplit -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./attribution
+	$(GO) test -run='^$$' -fuzz=FuzzAttribution -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./attribution
+	$(GO) test -run='^$$' -fuzz='FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./config
+	$(GO) test -run='^$$' -fuzz=FuzzParseReplay -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./config
+	$(GO) test -run='^$$' -fuzz=FuzzParseExposition -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
+	$(GO) test -run='^$$' -fuzz=FuzzParseRemoteWrite -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeRemoteWrite -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
+	$(GO) test -run='^$$' -fuzz=FuzzParseExportLines -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
+	$(GO) test -run='^$$' -fuzz=FuzzParseServeGen -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./capacity
+	$(GO) test -run='^$$' -fuzz=FuzzAdmit -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./admission
+	$(GO) test -run='^$$' -fuzz=FuzzSummarise -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./tools/testsummary
 
 clean:
 	rm -rf bin gpuledger-demo
