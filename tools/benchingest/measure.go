@@ -82,6 +82,12 @@ func start(ctx context.Context, o options, sys string, f *fleet, dir string) (*s
 		// live feed (a tick releases the window by the clock only once
 		// requests have stopped for a window's length).
 		s.drained = func(ctx context.Context, last int) error {
+			if o.catchUp {
+				// The catch-up window holds the whole backlog (every request
+				// is in it once answered), for the memory it takes; the rate
+				// is that of buffering, not of attribution.
+				return nil
+			}
 			if err := s.post(ctx, http.DefaultClient, f.marker(f.lastMs(last)+reorderWindowMs), new(atomic.Int64)); err != nil {
 				return fmt.Errorf("marker: %w", err)
 			}
