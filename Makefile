@@ -36,7 +36,7 @@ static:
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 test:
-	$(GO) test -count=1 -timeout 30m -json $(PKGS) | $(GO) run ./tools/testsummary
+	$(GO) test -count=1 -timeout 45m -json $(PKGS) | $(GO) run ./tools/testsummary
 
 # Benchmarks, including the side-by-side with VictoriaMetrics (built and
 # cached by tools/build-victoriametrics.sh).

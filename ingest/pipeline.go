@@ -48,7 +48,8 @@ type PipelineOptions struct {
 	// -remoteWrite.retryMaxInterval (1 minute) later than the others, while
 	// the others deliver the backlog: those blocks are then as old as the
 	// outage is long. Default 10 minutes (an outage that long loses
-	// nothing, within MaxBuffered). Negative: ReorderWindow always.
+	// nothing, within MaxBuffered). Negative, or no ReorderWindow:
+	// ReorderWindow always.
 	CatchUpWindow time.Duration
 	// Limits bound one remote-write request.
 	Limits Limits
@@ -84,8 +85,8 @@ func (o PipelineOptions) withDefaults() PipelineOptions {
 	if o.CatchUpWindow == 0 {
 		o.CatchUpWindow = 10 * time.Minute
 	}
-	if o.CatchUpWindow < o.ReorderWindow {
-		o.CatchUpWindow = o.ReorderWindow
+	if o.CatchUpWindow < o.ReorderWindow || o.ReorderWindow == 0 {
+		o.CatchUpWindow = o.ReorderWindow // without a window, no catch-up either
 	}
 	if o.MaxBuffered <= 0 {
 		o.MaxBuffered = 5_000_000
