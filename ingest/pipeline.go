@@ -403,28 +403,21 @@ func floorHourMs(ms int64) int64 { return time.UnixMilli(ms).UTC().Truncate(time
 // window is the reorder window at the clock nowMs, in milliseconds: the
 // catch-up window while a backlog comes in, else the reorder window.
 func (st *state) window(nowMs int64, opts PipelineOptions) int64 {
-	if nowMs < st.catchUpUntilMs {
+	if st.catchingUp(nowMs) {
 		return opts.CatchUpWindow.Milliseconds()
 	}
 	return opts.ReorderWindow.Milliseconds()
 }
+
+// catchingUp says whether a backlog is coming in at the clock nowMs.
+func (st *state) catchingUp(nowMs int64) bool { return nowMs < st.catchUpUntilMs }
 
 // bound releases the oldest of the buffer, whatever the window, until it
 // holds at most limit samples and pod facts: a backlog longer than the
 // buffer can hold is put in order as far as it can be, not refused.
 func (st *state) bound(limit int) {
 	for n := st.buffered(); n > limit; {
-		oldest := int64(math.MaxInt64)
-		if s := st.samples.first(); s != nil {
-			oldest = s.TimeMs
-		}
-		if p := st.pods.first(); p != nil {
-			oldest = min(oldest, p.TimeMs)
-		}
-		if q := st.queues.first(); q != nil {
-			oldest = min(oldest, q.TimeMs)
-		}
-		st.release(oldest + 1)
+		st.release(st.oldestMs() + 1)
 		m := st.buffered()
 		st.shed += uint64(n - m)
 		n = m
@@ -538,6 +531,22 @@ func (st *state) tickFrontier(nowMs int64, opts PipelineOptions) int64 {
 }
 
 func (st *state) buffered() int { return st.samples.len() + st.pods.len() + st.queues.len() }
+
+// oldestMs is the time of the oldest sample, pod fact or queue sample
+// buffered; math.MaxInt64 when none is.
+func (st *state) oldestMs() int64 {
+	oldest := int64(math.MaxInt64)
+	if s := st.samples.first(); s != nil {
+		oldest = s.TimeMs
+	}
+	if p := st.pods.first(); p != nil {
+		oldest = min(oldest, p.TimeMs)
+	}
+	if q := st.queues.first(); q != nil {
+		oldest = min(oldest, q.TimeMs)
+	}
+	return oldest
+}
 
 func sampleMs(s *heldSample) int64 { return s.TimeMs }
 func podMs(p *heldPod) int64       { return p.TimeMs }
@@ -786,9 +795,7 @@ func (pl *Pipeline) tick() {
 	now := pl.opts.Now().UnixMilli()
 	pl.mu.Lock()
 	st := &pl.st
-	old := st.tickFrontier(now, pl.opts)
-	s, p, q := st.samples.first(), st.pods.first(), st.queues.first()
-	due := s != nil && s.TimeMs < old || p != nil && p.TimeMs < old || q != nil && q.TimeMs < old ||
+	due := st.oldestMs() < st.tickFrontier(now, pl.opts) ||
 		now >= st.settleNotBefore && floorHourMs(now-pl.opts.SettleAfter.Milliseconds()) > st.att.EmittedUntil()
 	pl.mu.Unlock()
 	if due {
@@ -981,7 +988,7 @@ func (pl *Pipeline) Stats() PipelineStats {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	s := PipelineStats{Ingest: pl.st.p.Stats(), Attribution: pl.st.att.Stats(), Rejected: make(map[[2]string]uint64, len(pl.st.rejected)),
-		Buffered: pl.st.buffered(), Shed: pl.st.shed, CatchingUp: pl.opts.Now().UnixMilli() < pl.st.catchUpUntilMs, Unwritten: len(pl.st.unwritten), Pods: pl.st.att.Pods(),
+		Buffered: pl.st.buffered(), Shed: pl.st.shed, CatchingUp: pl.st.catchingUp(pl.opts.Now().UnixMilli()), Unwritten: len(pl.st.unwritten), Pods: pl.st.att.Pods(),
 		SettledUntil: time.UnixMilli(pl.st.att.EmittedUntil()).UTC(), WriteFailures: pl.writeFail, LogFailing: logFailing}
 	for k, v := range pl.st.rejected {
 		s.Rejected[[2]string{k.sender, k.reason}] = v
