@@ -92,4 +92,5 @@ func (s *Server) PublishStats(ps ingest.PipelineStats) {
 		catchingUp = 1
 	}
 	gauge(`gpuledger_ingest_catching_up`, catchingUp)
+	gauge(`gpuledger_ingest_reorder_window_seconds`, ps.Window.Seconds())
 }

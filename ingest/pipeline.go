@@ -37,19 +37,22 @@ type PipelineOptions struct {
 	// queues arrive out of order, by seconds live and by the length of an
 	// outage after one (each queue retries its block at its own time), and
 	// attribution wants each device's samples in order. Default 2 minutes;
-	// negative turns it off. Once requests stop for this long, ticks
-	// release by the clock, CatchUpWindow behind it.
+	// negative turns it off. While no request comes, nothing is released
+	// by the clock but the hours it settles (SettleAfter): a silence is an
+	// outage as often as the end of a feed.
 	ReorderWindow time.Duration
-	// CatchUpWindow is the reorder window while a backlog comes in: from a
-	// request whose newest sample is more than ReorderWindow behind the
-	// clock until ReorderWindow after the last such request. After an
+	// CatchUpWindow is the least reorder window while a backlog comes in:
+	// from a request whose newest sample is more than ReorderWindow behind
+	// the clock until ReorderWindow after the last such request. After an
 	// outage each vmagent queue holds the block it was sending when the
 	// outage began and retries it at its own time, up to its
 	// -remoteWrite.retryMaxInterval (1 minute) later than the others, while
 	// the others deliver the backlog: those blocks are then as old as the
-	// outage is long. Default 10 minutes (an outage that long loses
-	// nothing, within MaxBuffered). Negative, or no ReorderWindow:
-	// ReorderWindow always.
+	// outage is long. So the window is as deep as the backlog (the clock
+	// less the oldest sample taken from it, and ReorderWindow more) when
+	// that is longer; MaxBuffered bounds what it holds. Default 10 minutes.
+	// Negative, or no longer than ReorderWindow: no catch-up, ReorderWindow
+	// always.
 	CatchUpWindow time.Duration
 	// Limits bound one remote-write request.
 	Limits Limits
@@ -184,6 +187,9 @@ type state struct {
 	// window: a window past the last request that came behind the clock by
 	// more than the reorder window.
 	catchUpUntilMs int64
+	// catchUpDepthMs is how far behind the clock the oldest sample taken
+	// from this catch-up's backlog was, when it came.
+	catchUpDepthMs int64
 	// shed counts samples and pod facts released before their window had
 	// passed, because the buffer held MaxBuffered.
 	shed uint64
@@ -343,7 +349,11 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 		// answers an out-of-order sample), rather than dropping them after
 		// a 2xx.
 		st.lastWriteMs = rec.nowMs
-		if sink.newestMs != 0 && window > 0 && sink.newestMs < rec.nowMs-window {
+		if sink.newestMs != 0 && opts.catchUp() && sink.newestMs < rec.nowMs-window {
+			if !st.catchingUp(rec.nowMs) {
+				st.catchUpDepthMs = 0
+			}
+			st.catchUpDepthMs = max(st.catchUpDepthMs, rec.nowMs-sink.oldestMs)
 			st.catchUpUntilMs = rec.nowMs + window
 		}
 		window = st.window(rec.nowMs, opts)
@@ -400,14 +410,19 @@ func (st *state) keep(rows []ledger.Row, wls []ledger.WorkloadRow) {
 
 func floorHourMs(ms int64) int64 { return time.UnixMilli(ms).UTC().Truncate(time.Hour).UnixMilli() }
 
-// window is the reorder window at the clock nowMs, in milliseconds: the
-// catch-up window while a backlog comes in, else the reorder window.
+// window is the reorder window at the clock nowMs, in milliseconds: while
+// a backlog comes in, the catch-up window or, if longer, the backlog's
+// depth and a reorder window more, so that a block held since the backlog
+// began is still in order when it comes; else the reorder window.
 func (st *state) window(nowMs int64, opts PipelineOptions) int64 {
 	if st.catchingUp(nowMs) {
-		return opts.CatchUpWindow.Milliseconds()
+		return max(opts.CatchUpWindow.Milliseconds(), st.catchUpDepthMs+opts.ReorderWindow.Milliseconds())
 	}
 	return opts.ReorderWindow.Milliseconds()
 }
+
+// catchUp says whether a backlog gets a window of its own.
+func (o PipelineOptions) catchUp() bool { return o.CatchUpWindow > o.ReorderWindow }
 
 // catchingUp says whether a backlog is coming in at the clock nowMs.
 func (st *state) catchingUp(nowMs int64) bool { return nowMs < st.catchUpUntilMs }
@@ -429,9 +444,10 @@ func (st *state) bound(limit int) {
 type bufferSink struct {
 	st              *state
 	limitMs, lateMs int64
-	// newestMs is the newest sample or pod fact taken (0: none).
-	newestMs int64
-	res      Result
+	// newestMs and oldestMs are the newest and oldest sample or pod fact
+	// taken (newestMs 0: none).
+	newestMs, oldestMs int64
+	res                Result
 }
 
 func (b *bufferSink) Add(s *attribution.Sample) {
@@ -452,9 +468,17 @@ func (b *bufferSink) admit(ms int64) bool {
 		return false
 	}
 	b.res.Accepted++
-	b.newestMs = max(b.newestMs, ms)
-	b.st.maxMs = max(b.st.maxMs, ms)
+	b.took(ms)
 	return true
+}
+
+// took notes a sample or pod fact stamped ms taken into the buffer.
+func (b *bufferSink) took(ms int64) {
+	if b.newestMs == 0 {
+		b.oldestMs = ms
+	}
+	b.newestMs, b.oldestMs = max(b.newestMs, ms), min(b.oldestMs, ms)
+	b.st.maxMs = max(b.st.maxMs, ms)
 }
 
 func (b *bufferSink) AddPod(p attribution.PodInfo) {
@@ -464,8 +488,7 @@ func (b *bufferSink) AddPod(p attribution.PodInfo) {
 		return
 	}
 	b.res.Accepted++
-	b.newestMs = max(b.newestMs, p.TimeMs)
-	b.st.maxMs = max(b.st.maxMs, p.TimeMs)
+	b.took(p.TimeMs)
 	b.st.pods.pending = append(b.st.pods.pending, b.st.sets.holdPod(&p))
 }
 
@@ -519,15 +542,16 @@ func (st *state) release(untilMs int64) {
 // requests come (one within the reorder window's length of the clock), the
 // window is in sample time, as a request releases it: a sender catching up
 // on a backlog, its samples far behind the clock, keeps the order the
-// window gives its queues. Once they stop, by the clock, a catch-up window
-// behind it: silence is an outage as often as the end of a feed (and a
-// restart begins with one), and the blocks vmagent's queues held through
-// it come back as old as it was long.
+// window gives its queues. Once they stop, nothing: silence is an outage as
+// often as the end of a feed (and a restart begins with one), and the
+// blocks vmagent's queues held through it come back as old as it was long,
+// however long that was. What a feed that ended left buffered is released
+// when its hour settles (settle), which is all the ledger waits for.
 func (st *state) tickFrontier(nowMs int64, opts PipelineOptions) int64 {
 	if nowMs-st.lastWriteMs < opts.ReorderWindow.Milliseconds() {
 		return min(nowMs, st.maxMs) - st.window(nowMs, opts) + 1
 	}
-	return nowMs - opts.CatchUpWindow.Milliseconds() + 1
+	return math.MinInt64
 }
 
 func (st *state) buffered() int { return st.samples.len() + st.pods.len() + st.queues.len() }
@@ -968,8 +992,10 @@ type PipelineStats struct {
 	// window had passed, because the buffer held MaxBuffered.
 	Shed uint64
 	// CatchingUp is set while a backlog comes in: the window is
-	// CatchUpWindow.
+	// CatchUpWindow, or the backlog's depth.
 	CatchingUp bool
+	// Window is the reorder window in force.
+	Window time.Duration
 	// Unwritten is how many ledger rows wait to be written.
 	Unwritten int
 	// Pods is how many pods attribution remembers.
@@ -985,10 +1011,11 @@ type PipelineStats struct {
 // Stats returns the counters.
 func (pl *Pipeline) Stats() PipelineStats {
 	logFailing := pl.c.failing() != nil
+	now := pl.opts.Now().UnixMilli()
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	s := PipelineStats{Ingest: pl.st.p.Stats(), Attribution: pl.st.att.Stats(), Rejected: make(map[[2]string]uint64, len(pl.st.rejected)),
-		Buffered: pl.st.buffered(), Shed: pl.st.shed, CatchingUp: pl.st.catchingUp(pl.opts.Now().UnixMilli()), Unwritten: len(pl.st.unwritten), Pods: pl.st.att.Pods(),
+		Buffered: pl.st.buffered(), Shed: pl.st.shed, CatchingUp: pl.st.catchingUp(now), Window: time.Duration(pl.st.window(now, pl.opts)) * time.Millisecond, Unwritten: len(pl.st.unwritten), Pods: pl.st.att.Pods(),
 		SettledUntil: time.UnixMilli(pl.st.att.EmittedUntil()).UTC(), WriteFailures: pl.writeFail, LogFailing: logFailing}
 	for k, v := range pl.st.rejected {
 		s.Rejected[[2]string{k.sender, k.reason}] = v

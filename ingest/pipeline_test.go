@@ -566,12 +566,15 @@ func TestPipelineAnswersOutOfOrder(t *testing.T) {
 	}
 }
 
-// TestPipelineOutageHeldBlock: vmagent with several queues after 5 minutes
-// down, more than the reorder window: the queues deliver the backlog while
-// one retries the block it held when the outage began, after the others.
-// The catch-up window keeps that block in order, through the restart's
-// first tick (before any request) and a crash between the backlog and the
-// block: nothing is refused, and the ledger is the uninterrupted run's. With the reorder window only, the block is out of
+// TestPipelineOutageHeldBlock: vmagent with several queues after an outage
+// longer than the reorder window (5 minutes), and longer than the catch-up
+// window (20 minutes): the queues deliver the backlog while one retries the
+// block it held when the outage began, after the others. The catch-up
+// window, as deep as the backlog, keeps that block in order, through the
+// restart's first tick (before any request) and a crash (5 minutes: the
+// log replayed) or a clean restart (20 minutes: the snapshot read) between
+// the backlog and the block: nothing is refused, and the ledger is the
+// uninterrupted run's. With the reorder window only, the block is out of
 // order.
 func TestPipelineOutageHeldBlock(t *testing.T) {
 	m, scrapes := simScrapes(t, 1)
@@ -580,8 +583,8 @@ func TestPipelineOutageHeldBlock(t *testing.T) {
 	feedLive(ref, scrapes, nil)
 	want, _ := ledgertest.Dump(t, ref.store, simStart, end)
 
-	const held, outage = 100, 20 // scrape 100 held; 20 scrapes are 5 minutes
-	run := func(catchUp time.Duration) (*live, Result) {
+	const held = 100 // the scrape a queue holds through the outage
+	run := func(catchUp time.Duration, outage int) (*live, Result) {
 		l := newLive(t, m, openStore(t), t.TempDir(), simStart)
 		l.opts.CatchUpWindow = catchUp
 		l.open()
@@ -596,8 +599,13 @@ func TestPipelineOutageHeldBlock(t *testing.T) {
 				t.Fatalf("backlog scrape %d: %+v, %v", held+1+i, res, err)
 			}
 		}
-		l.crash()
+		if outage < 40 {
+			l.crash()
+		} else {
+			l.restart()
+		}
 		l.clock.Set(back.Add(14 * time.Second))
+		l.flush() // a tick comes before the held block, as every second
 		res, err := l.pl.RemoteWrite(context.Background(), "vmagent", toRemoteWrite(t, []simScrape{scrapes[held]}))
 		if err != nil {
 			t.Fatal(err)
@@ -605,24 +613,31 @@ func TestPipelineOutageHeldBlock(t *testing.T) {
 		return l, res
 	}
 
-	l, res := run(0)
-	if res.Rejected() != 0 {
-		t.Fatalf("the held block, after the backlog: %+v; want all of it taken", res)
-	}
-	if !l.pl.Stats().CatchingUp {
-		t.Error("not catching up after the backlog")
-	}
-	feedLive(l, scrapes[held+outage+1:], nil)
-	got, _ := ledgertest.Dump(t, l.store, simStart, end)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ledger after the outage (-uninterrupted +got):\n%s", diff)
-	}
-	if st := l.pl.Stats(); st.CatchingUp || st.Shed != 0 || len(st.Attribution.Rejected) != 0 {
-		t.Errorf("after the catch-up: catching up %v, shed %d, rejected %v", st.CatchingUp, st.Shed, st.Attribution.Rejected)
-	}
+	for _, outage := range []int{20, 80} { // scrapes 15 s apart: 5 and 20 minutes
+		t.Run(fmt.Sprintf("%dmin", outage/4), func(t *testing.T) {
+			if len(scrapes) <= held+outage {
+				t.Fatalf("%d scrapes: not enough for the outage", len(scrapes))
+			}
+			l, res := run(0, outage)
+			if res.Rejected() != 0 {
+				t.Fatalf("the held block, after the backlog: %+v; want all of it taken", res)
+			}
+			if st := l.pl.Stats(); !st.CatchingUp || st.Window < time.Duration(outage)*15*time.Second {
+				t.Errorf("after the backlog: catching up %v, window %s; want a window as deep as the backlog", st.CatchingUp, st.Window)
+			}
+			feedLive(l, scrapes[held+outage+1:], nil)
+			got, _ := ledgertest.Dump(t, l.store, simStart, end)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("ledger after the outage (-uninterrupted +got):\n%s", diff)
+			}
+			if st := l.pl.Stats(); st.CatchingUp || st.Shed != 0 || len(st.Attribution.Rejected) != 0 {
+				t.Errorf("after the catch-up: catching up %v, shed %d, rejected %v", st.CatchingUp, st.Shed, st.Attribution.Rejected)
+			}
 
-	if _, res := run(-1); res.OutOfOrder == 0 {
-		t.Errorf("with the reorder window only, the held block: %+v; want samples out of order (the test does not test the catch-up window)", res)
+			if _, res := run(-1, outage); res.OutOfOrder == 0 {
+				t.Errorf("with the reorder window only, the held block: %+v; want samples out of order (the test does not test the catch-up window)", res)
+			}
+		})
 	}
 }
 
@@ -630,7 +645,8 @@ func TestPipelineOutageHeldBlock(t *testing.T) {
 // the clock, from two queues that swap neighbouring requests, with a tick
 // between any two: the ticks must not release the window by the clock while
 // requests come, or the later request of each pair is out of order. Once
-// they stop, a tick a window later releases what is left.
+// they stop, the clock releases nothing (a silence may be an outage, after
+// which held blocks come) until the hour settles.
 func TestPipelineCatchUpKeepsOrder(t *testing.T) {
 	m, scrapes := simScrapes(t, 1)
 	c := &clock{t: simStart.Add(55 * time.Minute)}
@@ -656,16 +672,24 @@ func TestPipelineCatchUpKeepsOrder(t *testing.T) {
 	if n := pl.Stats().Buffered; n == 0 {
 		t.Fatal("nothing buffered after the last request: the test does not test the window")
 	}
-	window := PipelineOptions{}.withDefaults().ReorderWindow
-	c.Set(c.Now().Add(window - time.Second))
-	pl.tick()
-	if n := pl.Stats().Buffered; n == 0 {
-		t.Errorf("a tick %s after the last request released the window", window-time.Second)
+	held := pl.Stats().Buffered
+	last := c.Now()
+	opts := PipelineOptions{}.withDefaults()
+	for _, after := range []time.Duration{opts.ReorderWindow - time.Second, opts.ReorderWindow, opts.CatchUpWindow + time.Second} {
+		c.Set(last.Add(after))
+		pl.tick()
+		if n := pl.Stats().Buffered; n != held {
+			t.Errorf("a tick %s after the last request: %d items buffered, want the %d held (silence releases nothing)", after, n, held)
+		}
 	}
-	c.Set(c.Now().Add(time.Second))
+	settle := simStart.Add(time.Hour + opts.SettleAfter)
+	if !settle.After(c.Now()) {
+		t.Fatalf("the hour settles at %s, before the silence checked ended: the test does not test the silence", settle)
+	}
+	c.Set(settle)
 	pl.tick()
 	if n := pl.Stats().Buffered; n != 0 {
-		t.Errorf("%d items still buffered a window after the last request", n)
+		t.Errorf("%d items still buffered once the hour settled", n)
 	}
 	if st := pl.Stats().Attribution; len(st.Rejected) != 0 {
 		t.Errorf("rejected: %v", st.Rejected)

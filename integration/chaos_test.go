@@ -516,19 +516,20 @@ func TestChaosBacklog(t *testing.T) {
 }
 
 // TestChaosBacklogQueues is TestChaosBacklog with vmagent sending from 4
-// queues (its default on 2 cores). Its queues retry their blocks at
-// their own times after the restart, up to a second apart: 30 s of this
-// clock, while the others deliver the backlog far faster than real time,
-// so a queue's block comes minutes of sample time after later samples of
-// the same devices. The catch-up window puts them in order: nothing is out
-// of order or put in order early, and the ledger is the file's bit for
-// bit. (With the reorder window alone, 1,180 to 2,360 samples were answered
-// 400 in each run, and teams' costs moved.)
+// queues (its default on 2 cores), and 16 minutes down: longer than the
+// catch-up window's 10. Its queues retry their blocks at their own times
+// after the restart, up to a second apart: 30 s of this clock, while the
+// others deliver the backlog far faster than real time, so a queue's block
+// comes minutes of sample time after later samples of the same devices.
+// The catch-up window, as deep as the backlog, puts them in order: nothing
+// is out of order or put in order early, and the ledger is the file's bit
+// for bit. (With the reorder window alone, 1,180 to 2,360 samples were
+// answered 400 in each run of 6 minutes down, and teams' costs moved.)
 func TestChaosBacklogQueues(t *testing.T) {
 	c := newChaosWith(t, 65, "", 4, chaosSpeed)
-	c.until(chaosStart.Add(40 * time.Minute))
+	c.until(chaosStart.Add(38 * time.Minute))
 	c.kill()
-	c.until(chaosStart.Add(46 * time.Minute))
+	c.until(chaosStart.Add(54 * time.Minute))
 	c.start()
 	c.until(c.settled())
 	counted := metricSums(t, "http://"+c.addr+"/metrics", "chaos-viewer",
@@ -537,7 +538,7 @@ func TestChaosBacklogQueues(t *testing.T) {
 		`gpuledger_ingest_shed_samples_total`)
 	c.stop()
 	if counted[0] != 0 || counted[1] != 0 || counted[2] != 0 {
-		t.Errorf("6 minutes down with 4 queues: %v samples out of order (%v answered 400), %v put in order early", counted[0], counted[1], counted[2])
+		t.Errorf("16 minutes down with 4 queues: %v samples out of order (%v answered 400), %v put in order early", counted[0], counted[1], counted[2])
 	}
 	c.compare(c.reference(nil), c.live())
 }

@@ -49,12 +49,16 @@ team:<name>.`, stdout)
 	settle := fs.Duration("ingest.settleAfter", 10*time.Minute, "how long after an hour ends it is settled: written, and closed to late samples")
 	maxAhead := fs.Duration("ingest.maxAhead", 2*time.Minute, "samples stamped further ahead of this server's clock are rejected (must be less than -ingest.settleAfter)")
 	window := fs.Duration("ingest.reorderWindow", 2*time.Minute, "how long (of sample time) samples wait to be put in time order: requests from several vmagent queues arrive out of order, by seconds live and by an outage's length after one; at most -ingest.settleAfter less 5 minutes")
-	catchUp := fs.Duration("ingest.catchUpWindow", 10*time.Minute, "the reorder window while a backlog comes in (requests more than -ingest.reorderWindow behind the clock, and that long after the last): after an outage each vmagent queue retries the block it held at its own time, as old as the outage is long; the window holds at most 5,000,000 samples, the oldest put in order early past that (gpuledger_ingest_shed_samples_total); a negative value keeps -ingest.reorderWindow")
+	catchUp := fs.Duration("ingest.catchUpWindow", 10*time.Minute, "the least reorder window while a backlog comes in (requests more than -ingest.reorderWindow behind the clock, and that long after the last): after an outage each vmagent queue retries the block it held at its own time, as old as the outage is long, so the window is as deep as the backlog when that is longer, within -ingest.maxBuffered; a negative value, or one no longer than -ingest.reorderWindow, keeps -ingest.reorderWindow")
+	maxBuffered := fs.Int("ingest.maxBuffered", 5_000_000, "most samples and pod facts waiting in the reorder window (about 25 bytes each); past it the oldest are put in order early (gpuledger_ingest_shed_samples_total), and a held block of a backlog that deep can come out of order: 5,000,000 is about 20 minutes of 10,000 GPUs' kept series")
 	cacheTTL := fs.Duration("http.cacheTTL", 30*time.Second, "how long answers of the read routes are kept (dropped at once when serve writes the ledger); 0 turns the cache off")
 	newLogger := logFlags(fs)
 	clock := clockFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *maxBuffered <= 0 {
+		return usageError{fmt.Sprintf("-ingest.maxBuffered=%d: want a positive number of samples, such as 5000000", *maxBuffered)}
 	}
 	log := newLogger()
 	cfg, model, cfgFile, err := loadModel(*cfgPath, *cluster)
@@ -78,7 +82,7 @@ team:<name>.`, stdout)
 	}
 	defer store.Close()
 	pl, err := ingest.NewPipeline(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds()}, store, ingest.PipelineOptions{
-		Dir: *dir, SettleAfter: *settle, MaxAhead: *maxAhead, ReorderWindow: *window, CatchUpWindow: *catchUp, Limits: ingest.Limits{MaxSeries: *maxSeries},
+		Dir: *dir, SettleAfter: *settle, MaxAhead: *maxAhead, ReorderWindow: *window, CatchUpWindow: *catchUp, MaxBuffered: *maxBuffered, Limits: ingest.Limits{MaxSeries: *maxSeries},
 		Logger: log, Now: now})
 	if err != nil {
 		return usageError{err.Error()}

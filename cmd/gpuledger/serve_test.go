@@ -30,6 +30,27 @@ func TestServeNeedsTokens(t *testing.T) {
 	}
 }
 
+// TestServeMaxBuffered: a bound of no samples is refused with the flag,
+// its value and what is wanted, before anything is opened.
+func TestServeMaxBuffered(t *testing.T) {
+	chdirRoot(t)
+	dir := t.TempDir()
+	for _, v := range []string{"0", "-5"} {
+		// Were the flag taken, serve would run: until this ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := run(ctx, []string{"serve", "-config", "examples/cluster.yaml", "-ledger.path", filepath.Join(dir, "l"),
+			"-ingest.dir", filepath.Join(dir, "p"), "-http.listenAddr", "127.0.0.1:0", "-auth.disabled", "-ingest.maxBuffered", v}, new(bytes.Buffer))
+		cancel()
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "-ingest.maxBuffered="+v) || !strings.Contains(err.Error(), "positive") {
+			t.Errorf("serve -ingest.maxBuffered=%s: %v; want a usage error naming the flag and its value", v, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "p")); !os.IsNotExist(err) {
+		t.Errorf("the pipeline's directory was made before the flags were checked: %v", err)
+	}
+}
+
 // TestTokenServes: the entry gpuledger token prints, put in a token file,
 // lets its secret through serve, and no other.
 func TestTokenServes(t *testing.T) {
