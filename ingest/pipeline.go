@@ -188,8 +188,12 @@ type state struct {
 	// more than the reorder window.
 	catchUpUntilMs int64
 	// catchUpDepthMs is how far behind the clock the oldest sample taken
-	// from this catch-up's backlog was, when it came.
-	catchUpDepthMs int64
+	// from the deepest backlog request was, when it came (the clock
+	// catchUpDepthAtMs). A request as deep, or any once a catch-up window
+	// has passed since, takes its place: a held block comes within
+	// vmagent's retry interval of the backlog, and one old sample must not
+	// keep the window deep while a sender lags for good.
+	catchUpDepthMs, catchUpDepthAtMs int64
 	// shed counts samples and pod facts released before their window had
 	// passed, because the buffer held MaxBuffered.
 	shed uint64
@@ -350,10 +354,9 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 		// a 2xx.
 		st.lastWriteMs = rec.nowMs
 		if sink.newestMs != 0 && opts.catchUp() && sink.newestMs < rec.nowMs-window {
-			if !st.catchingUp(rec.nowMs) {
-				st.catchUpDepthMs = 0
+			if d := rec.nowMs - sink.oldestMs; d >= st.catchUpDepthMs || rec.nowMs-st.catchUpDepthAtMs >= opts.CatchUpWindow.Milliseconds() {
+				st.catchUpDepthMs, st.catchUpDepthAtMs = d, rec.nowMs
 			}
-			st.catchUpDepthMs = max(st.catchUpDepthMs, rec.nowMs-sink.oldestMs)
 			st.catchUpUntilMs = rec.nowMs + window
 		}
 		window = st.window(rec.nowMs, opts)

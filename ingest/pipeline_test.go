@@ -641,6 +641,47 @@ func TestPipelineOutageHeldBlock(t *testing.T) {
 	}
 }
 
+// TestPipelineCatchUpDepthPasses: one request 20 minutes behind the clock
+// makes the window that deep; a sender that then lags 3 minutes for good
+// keeps serve catching up, but the deep window lasts only a catch-up window
+// (10 minutes of the clock) past that request, not for as long as the lag.
+func TestPipelineCatchUpDepthPasses(t *testing.T) {
+	m, scrapes := simScrapes(t, 1)
+	l := newLive(t, m, openStore(t), t.TempDir(), simStart)
+	opts := PipelineOptions{}.withDefaults()
+	const deep, resume = 40, 108 // scrapes: 108 at its time and 3 minutes is 40's and 20
+	feed(l, scrapes[:deep], nil)
+	send := func(i int, late time.Duration) {
+		t.Helper()
+		l.clock.Set(scrapes[i].at.Add(late))
+		res, err := l.pl.RemoteWrite(context.Background(), "vmagent", toRemoteWrite(t, []simScrape{scrapes[i]}))
+		if err != nil || res.Rejected() != 0 {
+			t.Fatalf("scrape %d, %s behind the clock: %+v, %v", i, late, res, err)
+		}
+		l.flush()
+	}
+	send(deep, 20*time.Minute)
+	deepAt := l.clock.Now()
+	if w := l.pl.Stats().Window; w < 22*time.Minute {
+		t.Fatalf("after a request 20 minutes behind: window %s; want at least 22m", w)
+	}
+	for i := resume; i < resume+60; i++ {
+		send(i, 3*time.Minute)
+		st := l.pl.Stats()
+		if !st.CatchingUp {
+			t.Fatalf("scrape %d 3 minutes behind: not catching up", i)
+		}
+		if since := l.clock.Now().Sub(deepAt); since < opts.CatchUpWindow && st.Window < 22*time.Minute {
+			t.Errorf("%s after the deep request: window %s; want it still 22m deep", since, st.Window)
+		} else if since > opts.CatchUpWindow && st.Window != opts.CatchUpWindow {
+			t.Errorf("%s after the deep request, a sender 3 minutes behind: window %s; want %s", since, st.Window, opts.CatchUpWindow)
+		}
+	}
+	if st := l.pl.Stats(); len(st.Attribution.Rejected) != 0 || st.Shed != 0 {
+		t.Errorf("rejected %v, shed %d", st.Attribution.Rejected, st.Shed)
+	}
+}
+
 // TestPipelineCatchUpKeepsOrder replays a backlog, its samples far behind
 // the clock, from two queues that swap neighbouring requests, with a tick
 // between any two: the ticks must not release the window by the clock while

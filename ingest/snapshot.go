@@ -47,9 +47,10 @@ type pipelineSnapshot struct {
 	// CatchUpUntilMs, zero in older snapshots, keeps the catch-up window
 	// of a backlog that was coming in.
 	CatchUpUntilMs int64
-	// CatchUpDepthMs, zero in older snapshots (the catch-up window then
-	// holds CatchUpWindow), is the depth of that backlog.
-	CatchUpDepthMs int64
+	// CatchUpDepthMs and CatchUpDepthAtMs, zero in older snapshots (the
+	// catch-up window then holds CatchUpWindow), are the depth of that
+	// backlog and when it was taken.
+	CatchUpDepthMs, CatchUpDepthAtMs int64
 	// Shed, zero in older snapshots, counts what the buffer's bound
 	// released early.
 	Shed uint64
@@ -74,7 +75,7 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
 		Samples: each(st.samples.all(), (*heldSample).sample), Pods: each(st.pods.all(), (*heldPod).pod),
 		Queues: each(st.queues.all(), (*heldQueue).queue), Ingest: st.p.stats,
-		MaxMs: st.maxMs, ReleasedMs: st.releasedMs, LastWriteMs: st.lastWriteMs, CatchUpUntilMs: st.catchUpUntilMs, CatchUpDepthMs: st.catchUpDepthMs, Shed: st.shed, SettleNotBeforeMs: st.settleNotBefore,
+		MaxMs: st.maxMs, ReleasedMs: st.releasedMs, LastWriteMs: st.lastWriteMs, CatchUpUntilMs: st.catchUpUntilMs, CatchUpDepthMs: st.catchUpDepthMs, CatchUpDepthAtMs: st.catchUpDepthAtMs, Shed: st.shed, SettleNotBeforeMs: st.settleNotBefore,
 		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), UnwrittenQueues: slices.Clone(st.unwrittenQueues),
 		UnwrittenEps: slices.Clone(st.unwrittenEndpoints), Rejected: make(map[string]uint64)}
 	for k, v := range st.rejected {
@@ -99,7 +100,7 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 	st.queues.reset(each(s.Queues, st.sets.holdQueue), queueMs)
 	st.p = Parser{stats: s.Ingest}
 	st.maxMs, st.releasedMs, st.lastWriteMs, st.settleNotBefore = s.MaxMs, s.ReleasedMs, s.LastWriteMs, s.SettleNotBeforeMs
-	st.catchUpUntilMs, st.catchUpDepthMs, st.shed = s.CatchUpUntilMs, s.CatchUpDepthMs, s.Shed
+	st.catchUpUntilMs, st.catchUpDepthMs, st.catchUpDepthAtMs, st.shed = s.CatchUpUntilMs, s.CatchUpDepthMs, s.CatchUpDepthAtMs, s.Shed
 	st.unwritten, st.unwrittenWls, st.unwrittenQueues, st.unwrittenEndpoints = s.Unwritten, s.UnwrittenWls, s.UnwrittenQueues, s.UnwrittenEps
 	st.applied = s.Seq
 	st.rejected = make(map[senderReason]uint64, len(s.Rejected))
