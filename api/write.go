@@ -27,8 +27,8 @@ type rejectedWrite struct{ res ingest.Result }
 
 func (e *rejectedWrite) Error() string {
 	return fmt.Sprintf("%d sample(s) accepted; %d rejected: %d for settled hours (before %s), %d stamped more than the allowed time ahead of the server's clock, "+
-		"%d out of order (older than a sample of the same device already counted: sent more than -ingest.reorderWindow after it, or -ingest.catchUpWindow during a backlog); "+
-		"drop them (a backfill with gpuledger ingest can still write settled hours; a sender that falls behind needs fewer queues or a longer -ingest.reorderWindow or -ingest.catchUpWindow)",
+		"%d out of order (older than a sample of the same device already counted: sent more than -ingest.reorderWindow after it, or during a backlog more than the backlog is deep or than -ingest.maxBuffered holds); "+
+		"drop them (a backfill with gpuledger ingest can still write settled hours; a sender that falls behind needs fewer queues, a longer -ingest.reorderWindow or a larger -ingest.maxBuffered)",
 		e.res.Accepted, e.res.Rejected(), e.res.Late, e.res.SettledUntil.Format(time.RFC3339), e.res.TooNew, e.res.OutOfOrder)
 }
 

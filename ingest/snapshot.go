@@ -41,8 +41,8 @@ type pipelineSnapshot struct {
 	// ReleasedMs is zero in snapshots of older binaries: the first
 	// release after them sets it.
 	ReleasedMs int64
-	// LastWriteMs, zero in older snapshots, releases by the clock at the
-	// first tick.
+	// LastWriteMs is zero in older snapshots: the first tick takes the
+	// feed for silent, and releases nothing.
 	LastWriteMs int64
 	// CatchUpUntilMs, zero in older snapshots, keeps the catch-up window
 	// of a backlog that was coming in.
