@@ -210,6 +210,56 @@ func post(t *testing.T, srv *Server, body string, header map[string]string) (int
 	return rec.Code, rec.Body.String()
 }
 
+// TestRemoteWriteBodies: over HTTP, a body sent with its length and one sent
+// chunked (no length) reach ingest byte for byte; a chunked one over the
+// limit is refused with 413, as one whose length says so.
+func TestRemoteWriteBodies(t *testing.T) {
+	store, _ := embedded.Open(t.TempDir(), embedded.Options{})
+	defer store.Close()
+	fi := &fakeIngest{}
+	hs := httptest.NewServer(New(Options{Store: store, Ingest: fi, MaxRemoteWriteBytes: 10}).Handler())
+	defer hs.Close()
+	send := func(body io.Reader, length int64) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, hs.URL+"/api/v1/write", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = length
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// A reader of its own hides the length: the client sends it chunked.
+	chunked := func(s string) io.Reader { return io.MultiReader(strings.NewReader(s)) }
+	for _, c := range []struct {
+		name   string
+		body   io.Reader
+		length int64
+		code   int
+		want   string
+	}{
+		{"with its length", strings.NewReader("0123456789"), 10, http.StatusNoContent, "0123456789"},
+		{"chunked", chunked("abc"), -1, http.StatusNoContent, "abc"},
+		{"chunked, at the limit", chunked("9876543210"), -1, http.StatusNoContent, "9876543210"},
+		{"chunked, over the limit", chunked("0123456789x"), -1, http.StatusRequestEntityTooLarge, ""},
+		{"its length over the limit", strings.NewReader("0123456789x"), 11, http.StatusRequestEntityTooLarge, ""},
+	} {
+		fi.got = nil
+		code := send(c.body, c.length)
+		var got string
+		if len(fi.got) == 1 {
+			got = string(fi.got[0])
+		}
+		if code != c.code || got != c.want || len(fi.got) > 1 {
+			t.Errorf("%s: %d, ingest got %q; want %d, %q", c.name, code, fi.got, c.code, c.want)
+		}
+	}
+}
+
 // TestRemoteWriteStatus: 204 when taken; 400 and 413 for bodies the sender
 // must drop; 500 only for failures a retry can get past; 404 when off.
 func TestRemoteWriteStatus(t *testing.T) {

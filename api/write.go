@@ -73,10 +73,11 @@ func (s *Server) remoteWrite(c echo.Context) error {
 	if enc := c.Request().Header.Get("Content-Encoding"); enc != "" && enc != "snappy" {
 		return badf("Content-Encoding %q is not supported; want snappy (Prometheus remote write 1.0; run vmagent with -remoteWrite.forcePromProto)", enc)
 	}
-	size := c.Request().ContentLength
-	if size > s.opts.MaxRemoteWriteBytes {
+	length := c.Request().ContentLength
+	if length > s.opts.MaxRemoteWriteBytes {
 		return &tooLarge{s.opts.MaxRemoteWriteBytes}
 	}
+	size := length
 	if size <= 0 {
 		size = s.opts.MaxRemoteWriteBytes // unknown: count the worst case
 	}
@@ -84,7 +85,17 @@ func (s *Server) remoteWrite(c echo.Context) error {
 		return errInflight
 	}
 	defer s.inflight.release(size)
-	body, err := io.ReadAll(io.LimitReader(c.Request().Body, s.opts.MaxRemoteWriteBytes+1))
+	var body []byte
+	var err error
+	if length > 0 {
+		// Read into a body of the length sent, at once: io.ReadAll would
+		// grow one by doubling, allocating and copying twice the body.
+		// net/http ends the reader at Content-Length.
+		body = make([]byte, length)
+		_, err = io.ReadFull(c.Request().Body, body)
+	} else {
+		body, err = io.ReadAll(io.LimitReader(c.Request().Body, s.opts.MaxRemoteWriteBytes+1))
+	}
 	if err != nil {
 		return badf("read remote-write body: %v", err)
 	}
