@@ -121,6 +121,9 @@ func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 	}
 }
 
+// Err is why the body was refused (an *InputError), nil when it was read.
+func (d *RemoteWrite) Err() error { return d.err }
+
 // bodyPool holds decoded bodies for reuse: a request's body is needed
 // while it is read, and only the arena's copies after that.
 var bodyPool sync.Pool
