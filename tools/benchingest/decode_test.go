@@ -70,8 +70,8 @@ func BenchmarkDecode(b *testing.B) {
 // reports samples/s and samples per CPU-second of this process: with no
 // load generator sharing the cores, what serve's own work costs.
 func BenchmarkPipeline(b *testing.B) {
-	const scrapes = 40
 	f := pipelineFleet()
+	scrapes := len(f.scrapes)
 	cfg, err := config.Parse([]byte(f.config()), "fleet.yaml")
 	if err != nil {
 		b.Fatal(err)
@@ -84,7 +84,7 @@ func BenchmarkPipeline(b *testing.B) {
 	for _, sc := range f.scrapes {
 		bodies = append(bodies, sc...)
 	}
-	clock := f.start.Add(scrapes*15*time.Second + reorderWindowMs*time.Millisecond + 45*time.Second)
+	clock := f.serveClock()
 	var samples, cpu, wall float64
 	b.ResetTimer()
 	for range b.N {

@@ -67,6 +67,15 @@ func (f *fleet) lastMs(s int) int64 {
 	return f.start.UnixMilli() + int64(s)*15_000 + last
 }
 
+// serveClock is the clock gpuledger serve is given: past the last
+// scrape's stamp and a marker's (a reorder window past it), so that no
+// sample is too new and the window is moved by the samples, as in a live
+// feed, while requests come. The hour is not settled while a measurement
+// runs.
+func (f *fleet) serveClock() time.Time {
+	return f.start.Add(time.Duration(len(f.scrapes))*15*time.Second + reorderWindowMs*time.Millisecond + 45*time.Second)
+}
+
 // marker is one request of one kube-state-metrics sample stamped ms: the
 // phase of the first busy node's pod. It stands for the next scrape,
 // whose samples move gpuledger's reorder window past the ones before ms

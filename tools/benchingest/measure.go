@@ -59,11 +59,7 @@ func start(ctx context.Context, o options, sys string, f *fleet, dir string) (*s
 		if err := os.WriteFile(cfg, []byte(f.config()), 0o600); err != nil {
 			return nil, err
 		}
-		// The clock reads past the last scrape's stamp and a marker's (a
-		// reorder window past it): no sample is too new, and the window
-		// is moved by the samples, as in a live feed, while requests come.
-		// The hour is not settled while the measurement runs.
-		clock := f.start.Add(time.Duration(len(f.scrapes))*15*time.Second + reorderWindowMs*time.Millisecond + 45*time.Second)
+		clock := f.serveClock()
 		bin = o.gpuledger
 		// Without tokens: a bearer token costs one SHA-256 of a few bytes a
 		// request, and the benchmark needs no secret.
