@@ -210,14 +210,16 @@ type walResult struct {
 
 // committer owns the log's current segment. Records queued with enqueue
 // are written in batches by one goroutine (run), made durable with one
-// fsync per batch, then handed to apply in sequence order, and only then
-// answered: what is applied is durable, and what is answered is applied.
+// fsync per batch, then handed to another that applies them in sequence
+// order, and only then answered: what is applied is durable, and what is
+// answered is applied. The next batch is written and synced while the one
+// before is applied, so that a sync's wait is not added to applying's.
 // Without a directory nothing is written and records are applied at once.
 type committer struct {
 	dir   string
 	log   *slog.Logger
 	apply func(entries []*walEntry)
-	// afterBatch runs on the committer goroutine after each batch: the
+	// afterBatch runs on the applying goroutine after each batch: the
 	// pipeline's snapshots, which must not interleave with applying.
 	afterBatch func()
 
@@ -228,7 +230,10 @@ type committer struct {
 	wake    chan struct{}
 	stopped chan struct{}
 
-	// Owned by run.
+	// fileMu guards the segment: run holds it to write a batch, a
+	// snapshot to start a new segment (rotate) and to delete old ones
+	// (truncate).
+	fileMu      sync.Mutex
 	f           *os.File
 	size        int64
 	segments    []numbered
@@ -262,9 +267,15 @@ func newCommitter(dir string, nextSeq uint64, segmentSize int64, log *slog.Logge
 	return c, nil
 }
 
-// openSegment starts a new segment at the next sequence number.
+// openSegment starts a new segment, named by the next sequence number to
+// be given: every record written before it has a smaller one (those queued
+// and not yet written come into it). Called with fileMu held, or before
+// run starts.
 func (c *committer) openSegment() error {
-	s := numbered{c.nextSeq, filepath.Join(c.dir, segmentName(c.nextSeq))}
+	c.mu.Lock()
+	next := c.nextSeq
+	c.mu.Unlock()
+	s := numbered{next, filepath.Join(c.dir, segmentName(next))}
 	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("create log segment: %w", err)
@@ -309,9 +320,26 @@ func (c *committer) failing() error {
 	return c.syncErr
 }
 
-// run commits batches until close, then drains the queue.
+// run commits batches until close, then drains the queue: it writes them,
+// and a goroutine of its own applies them in order, one batch behind at
+// most.
 func (c *committer) run() {
-	defer close(c.stopped)
+	durable := make(chan []*walEntry, 1)
+	applied := make(chan struct{})
+	go func() {
+		defer close(applied)
+		for batch := range durable {
+			c.apply(batch)
+			if c.afterBatch != nil {
+				c.afterBatch()
+			}
+		}
+	}()
+	defer func() {
+		close(durable)
+		<-applied
+		close(c.stopped)
+	}()
 	for {
 		<-c.wake
 		for {
@@ -325,35 +353,37 @@ func (c *committer) run() {
 				}
 				break
 			}
-			c.commit(batch)
-			if c.afterBatch != nil {
-				c.afterBatch()
+			if c.commit(batch) {
+				durable <- batch
 			}
 		}
 	}
 }
 
-// commit writes and syncs a batch, then applies it; on a write error it
-// answers the batch with the error and cuts the segment back to where the
-// batch began.
-func (c *committer) commit(batch []*walEntry) {
-	if c.dir != "" {
-		c.buf = c.buf[:0]
-		for _, e := range batch {
-			c.buf = e.rec.appendTo(c.buf)
-		}
-		err := c.write()
-		c.errMu.Lock()
-		c.syncErr = err
-		c.errMu.Unlock()
-		if err != nil {
-			for _, e := range batch {
-				e.done <- walResult{err: err}
-			}
-			return
-		}
+// commit writes and syncs a batch, and says whether it is durable; on a
+// write error it answers the batch with the error and cuts the segment
+// back to where the batch began.
+func (c *committer) commit(batch []*walEntry) bool {
+	if c.dir == "" {
+		return true
 	}
-	c.apply(batch)
+	c.fileMu.Lock()
+	c.buf = c.buf[:0]
+	for _, e := range batch {
+		c.buf = e.rec.appendTo(c.buf)
+	}
+	err := c.write()
+	c.fileMu.Unlock()
+	c.errMu.Lock()
+	c.syncErr = err
+	c.errMu.Unlock()
+	if err != nil {
+		for _, e := range batch {
+			e.done <- walResult{err: err}
+		}
+		return false
+	}
+	return true
 }
 
 func (c *committer) write() error {
@@ -395,8 +425,10 @@ func (c *committer) write() error {
 }
 
 // rotate starts a new segment, so that the older ones can be deleted once
-// a snapshot holds them. Called on the committer goroutine.
+// a snapshot holds them.
 func (c *committer) rotate() error {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
 	if c.dir == "" || c.size == 0 {
 		return nil
 	}
@@ -405,8 +437,9 @@ func (c *committer) rotate() error {
 
 // truncate deletes the segments every record of which has a sequence
 // number at most upto: the snapshot holds them. The current segment stays.
-// Called on the committer goroutine.
 func (c *committer) truncate(upto uint64) {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
 	keep := c.segments[:0]
 	for i, s := range c.segments {
 		last := len(c.segments) - 1

@@ -152,8 +152,9 @@ Flags:`)
 					if err != nil {
 						return fmt.Errorf("%s, %d GPUs, %d senders, repetition %d: %w", sys, g, c, rep+1, err)
 					}
-					fmt.Fprintf(stderr, "  %-15s %5d GPUs  %d senders  rep %d: %.3fM samples/s, %.3fM samples/CPU-s, RSS peak %.0f B/series, settled %.0f B/series; %d retries, %d rejected\n",
-						sys, g, c, rep+1, r.rate()/1e6, r.perCPU()/1e6, r.peakPerSeries(), r.settledPerSeries(), r.retries, r.rejected)
+					fmt.Fprintf(stderr, "  %-15s %5d GPUs  %d senders  rep %d: %.3fM samples/s, %.3fM samples/CPU-s, RSS peak %.0f B/series, settled %.0f B/series; %d retries, %d rejected; cores used: server %.2f, senders %.2f, machine %.0f%% busy\n",
+						sys, g, c, rep+1, r.rate()/1e6, r.perCPU()/1e6, r.peakPerSeries(), r.settledPerSeries(), r.retries, r.rejected,
+						r.cpuSeconds/r.seconds, r.senderCPU/r.seconds, 100*r.machineBusy)
 					all = append(all, r)
 				}
 			}
@@ -187,6 +188,8 @@ type result struct {
 	series           int     // series a scrape
 	seconds          float64 // wall time of the timed scrapes
 	cpuSeconds       float64 // the server's user+system CPU over them
+	senderCPU        float64 // this program's (the senders') CPU over them
+	machineBusy      float64 // the share of all CPUs' time busy over them, 0-1
 	peakRSS, settled int64   // bytes: the process' high-water mark, and after it settled
 	retries          int     // requests answered 429 or 503 and sent again
 	rejected         int     // samples gpuledger counted as rejected
@@ -204,11 +207,12 @@ func writeCSV(path string, rs []result) error {
 	}
 	w := csv.NewWriter(f)
 	w.Write([]string{"system", "gpus", "senders", "rep", "samples", "series", "seconds", "cpu_seconds", "peak_rss_bytes", "settled_rss_bytes", "retries", "rejected_samples",
-		"samples_per_s", "samples_per_cpu_s"})
+		"samples_per_s", "samples_per_cpu_s", "sender_cpu_seconds", "machine_busy"})
 	for _, r := range rs {
 		w.Write([]string{r.system, strconv.Itoa(r.gpus), strconv.Itoa(r.senders), strconv.Itoa(r.rep + 1), strconv.Itoa(r.samples), strconv.Itoa(r.series),
 			fmt.Sprintf("%.3f", r.seconds), fmt.Sprintf("%.3f", r.cpuSeconds), strconv.FormatInt(r.peakRSS, 10), strconv.FormatInt(r.settled, 10),
-			strconv.Itoa(r.retries), strconv.Itoa(r.rejected), fmt.Sprintf("%.0f", r.rate()), fmt.Sprintf("%.0f", r.perCPU())})
+			strconv.Itoa(r.retries), strconv.Itoa(r.rejected), fmt.Sprintf("%.0f", r.rate()), fmt.Sprintf("%.0f", r.perCPU()),
+			fmt.Sprintf("%.3f", r.senderCPU), fmt.Sprintf("%.3f", r.machineBusy)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

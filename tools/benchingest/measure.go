@@ -306,6 +306,14 @@ func measure(ctx context.Context, o options, sys string, f *fleet, senders, rep 
 	if err != nil {
 		return r, err
 	}
+	self0, err := cpuSeconds(os.Getpid())
+	if err != nil {
+		return r, err
+	}
+	busy0, total0, err := machineCPU()
+	if err != nil {
+		return r, err
+	}
 	var profiled chan error
 	if o.profile > 0 && sys == "gpuledger" {
 		profiled = make(chan error, 1)
@@ -327,6 +335,18 @@ func measure(ctx context.Context, o options, sys string, f *fleet, senders, rep 
 		return r, err
 	}
 	r.cpuSeconds = cpu1 - cpu0
+	self1, err := cpuSeconds(os.Getpid())
+	if err != nil {
+		return r, err
+	}
+	r.senderCPU = self1 - self0
+	busy1, total1, err := machineCPU()
+	if err != nil {
+		return r, err
+	}
+	if total1 > total0 {
+		r.machineBusy = (busy1 - busy0) / (total1 - total0)
+	}
 	if profiled != nil {
 		if err := <-profiled; err != nil {
 			return r, err
@@ -388,6 +408,32 @@ func cpuSeconds(pid int) (float64, error) {
 		return 0, err
 	}
 	return (u + st) / clockTicks, nil
+}
+
+// machineCPU reads all CPUs' busy and total time from /proc/stat's first
+// line, in USER_HZ ticks: busy is all but idle and iowait (the kernel's
+// own work, interrupts and other processes included).
+func machineCPU() (busy, total float64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 6 || fields[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat starts %q; want the cpu line", line)
+	}
+	for i, f := range fields[1:] {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat cpu field %d is %q: %w", i+1, f, err)
+		}
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total, nil
 }
 
 // memory reads a process' peak and current resident set from /proc, in
