@@ -210,16 +210,14 @@ type walResult struct {
 
 // committer owns the log's current segment. Records queued with enqueue
 // are written in batches by one goroutine (run), made durable with one
-// fsync per batch, then handed to another that applies them in sequence
-// order, and only then answered: what is applied is durable, and what is
-// answered is applied. The next batch is written and synced while the one
-// before is applied, so that a sync's wait is not added to applying's.
+// fsync per batch, then handed to apply in sequence order, and only then
+// answered: what is applied is durable, and what is answered is applied.
 // Without a directory nothing is written and records are applied at once.
 type committer struct {
 	dir   string
 	log   *slog.Logger
 	apply func(entries []*walEntry)
-	// afterBatch runs on the applying goroutine after each batch: the
+	// afterBatch runs on the committer goroutine after each batch: the
 	// pipeline's snapshots, which must not interleave with applying.
 	afterBatch func()
 
@@ -269,14 +267,21 @@ func newCommitter(dir string, nextSeq uint64, segmentSize int64, log *slog.Logge
 
 // openSegment starts a new segment, named by the next sequence number to
 // be given: every record written before it has a smaller one (those queued
-// and not yet written come into it). Called with fileMu held, or before
-// run starts.
+// and not yet written come into it). When no record was numbered since the
+// last segment began (a snapshot's rotation right after one for size, a
+// restart after a segment whose records were all queued before it began),
+// that is the last segment's name, and reusing it would empty a segment of
+// written records: the name is then past it. Called with fileMu held, or
+// before run starts.
 func (c *committer) openSegment() error {
 	c.mu.Lock()
 	next := c.nextSeq
 	c.mu.Unlock()
+	if k := len(c.segments); k > 0 && c.segments[k-1].n >= next {
+		next = c.segments[k-1].n + 1
+	}
 	s := numbered{next, filepath.Join(c.dir, segmentName(next))}
-	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(s.path, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("create log segment: %w", err)
 	}
@@ -320,26 +325,9 @@ func (c *committer) failing() error {
 	return c.syncErr
 }
 
-// run commits batches until close, then drains the queue: it writes them,
-// and a goroutine of its own applies them in order, one batch behind at
-// most.
+// run commits batches until close, then drains the queue.
 func (c *committer) run() {
-	durable := make(chan []*walEntry, 1)
-	applied := make(chan struct{})
-	go func() {
-		defer close(applied)
-		for batch := range durable {
-			c.apply(batch)
-			if c.afterBatch != nil {
-				c.afterBatch()
-			}
-		}
-	}()
-	defer func() {
-		close(durable)
-		<-applied
-		close(c.stopped)
-	}()
+	defer close(c.stopped)
 	for {
 		<-c.wake
 		for {
@@ -354,7 +342,10 @@ func (c *committer) run() {
 				break
 			}
 			if c.commit(batch) {
-				durable <- batch
+				c.apply(batch)
+			}
+			if c.afterBatch != nil {
+				c.afterBatch()
 			}
 		}
 	}
