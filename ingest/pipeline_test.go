@@ -372,7 +372,7 @@ func TestPipelineBounds(t *testing.T) {
 	m, scrapes := simScrapes(t, 1)
 	l := newLive(t, m, openStore(t), "", simStart)
 	l.opts.Limits.MaxSeries = 100
-	l.open()
+	l.crash() // again with these options
 	_, err := l.pl.RemoteWrite(context.Background(), "vmagent", toRemoteWrite(t, scrapes[:1]))
 	var ie *InputError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "the limit is 100") {
@@ -388,7 +388,7 @@ func TestPipelineBounds(t *testing.T) {
 	const maxBuffered = 2000
 	l = newLive(t, m, openStore(t), "", simStart)
 	l.opts.MaxBuffered = maxBuffered
-	l.open()
+	l.crash() // again with these options
 	feedLive(l, scrapes, func(int) {
 		if n := l.pl.Stats().Buffered; n > maxBuffered {
 			t.Fatalf("%d samples buffered, MaxBuffered is %d", n, maxBuffered)
@@ -587,7 +587,7 @@ func TestPipelineOutageHeldBlock(t *testing.T) {
 	run := func(catchUp time.Duration, outage int) (*live, Result) {
 		l := newLive(t, m, openStore(t), t.TempDir(), simStart)
 		l.opts.CatchUpWindow = catchUp
-		l.open()
+		l.crash() // again with these options: one pipeline on a folder at a time
 		feed(l, scrapes[:held], nil)
 		l.crash()
 		back := scrapes[held+outage].at
