@@ -228,10 +228,7 @@ type committer struct {
 	wake    chan struct{}
 	stopped chan struct{}
 
-	// fileMu guards the segment: run holds it to write a batch, a
-	// snapshot to start a new segment (rotate) and to delete old ones
-	// (truncate).
-	fileMu      sync.Mutex
+	// Owned by run (and the snapshots it runs between batches).
 	f           *os.File
 	size        int64
 	segments    []numbered
@@ -271,8 +268,8 @@ func newCommitter(dir string, nextSeq uint64, segmentSize int64, log *slog.Logge
 // last segment began (a snapshot's rotation right after one for size, a
 // restart after a segment whose records were all queued before it began),
 // that is the last segment's name, and reusing it would empty a segment of
-// written records: the name is then past it. Called with fileMu held, or
-// before run starts.
+// written records: the name is then past it. Called on the committer
+// goroutine, or before run starts.
 func (c *committer) openSegment() error {
 	c.mu.Lock()
 	next := c.nextSeq
@@ -358,13 +355,11 @@ func (c *committer) commit(batch []*walEntry) bool {
 	if c.dir == "" {
 		return true
 	}
-	c.fileMu.Lock()
 	c.buf = c.buf[:0]
 	for _, e := range batch {
 		c.buf = e.rec.appendTo(c.buf)
 	}
 	err := c.write()
-	c.fileMu.Unlock()
 	c.errMu.Lock()
 	c.syncErr = err
 	c.errMu.Unlock()
@@ -416,10 +411,8 @@ func (c *committer) write() error {
 }
 
 // rotate starts a new segment, so that the older ones can be deleted once
-// a snapshot holds them.
+// a snapshot holds them. Called on the committer goroutine.
 func (c *committer) rotate() error {
-	c.fileMu.Lock()
-	defer c.fileMu.Unlock()
 	if c.dir == "" || c.size == 0 {
 		return nil
 	}
@@ -428,9 +421,8 @@ func (c *committer) rotate() error {
 
 // truncate deletes the segments every record of which has a sequence
 // number at most upto: the snapshot holds them. The current segment stays.
+// Called on the committer goroutine.
 func (c *committer) truncate(upto uint64) {
-	c.fileMu.Lock()
-	defer c.fileMu.Unlock()
 	keep := c.segments[:0]
 	for i, s := range c.segments {
 		last := len(c.segments) - 1
