@@ -423,7 +423,9 @@ func machineCPU() (busy, total float64, err error) {
 	if len(fields) < 6 || fields[0] != "cpu" {
 		return 0, 0, fmt.Errorf("/proc/stat starts %q; want the cpu line", line)
 	}
-	for i, f := range fields[1:] {
+	// user nice system idle iowait irq softirq steal; guest and guest_nice
+	// after them are already in user and nice.
+	for i, f := range fields[1:min(len(fields), 9)] {
 		v, err := strconv.ParseFloat(f, 64)
 		if err != nil {
 			return 0, 0, fmt.Errorf("/proc/stat cpu field %d is %q: %w", i+1, f, err)
