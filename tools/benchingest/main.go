@@ -8,9 +8,9 @@
 // sender count, the min/median/max over the repetitions of: samples
 // accepted per second, samples per CPU-second of the server process,
 // peak and settled resident memory per active series, and the ratios
-// gpuledger / VictoriaMetrics; and, measured in the same run, the
+// gpuledger / VictoriaMetrics; and, measured before each repetition, the
 // decode-only limit (snappy and protobuf decoding of the same bodies, on
-// one core and on all of GOMAXPROCS) with gpuledger's share of it.
+// one core and on all of GOMAXPROCS) with each system's share of it.
 //
 // What is timed: from the first timed request to the moment the server
 // has done all the work for them. For gpuledger that is every request
@@ -72,7 +72,7 @@ Measures gpuledger serve's remote-write ingest against VictoriaMetrics
 single-node, each as its own process fed over loopback with the same bodies,
 alternating the two in every repetition, and prints samples/s, samples per
 CPU-second, peak and settled RSS per series and the ratios, with the
-decode-only limit measured in the same run.
+decode-only limit measured before each repetition.
 
 Flags:`)
 		fs.PrintDefaults()
@@ -124,7 +124,6 @@ Flags:`)
 	defer stop()
 
 	var all []result
-	var limits []decodeLimit
 	for _, g := range o.gpus {
 		// Stamped two hours ago, 20 minutes into the hour: inside
 		// VictoriaMetrics' retention, and one hour gpuledger does not settle
@@ -135,11 +134,13 @@ Flags:`)
 		f := makeFleet(g, o.scrapes+1, start, o.seed)
 		fmt.Fprintf(stderr, "%d GPUs: %d series a scrape (%d dcgm-exporter), %d requests, %.1f MB compressed\n",
 			g, f.series, f.gpu, len(f.scrapes[0]), float64(f.bytes)/1e6)
-		lim := measureDecode(f)
-		limits = append(limits, lim)
-		fmt.Fprintf(stderr, "decode-only limit: %.2fM samples/s on 1 core, %.2fM on %d\n", lim.one/1e6, lim.all/1e6, lim.procs)
 		for _, c := range o.senders {
 			for rep := range o.reps {
+				// The limit is measured again before each repetition: on a
+				// shared machine it moves by a fifth and more from minute to
+				// minute, and a share is of the limit of its own minutes.
+				lim := measureDecode(f)
+				fmt.Fprintf(stderr, "decode-only limit: %.2fM samples/s on 1 core, %.2fM on %d\n", lim.one/1e6, lim.all/1e6, lim.procs)
 				order := slices.Clone(o.systems)
 				if rep%2 == 1 {
 					slices.Reverse(order)
@@ -152,6 +153,7 @@ Flags:`)
 					if err != nil {
 						return fmt.Errorf("%s, %d GPUs, %d senders, repetition %d: %w", sys, g, c, rep+1, err)
 					}
+					r.limit = lim
 					fmt.Fprintf(stderr, "  %-15s %5d GPUs  %d senders  rep %d: %.3fM samples/s, %.3fM samples/CPU-s, RSS peak %.0f B/series, settled %.0f B/series; %d retries, %d rejected; cores used: server %.2f, senders %.2f, machine %.0f%% busy\n",
 						sys, g, c, rep+1, r.rate()/1e6, r.perCPU()/1e6, r.peakPerSeries(), r.settledPerSeries(), r.retries, r.rejected,
 						r.cpuSeconds/r.seconds, r.senderCPU/r.seconds, 100*r.machineBusy)
@@ -163,7 +165,7 @@ Flags:`)
 	if err := writeCSV(filepath.Join(o.out, "runs.csv"), all); err != nil {
 		return err
 	}
-	report(stdout, o, all, limits)
+	report(stdout, o, all)
 	return nil
 }
 
@@ -184,21 +186,26 @@ type result struct {
 	system           string
 	gpus, senders    int
 	rep              int
-	samples          int     // timed samples sent
-	series           int     // series a scrape
-	seconds          float64 // wall time of the timed scrapes
-	cpuSeconds       float64 // the server's user+system CPU over them
-	senderCPU        float64 // this program's (the senders') CPU over them
-	machineBusy      float64 // the share of all CPUs' time busy over them, 0-1
-	peakRSS, settled int64   // bytes: the process' high-water mark, and after it settled
-	retries          int     // requests answered 429 or 503 and sent again
-	rejected         int     // samples gpuledger counted as rejected
+	samples          int         // timed samples sent
+	series           int         // series a scrape
+	seconds          float64     // wall time of the timed scrapes
+	cpuSeconds       float64     // the server's user+system CPU over them
+	senderCPU        float64     // this program's (the senders') CPU over them
+	machineBusy      float64     // the share of all CPUs' time busy over them, 0-1
+	peakRSS, settled int64       // bytes: the process' high-water mark, and after it settled
+	retries          int         // requests answered 429 or 503 and sent again
+	rejected         int         // samples gpuledger counted as rejected
+	limit            decodeLimit // measured just before the repetition
 }
 
 func (r result) rate() float64             { return float64(r.samples) / r.seconds }
 func (r result) perCPU() float64           { return float64(r.samples) / r.cpuSeconds }
 func (r result) peakPerSeries() float64    { return float64(r.peakRSS) / float64(r.series) }
 func (r result) settledPerSeries() float64 { return float64(r.settled) / float64(r.series) }
+
+// share is the rate over the decode-only limit on all cores, measured
+// just before.
+func (r result) share() float64 { return r.rate() / r.limit.all }
 
 func writeCSV(path string, rs []result) error {
 	f, err := os.Create(path)
@@ -207,12 +214,12 @@ func writeCSV(path string, rs []result) error {
 	}
 	w := csv.NewWriter(f)
 	w.Write([]string{"system", "gpus", "senders", "rep", "samples", "series", "seconds", "cpu_seconds", "peak_rss_bytes", "settled_rss_bytes", "retries", "rejected_samples",
-		"samples_per_s", "samples_per_cpu_s", "sender_cpu_seconds", "machine_busy"})
+		"samples_per_s", "samples_per_cpu_s", "sender_cpu_seconds", "machine_busy", "decode_only_1_core", "decode_only_all_cores"})
 	for _, r := range rs {
 		w.Write([]string{r.system, strconv.Itoa(r.gpus), strconv.Itoa(r.senders), strconv.Itoa(r.rep + 1), strconv.Itoa(r.samples), strconv.Itoa(r.series),
 			fmt.Sprintf("%.3f", r.seconds), fmt.Sprintf("%.3f", r.cpuSeconds), strconv.FormatInt(r.peakRSS, 10), strconv.FormatInt(r.settled, 10),
 			strconv.Itoa(r.retries), strconv.Itoa(r.rejected), fmt.Sprintf("%.0f", r.rate()), fmt.Sprintf("%.0f", r.perCPU()),
-			fmt.Sprintf("%.3f", r.senderCPU), fmt.Sprintf("%.3f", r.machineBusy)})
+			fmt.Sprintf("%.3f", r.senderCPU), fmt.Sprintf("%.3f", r.machineBusy), fmt.Sprintf("%.0f", r.limit.one), fmt.Sprintf("%.0f", r.limit.all)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -242,22 +249,21 @@ func (s spread) format(scale float64, prec int) string {
 	return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, s.med/scale, prec, s.min/scale, prec, s.max/scale)
 }
 
-func report(w io.Writer, o options, all []result, limits []decodeLimit) {
+func report(w io.Writer, o options, all []result) {
 	fmt.Fprintf(w, "benchingest: %d repetitions, %d timed scrapes of 15 s, seed %d, GOMAXPROCS %d, %d CPUs\n",
 		o.reps, o.scrapes, o.seed, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	fmt.Fprintln(w, "median [min-max] over the repetitions; ratios are gpuledger / VictoriaMetrics, of the medians and [min-max] over the repetitions' pairs")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| GPUs | senders | system | M samples/s | M samples/CPU-s | peak RSS B/series | settled RSS B/series | share of decode-only limit |")
+	fmt.Fprintln(w, "| GPUs | senders | system | M samples/s | M samples/CPU-s | peak RSS B/series | settled RSS B/series | % of decode-only limit |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
-	for i, g := range o.gpus {
-		lim := limits[i]
+	for _, g := range o.gpus {
 		for _, c := range o.senders {
 			for _, sys := range o.systems {
 				rs := pick(all, sys, g, c)
 				rate := spreadOf(mapf(rs, result.rate))
-				fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %.0f%% |\n", g, c, sys, rate.format(1e6, 3),
+				fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", g, c, sys, rate.format(1e6, 3),
 					spreadOf(mapf(rs, result.perCPU)).format(1e6, 3), spreadOf(mapf(rs, result.peakPerSeries)).format(1, 0),
-					spreadOf(mapf(rs, result.settledPerSeries)).format(1, 0), 100*rate.med/lim.all)
+					spreadOf(mapf(rs, result.settledPerSeries)).format(1, 0), spreadOf(mapf(rs, result.share)).format(0.01, 0))
 			}
 			if len(o.systems) == 2 {
 				gl, vm := pick(all, "gpuledger", g, c), pick(all, "victoriametrics", g, c)
@@ -267,9 +273,16 @@ func report(w io.Writer, o options, all []result, limits []decodeLimit) {
 		}
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "decode-only limit (snappy + protobuf unmarshal of the same bodies, in this process):")
-	for i, g := range o.gpus {
-		fmt.Fprintf(w, "  %d GPUs: %.2fM samples/s on 1 core, %.2fM on %d\n", g, limits[i].one/1e6, limits[i].all/1e6, limits[i].procs)
+	fmt.Fprintln(w, "decode-only limit (snappy + protobuf unmarshal of the same bodies, in this process, before each repetition; a share above is of its own repetition's):")
+	for _, g := range o.gpus {
+		var one, every []float64
+		procs := 0
+		for _, r := range all {
+			if r.gpus == g && r.system == o.systems[0] {
+				one, every, procs = append(one, r.limit.one), append(every, r.limit.all), r.limit.procs
+			}
+		}
+		fmt.Fprintf(w, "  %d GPUs: %sM samples/s on 1 core, %sM on %d\n", g, spreadOf(one).format(1e6, 2), spreadOf(every).format(1e6, 2), procs)
 	}
 	if len(o.gpus) > 1 && slices.Contains(o.systems, "gpuledger") {
 		fmt.Fprintln(w)
