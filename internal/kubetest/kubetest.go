@@ -404,9 +404,14 @@ integrations:
 			return err
 		}
 		actx, cancel := context.WithTimeout(ctx, kueueWithin)
-		err = s.kueueReady(actx, health)
+		err = s.kueueReady(actx, health, fmt.Sprintf("kubetest-probe-%d", attempt))
 		cancel()
 		if err == nil {
+			if attempt > 1 { // the first try's probe, which its Kueue may have left
+				if derr := s.Dynamic.Resource(flavorsGVR).Delete(ctx, "kubetest-probe-1", metav1.DeleteOptions{}); derr != nil && !apierrors.IsNotFound(derr) {
+					return derr
+				}
+			}
 			return nil
 		}
 	}
@@ -414,8 +419,9 @@ integrations:
 }
 
 // kueueReady waits until the Kueue just started serves its webhooks and
-// runs its controllers.
-func (s *Stack) kueueReady(ctx context.Context, health int) error {
+// runs its controllers, with a ResourceFlavor of its own (one a Kueue
+// before it may have put its finalizer on is no proof), deleted after.
+func (s *Stack) kueueReady(ctx context.Context, health int, probe string) error {
 	if err := waitHTTP(ctx, "http://127.0.0.1:"+strconv.Itoa(health)+"/healthz", nil); err != nil {
 		return fmt.Errorf("kueue: %w", err)
 	}
@@ -426,20 +432,20 @@ func (s *Stack) kueueReady(ctx context.Context, health int) error {
 	// own deadlines start from a working Kueue. (A probe ClusterQueue,
 	// created and deleted, left Admission Fair Sharing's usage at zero.)
 	rf := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-		"metadata": map[string]any{"name": "kubetest-probe"}}}
-	flavors := s.Dynamic.Resource(schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "resourceflavors"})
+		"metadata": map[string]any{"name": probe}}}
+	flavors := s.Dynamic.Resource(flavorsGVR)
 	created := false
 	for {
 		var err error
 		if !created {
 			_, err = flavors.Create(ctx, rf, metav1.CreateOptions{})
-			created = err == nil || apierrors.IsAlreadyExists(err) // a Kueue before this one created it
+			created = err == nil
 		}
 		if created {
 			var got *unstructured.Unstructured
-			if got, err = flavors.Get(ctx, "kubetest-probe", metav1.GetOptions{}); err == nil {
+			if got, err = flavors.Get(ctx, probe, metav1.GetOptions{}); err == nil {
 				if len(got.GetFinalizers()) > 0 {
-					return flavors.Delete(ctx, "kubetest-probe", metav1.DeleteOptions{})
+					return flavors.Delete(ctx, probe, metav1.DeleteOptions{})
 				}
 				err = errors.New("its controllers have not put their finalizer on a ResourceFlavor yet")
 			}
@@ -672,6 +678,8 @@ func Condition(u *unstructured.Unstructured, typ string) bool {
 
 // Admitted says whether a Workload is admitted.
 func Admitted(u *unstructured.Unstructured) bool { return Condition(u, "Admitted") }
+
+var flavorsGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "resourceflavors"}
 
 // WorkloadsGVR is Kueue's Workload resource.
 var WorkloadsGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
