@@ -66,7 +66,7 @@ func (p *Parser) exportLine(line []byte) error {
 		return fmt.Errorf("%d values but %d timestamps; want as many of each", len(l.Values), len(l.Timestamps))
 	}
 	if !wanted(metric) {
-		p.stats.Skipped += uint64(len(l.Values))
+		p.stats.Skipped++
 		return nil
 	}
 	values := make([]float64, len(l.Values))

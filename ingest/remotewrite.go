@@ -65,8 +65,8 @@ type RemoteWrite struct {
 	arena []byte
 	tags  []prometheus.Tag
 	batch []rwSample
-	// series is how many series the body held; skipped how many samples
-	// of metrics ingest does not read.
+	// series is how many series the body held; skipped how many of them
+	// are of metrics ingest does not read.
 	series  int
 	skipped uint64
 	// err is why the body is refused, an *InputError; nothing of it is
@@ -231,38 +231,35 @@ func (d *RemoteWrite) scan(b []byte, maxSeries int) error {
 }
 
 // series1 reads one TimeSeries (labels = 1, samples = 2): a first pass
-// reads labels only until its __name__ and counts its samples; a series
-// of a metric ingest does not read is left there, unread beyond that
-// (what is damaged in it is not looked at). A wanted series is read again
-// for its labels and samples, all checked.
+// reads fields only until its __name__; a series of a metric ingest does
+// not read is left there, unread beyond that (what is damaged in it is not
+// looked at), and counted. A wanted series is read again for its labels
+// and samples, all checked.
 func (d *RemoteWrite) series1(b []byte) error {
 	var metric string
-	named := false
-	samples := 0
 	for rest := b; len(rest) > 0; {
 		num, wt, data, _, r, err := protoField(rest)
 		if err != nil {
 			return err
 		}
 		rest = r
-		switch {
-		case num == 1 && !named:
-			if wt != wireLen {
-				return errProto("label wire type")
-			}
-			name, value, err := label(data)
-			if err != nil {
-				return err
-			}
-			if string(name) == "__name__" {
-				metric, named = str(value), true
-			}
-		case num == 2:
-			samples++
+		if num != 1 {
+			continue
+		}
+		if wt != wireLen {
+			return errProto("label wire type")
+		}
+		name, value, err := label(data)
+		if err != nil {
+			return err
+		}
+		if string(name) == "__name__" {
+			metric = str(value)
+			break
 		}
 	}
 	if !wanted(metric) {
-		d.skipped += uint64(samples)
+		d.skipped++
 		return nil
 	}
 	metric = d.keep(metric)

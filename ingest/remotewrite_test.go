@@ -18,15 +18,16 @@ import (
 )
 
 // decoded is what a decoding kept, in a form go-cmp compares: each kept
-// sample with its metric, value bits, time and labels.
+// sample with its metric, value bits, time and labels. (Not what it
+// skipped: VictoriaMetrics' unmarshaler drops series without samples,
+// which the scanner counts; TestDecodeRemoteWriteSkipped counts them.)
 type decoded struct {
 	Samples []string
-	Skipped uint64
 	Err     bool
 }
 
 func summarise(d *RemoteWrite) decoded {
-	out := decoded{Skipped: d.skipped, Err: d.err != nil}
+	out := decoded{Err: d.err != nil}
 	for _, s := range d.batch {
 		var b strings.Builder
 		b.WriteString(s.metric)
@@ -75,7 +76,6 @@ func referenceDecode(body []byte, limits Limits) *RemoteWrite {
 			}
 		}
 		if !wanted(metric) {
-			d.skipped += uint64(len(ts.Samples))
 			continue
 		}
 		start := len(d.tags)
@@ -131,6 +131,7 @@ func TestDecodeRemoteWriteMatchesReference(t *testing.T) {
 	var d RemoteWrite
 	for i := range 500 {
 		body := randomWrite(rng)
+		undamaged := body
 		if i%50 == 49 {
 			// Damage it: cut the protobuf short, or flip a byte.
 			raw, _ := snappy.Decode(nil, body)
@@ -157,17 +158,61 @@ func TestDecodeRemoteWriteMatchesReference(t *testing.T) {
 		}
 		want := referenceDecode(body, Limits{})
 		if want.err != nil {
-			if d.err == nil && len(d.batch) == 0 {
-				continue // damage only in what the scanner skips
-			}
 			if d.err == nil {
-				t.Fatalf("request %d: VictoriaMetrics refuses it (%v), the scanner keeps %d samples", i, want.err, len(d.batch))
+				// Damage only in what the scanner skips: it keeps what
+				// the body held before the damage.
+				if w, g := summarise(referenceDecode(undamaged, Limits{})).Samples, summarise(&d).Samples; !slices.Equal(w, g) {
+					t.Fatalf("request %d: VictoriaMetrics refuses it (%v), the scanner keeps samples the undamaged body did not hold:\n%s", i, want.err, cmp.Diff(w, g))
+				}
 			}
 			continue
 		}
 		if diff := cmp.Diff(summarise(want), summarise(&d)); diff != "" {
 			t.Fatalf("request %d: (-reference +scanner)\n%s", i, diff)
 		}
+	}
+}
+
+// TestDecodeRemoteWriteSkipped: the scanner counts the series of metrics
+// ingest does not read (one with several samples, one with none, one
+// without a name, its name last), not their samples, and stops reading
+// each at its name: damage after it is not looked at.
+func TestDecodeRemoteWriteSkipped(t *testing.T) {
+	series := func(name string, samples int) prompb.TimeSeries {
+		ts := prompb.TimeSeries{Labels: []prompb.Label{{Name: "gpu", Value: "0"}, {Name: "Hostname", Value: "n"}}}
+		if name != "" {
+			ts.Labels = append([]prompb.Label{{Name: "__name__", Value: name}}, ts.Labels...)
+		}
+		for i := range samples {
+			ts.Samples = append(ts.Samples, prompb.Sample{Value: 1, Timestamp: int64(i + 1)})
+		}
+		return ts
+	}
+	last := series("", 1)
+	last.Labels = append(last.Labels, prompb.Label{Name: "__name__", Value: "DCGM_FI_DEV_GPU_TEMP"})
+	wr := prompb.WriteRequest{Timeseries: []prompb.TimeSeries{series(MetricGPUUtil, 2), series("DCGM_FI_DEV_SM_CLOCK", 3),
+		series("DCGM_FI_DEV_GPU_TEMP", 0), series("", 2), last}}
+	raw := wr.MarshalProtobuf(nil)
+	var d RemoteWrite
+	DecodeRemoteWrite(snappy.Encode(nil, raw), Limits{}, false, &d)
+	if d.err != nil || len(d.batch) != 2 || d.series != 5 || d.skipped != 4 {
+		t.Fatalf("err %v, %d samples kept, %d series, %d skipped; want 2 kept of 5 series, 4 skipped", d.err, len(d.batch), d.series, d.skipped)
+	}
+	// A skipped series whose sample field claims more bytes than the
+	// series holds: its own length still frames the series, so the rest of
+	// the body is read.
+	one := prompb.WriteRequest{Timeseries: []prompb.TimeSeries{series("DCGM_FI_DEV_SM_CLOCK", 1)}}
+	b := one.MarshalProtobuf(nil)
+	// The sample, last: key 0x12, length 11 (value: key and 8 bytes;
+	// timestamp: key and 1 byte).
+	if b[len(b)-13] != 2<<3|wireLen || b[len(b)-12] != 11 {
+		t.Fatalf("the sample is not where this test looks: % x", b)
+	}
+	b[len(b)-12] = 0x7f
+	b = append(b, wr.MarshalProtobuf(nil)...)
+	DecodeRemoteWrite(snappy.Encode(nil, b), Limits{}, false, &d)
+	if d.err != nil || len(d.batch) != 2 || d.skipped != 5 {
+		t.Fatalf("damage past a skipped series' name: err %v, %d samples kept, %d skipped; want 2 kept, 5 skipped", d.err, len(d.batch), d.skipped)
 	}
 }
 
