@@ -328,13 +328,16 @@ func (pl *Pipeline) applyBatch(batch []*walEntry) {
 func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 	window := opts.ReorderWindow.Milliseconds()
 	switch rec.kind {
-	case recRemoteWrite, recExposition:
+	case recRemoteWrite, recRemoteWriteCut, recExposition:
 		sink := &bufferSink{st: st, limitMs: rec.nowMs + opts.MaxAhead.Milliseconds(), lateMs: st.att.EmittedUntil()}
 		var err error
-		if rec.kind == recRemoteWrite {
+		if rec.kind != recExposition {
 			d := rec.decoded
 			if d == nil { // replay: decode the logged body as the request did
-				d = decodeForBuffer(rec.body, opts.Limits)
+				d = decodeForBuffer(rec.body, opts.Limits, false)
+				if rec.kind == recRemoteWriteCut {
+					d.skipped += uint64(rec.auxMs)
+				}
 			}
 			err = st.p.ParseDecoded(d, sink)
 			d.Release()
@@ -731,9 +734,11 @@ var decodedPool = sync.Pool{New: func() any { return &RemoteWrite{} }}
 
 // decodeForBuffer decodes a remote-write body, the body itself from the
 // pool and given back once read; apply gives the decoding back once
-// parsed.
-func decodeForBuffer(body []byte, limits Limits) *RemoteWrite {
+// parsed. With cut, the decoding keeps the body cut down to the series it
+// read, for the log.
+func decodeForBuffer(body []byte, limits Limits, cut bool) *RemoteWrite {
 	d := decodedPool.Get().(*RemoteWrite)
+	d.cut = cut
 	DecodeRemoteWrite(body, limits, true, d)
 	return d
 }
@@ -769,8 +774,15 @@ func (pl *Pipeline) submit(ctx context.Context, rec record) (Result, error) {
 	}
 	if rec.kind == recRemoteWrite {
 		// Decode here, in the request's goroutine: requests decode in
-		// parallel, and the committer applies them in log order.
-		rec.decoded = decodeForBuffer(rec.body, pl.opts.Limits)
+		// parallel, and the committer applies them in log order. What the
+		// log gets is the body cut down to what was read (wal.go).
+		d := decodeForBuffer(rec.body, pl.opts.Limits, true)
+		rec.decoded = d
+		if d.err == nil {
+			// d's own buffer: d goes back to its pool once applied, after
+			// the record is written.
+			rec.kind, rec.auxMs, rec.body = recRemoteWriteCut, int64(d.skipped), d.cutBody
+		}
 	}
 	rec.nowMs = pl.opts.Now().UnixMilli()
 	e := pl.c.enqueue(rec)

@@ -823,3 +823,117 @@ func TestLogTornTail(t *testing.T) {
 		t.Errorf("replay: last %d, torn %d, records %v, %v", last, torn, got, err)
 	}
 }
+
+// TestPipelineLogsWhatItReads: the log holds each remote-write body cut
+// down to the series ingest reads, with how many series were cut, in fewer
+// bytes than were sent; a crash replays it to the counters and ledger of
+// the uninterrupted run; and a log of whole bodies, as servers before the
+// cut wrote them, replays to the same.
+func TestPipelineLogsWhatItReads(t *testing.T) {
+	m, scrapes := simScrapes(t, 1)
+	scrapes = scrapes[:60]
+	const extra = 40 // skipped series a body
+	bodies := make([][]byte, len(scrapes))
+	sent := 0
+	for i, sc := range scrapes {
+		bodies[i] = withSkipped(t, toRemoteWrite(t, []simScrape{sc}), extra)
+		sent += len(bodies[i])
+	}
+	open := func(dir string) *live {
+		l := &live{t: t, model: m, store: openStore(t), dir: dir, clock: &clock{t: simStart}}
+		// No snapshot: the whole log stays.
+		l.opts = PipelineOptions{Dir: dir, Now: l.clock.Now, SnapshotEvery: 24 * time.Hour}
+		l.open()
+		return l
+	}
+	run := func(l *live, crashAt int) {
+		for i, sc := range scrapes {
+			if i == crashAt {
+				l.crash()
+			}
+			l.clock.Set(sc.at.Add(time.Second))
+			if res, err := l.pl.RemoteWrite(context.Background(), "vmagent", bodies[i]); err != nil || res.Rejected() != 0 {
+				t.Fatalf("scrape %d: %+v, %v", i, res, err)
+			}
+		}
+	}
+	end := scrapes[len(scrapes)-1].at.Truncate(time.Hour).Add(time.Hour)
+	settled := func(l *live) ([]ledger.Row, []ledger.WorkloadRow) {
+		t.Helper()
+		if err := l.pl.FlushUntil(context.Background(), end); err != nil {
+			t.Fatal(err)
+		}
+		return ledgertest.Dump(t, l.store, simStart, end)
+	}
+
+	ref := open(t.TempDir())
+	run(ref, -1)
+	want := ref.pl.Stats().Ingest
+	if want.Skipped < extra*uint64(len(scrapes)) {
+		t.Fatalf("%d series skipped; want at least the %d added", want.Skipped, extra*len(scrapes))
+	}
+
+	// The log: every body cut, the cut counted, and smaller than sent.
+	var recs []record
+	if _, _, err := replayLog(ref.dir, 0, slog.New(slog.DiscardHandler), func(r record) { recs = append(recs, r) }); err != nil {
+		t.Fatal(err)
+	}
+	var cut, logged int
+	var counted int64
+	for _, r := range recs {
+		switch r.kind {
+		case recRemoteWriteCut:
+			cut++
+			logged += len(r.body)
+			counted += r.auxMs
+		case recRemoteWrite:
+			t.Errorf("record %d holds a whole body", r.seq)
+		}
+	}
+	if cut != len(scrapes) || counted != int64(want.Skipped) || logged >= sent {
+		t.Errorf("log: %d cut bodies of %d bytes, %d series cut; want %d bodies, fewer bytes than the %d sent, %d cut",
+			cut, logged, counted, len(scrapes), sent, want.Skipped)
+	}
+
+	// A crash halfway, and the restart after the last body: the same
+	// counters.
+	crashed := open(t.TempDir())
+	run(crashed, len(scrapes)/2)
+	crashed.crash()
+	if got := crashed.pl.Stats().Ingest; got != want {
+		t.Errorf("counters after crashes (-uninterrupted +crashed):\n%s", cmp.Diff(want, got))
+	}
+
+	// The same log with the whole bodies, as earlier servers wrote it.
+	old := t.TempDir()
+	var seg []byte
+	next := 0
+	for _, r := range recs {
+		if r.kind == recRemoteWriteCut {
+			r.kind, r.auxMs, r.body = recRemoteWrite, 0, bodies[next]
+			next++
+		}
+		seg = r.appendTo(seg)
+	}
+	if err := os.WriteFile(filepath.Join(old, segmentName(recs[0].seq)), seg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	whole := open(old)
+	if got := whole.pl.Stats().Ingest; got != want {
+		t.Errorf("counters from a log of whole bodies (-cut +whole):\n%s", cmp.Diff(want, got))
+	}
+
+	wantRows, wantWl := settled(ref)
+	if len(wantRows) == 0 {
+		t.Fatal("nothing settled")
+	}
+	for name, l := range map[string]*live{"crashed": crashed, "whole bodies": whole} {
+		rows, wls := settled(l)
+		if diff := cmp.Diff(wantRows, rows); diff != "" {
+			t.Errorf("%s: ledger (-uninterrupted +%s):\n%s", name, name, diff)
+		}
+		if diff := cmp.Diff(wantWl, wls); diff != "" {
+			t.Errorf("%s: workload rows (-uninterrupted +%s):\n%s", name, name, diff)
+		}
+	}
+}

@@ -10,6 +10,9 @@ import (
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/encoding/snappy"
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
+	// The codec VictoriaMetrics' snappy decodes with, for what it does
+	// not offer: compressing.
+	snappyenc "github.com/golang/snappy"
 )
 
 // Limits bound one remote-write request. Zero fields take the defaults.
@@ -69,6 +72,16 @@ type RemoteWrite struct {
 	// are of metrics ingest does not read.
 	series  int
 	skipped uint64
+	// cut asks for the body cut down to the series ingest reads: their
+	// protobuf, moved to the front of the decoded body as it is read (a
+	// WriteRequest of its own, which decodes as the whole body did, less
+	// the skipped series), then snappy-compressed into cutBody, for the
+	// write-ahead log. The compression takes the free end of the decoded
+	// body as its scratch space, so a decoding holds only the compressed
+	// cut.
+	cut     bool
+	cutLen  int
+	cutBody []byte
 	// err is why the body is refused, an *InputError; nothing of it is
 	// used then.
 	err error
@@ -94,7 +107,7 @@ func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 		}
 	}
 	d.arena = d.arena[:0]
-	d.tags, d.batch, d.series, d.skipped, d.err = d.tags[:0], d.batch[:0], 0, 0, nil
+	d.tags, d.batch, d.series, d.skipped, d.cutLen, d.cutBody, d.err = d.tags[:0], d.batch[:0], 0, 0, 0, d.cutBody[:0], nil
 	decoded, err := snappy.Decode(dst, body, limits.MaxDecodedBytes)
 	if fresh && cap(decoded) > 0 {
 		defer func() {
@@ -109,9 +122,16 @@ func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 		return
 	}
 	if err := d.scan(decoded, limits.MaxSeries); err != nil {
-		d.tags, d.batch, d.series, d.skipped = d.tags[:0], d.batch[:0], 0, 0
+		d.tags, d.batch, d.series, d.skipped, d.cutLen = d.tags[:0], d.batch[:0], 0, 0, 0
 		d.err = err
 		return
+	}
+	if d.cut {
+		kept, scratch := decoded[:d.cutLen], decoded[d.cutLen:cap(decoded)]
+		if snappyenc.MaxEncodedLen(len(kept)) > len(scratch) {
+			scratch = nil // most of the body kept: snappy allocates
+		}
+		d.cutBody = append(d.cutBody, snappyenc.Encode(scratch, kept)...)
 	}
 	// A request holds whole series, one after another; attribution wants
 	// each device's samples in time order, so the batch is put in time
@@ -207,12 +227,13 @@ func str(b []byte) string {
 }
 
 // scan reads a WriteRequest (timeseries = 1), keeping the wanted series.
-func (d *RemoteWrite) scan(b []byte, maxSeries int) error {
-	for len(b) > 0 {
+func (d *RemoteWrite) scan(body []byte, maxSeries int) error {
+	for b := body; len(b) > 0; {
 		num, wt, data, _, rest, err := protoField(b)
 		if err != nil {
 			return err
 		}
+		field := b[:len(b)-len(rest)]
 		b = rest
 		if num != 1 {
 			continue // metadata and what later versions add
@@ -223,8 +244,14 @@ func (d *RemoteWrite) scan(b []byte, maxSeries int) error {
 		if d.series++; d.series > maxSeries {
 			return inputErrorf("remote-write request has more than %d series; the limit is %d: send smaller batches", maxSeries, maxSeries)
 		}
-		if err := d.series1(data); err != nil {
+		kept, err := d.series1(data)
+		if err != nil {
 			return err
+		}
+		if kept && d.cut {
+			// Moved back over what was read and not kept: nothing read
+			// later is overwritten, and nothing kept aliases the body.
+			d.cutLen += copy(body[d.cutLen:], field)
 		}
 	}
 	return nil
@@ -234,24 +261,24 @@ func (d *RemoteWrite) scan(b []byte, maxSeries int) error {
 // reads fields only until its __name__; a series of a metric ingest does
 // not read is left there, unread beyond that (what is damaged in it is not
 // looked at), and counted. A wanted series is read again for its labels
-// and samples, all checked.
-func (d *RemoteWrite) series1(b []byte) error {
+// and samples, all checked. It says whether the series was kept.
+func (d *RemoteWrite) series1(b []byte) (bool, error) {
 	var metric string
 	for rest := b; len(rest) > 0; {
 		num, wt, data, _, r, err := protoField(rest)
 		if err != nil {
-			return err
+			return false, err
 		}
 		rest = r
 		if num != 1 {
 			continue
 		}
 		if wt != wireLen {
-			return errProto("label wire type")
+			return false, errProto("label wire type")
 		}
 		name, value, err := label(data)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if string(name) == "__name__" {
 			metric = str(value)
@@ -260,35 +287,35 @@ func (d *RemoteWrite) series1(b []byte) error {
 	}
 	if !wanted(metric) {
 		d.skipped++
-		return nil
+		return false, nil
 	}
 	metric = d.keep(metric)
 	start, first := len(d.tags), len(d.batch)
 	for rest := b; len(rest) > 0; {
 		num, wt, data, _, r, err := protoField(rest)
 		if err != nil {
-			return err
+			return false, err
 		}
 		rest = r
 		switch num {
 		case 1:
 			if wt != wireLen {
-				return errProto("label wire type")
+				return false, errProto("label wire type")
 			}
 			name, value, err := label(data)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if string(name) != "__name__" {
 				d.tags = append(d.tags, prometheus.Tag{Key: d.keep(str(name)), Value: d.keep(str(value))})
 			}
 		case 2:
 			if wt != wireLen {
-				return errProto("sample wire type")
+				return false, errProto("sample wire type")
 			}
 			value, ts, err := sample(data)
 			if err != nil {
-				return err
+				return false, err
 			}
 			d.batch = append(d.batch, rwSample{metric: metric, value: value, ts: ts})
 		}
@@ -297,7 +324,7 @@ func (d *RemoteWrite) series1(b []byte) error {
 	for i := first; i < len(d.batch); i++ {
 		d.batch[i].start, d.batch[i].end = start, len(d.tags)
 	}
-	return nil
+	return true, nil
 }
 
 // keep copies s into the arena. The arena grows by appending, so that a

@@ -149,13 +149,9 @@ func TestDecodeRemoteWriteMatchesReference(t *testing.T) {
 		if fresh {
 			// The body went back to the pool: what was decoded must not
 			// alias it.
-			if b, ok := bodyPool.Get().(*[]byte); ok {
-				for k := range (*b)[:cap(*b)] {
-					(*b)[:cap(*b)][k] = 0xee
-				}
-				bodyPool.Put(b)
-			}
+			poisonBodyPool()
 		}
+		checkCut(t, body, Limits{})
 		want := referenceDecode(body, Limits{})
 		if want.err != nil {
 			if d.err == nil {
@@ -198,6 +194,7 @@ func TestDecodeRemoteWriteSkipped(t *testing.T) {
 	if d.err != nil || len(d.batch) != 2 || d.series != 5 || d.skipped != 4 {
 		t.Fatalf("err %v, %d samples kept, %d series, %d skipped; want 2 kept of 5 series, 4 skipped", d.err, len(d.batch), d.series, d.skipped)
 	}
+	checkCut(t, snappy.Encode(nil, raw), Limits{})
 	// A skipped series whose sample field claims more bytes than the
 	// series holds: its own length still frames the series, so the rest of
 	// the body is read.
@@ -214,6 +211,8 @@ func TestDecodeRemoteWriteSkipped(t *testing.T) {
 	if d.err != nil || len(d.batch) != 2 || d.skipped != 5 {
 		t.Fatalf("damage past a skipped series' name: err %v, %d samples kept, %d skipped; want 2 kept, 5 skipped", d.err, len(d.batch), d.skipped)
 	}
+	// The log's cut body leaves the damage out.
+	checkCut(t, snappy.Encode(nil, b), Limits{})
 }
 
 // TestDecodeRemoteWriteLimits: too many series is an input error, and
@@ -271,7 +270,52 @@ func FuzzDecodeRemoteWrite(f *testing.F) {
 		if w, g := summarise(want), summarise(&d); !reflect.DeepEqual(w, g) {
 			t.Fatalf("(-reference +scanner)\n%s", cmp.Diff(w, g))
 		}
+		checkCut(t, body, Limits{MaxDecodedBytes: 1 << 20})
 	})
+}
+
+// poisonBodyPool overwrites a decoded body back in the pool, so that
+// what still aliases it reads garbage.
+func poisonBodyPool() {
+	if b, ok := bodyPool.Get().(*[]byte); ok {
+		for k := range (*b)[:cap(*b)] {
+			(*b)[:cap(*b)][k] = 0xee
+		}
+		bodyPool.Put(b)
+	}
+}
+
+// checkCut decodes body as the live pipeline does (cut, for the log; the
+// decoded body from the pool), then decodes the cut body as replay does:
+// both must hold what decoding the body alone does, and the cut body none
+// of its skipped series.
+func checkCut(t *testing.T, body []byte, limits Limits) {
+	t.Helper()
+	var whole, live, replay RemoteWrite
+	DecodeRemoteWrite(body, limits, false, &whole)
+	live.cut = true
+	DecodeRemoteWrite(body, limits, true, &live)
+	poisonBodyPool() // the cut body must not alias the decoded one
+	if whole.err != nil {
+		if live.err == nil {
+			t.Fatalf("the body decodes when cut, not whole: %v", whole.err)
+		}
+		return
+	}
+	if live.err != nil {
+		t.Fatalf("the body decodes whole, not when cut: %v", live.err)
+	}
+	if w, g := summarise(&whole), summarise(&live); !reflect.DeepEqual(w, g) || whole.skipped != live.skipped {
+		t.Fatalf("cutting changes the decoding (-whole +cut)\n%s", cmp.Diff(w, g))
+	}
+	DecodeRemoteWrite(live.cutBody, limits, false, &replay)
+	if w, g := summarise(&whole), summarise(&replay); !reflect.DeepEqual(w, g) {
+		t.Fatalf("the cut body decodes differently (-whole +cut body)\n%s", cmp.Diff(w, g))
+	}
+	if replay.err != nil || replay.skipped != 0 || replay.series != whole.series-int(whole.skipped) {
+		t.Fatalf("the cut body: err %v, %d series, %d skipped; want the %d of %d series read, none skipped",
+			replay.err, replay.series, replay.skipped, whole.series-int(whole.skipped), whole.series)
+	}
 }
 
 func tag(k, v string) prometheus.Tag { return prometheus.Tag{Key: k, Value: v} }
@@ -293,4 +337,23 @@ func TestReadMetricsAreRead(t *testing.T) {
 		}
 		seen[m] = true
 	}
+}
+
+// withSkipped adds n series of a metric ingest does not read to a
+// remote-write body (a WriteRequest's series are a repeated field, so
+// appending one request's protobuf to another's adds its series).
+func withSkipped(t testing.TB, body []byte, n int) []byte {
+	t.Helper()
+	raw, err := snappy.Decode(nil, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var extra prompb.WriteRequest
+	for i := range n {
+		extra.Timeseries = append(extra.Timeseries, prompb.TimeSeries{
+			Labels: []prompb.Label{{Name: "__name__", Value: "DCGM_FI_DEV_SM_CLOCK"}, {Name: "gpu", Value: strconv.Itoa(i)},
+				{Name: "Hostname", Value: "node-with-a-long-name-" + strings.Repeat("x", 64)}},
+			Samples: []prompb.Sample{{Value: 1410, Timestamp: 1}}})
+	}
+	return snappy.Encode(nil, extra.MarshalProtobuf(raw))
 }
