@@ -398,7 +398,7 @@ func (c *committer) write() error {
 		n, err = c.f.Write(c.buf)
 	}
 	if err == nil {
-		err = c.f.Sync()
+		err = syncData(c.f)
 	}
 	if err == nil {
 		c.size += int64(n)
