@@ -80,7 +80,6 @@ type RemoteWrite struct {
 	// body as its scratch space, so a decoding holds only the compressed
 	// cut.
 	cut     bool
-	cutLen  int
 	cutBody []byte
 	// err is why the body is refused, an *InputError; nothing of it is
 	// used then.
@@ -107,7 +106,7 @@ func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 		}
 	}
 	d.arena = d.arena[:0]
-	d.tags, d.batch, d.series, d.skipped, d.cutLen, d.cutBody, d.err = d.tags[:0], d.batch[:0], 0, 0, 0, d.cutBody[:0], nil
+	d.tags, d.batch, d.series, d.skipped, d.cutBody, d.err = d.tags[:0], d.batch[:0], 0, 0, d.cutBody[:0], nil
 	decoded, err := snappy.Decode(dst, body, limits.MaxDecodedBytes)
 	if fresh && cap(decoded) > 0 {
 		defer func() {
@@ -121,13 +120,14 @@ func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 		d.err = inputErrorf("remote-write body of %d bytes is not snappy-compressed within %d bytes: %v", len(body), limits.MaxDecodedBytes, err)
 		return
 	}
-	if err := d.scan(decoded, limits.MaxSeries); err != nil {
-		d.tags, d.batch, d.series, d.skipped, d.cutLen = d.tags[:0], d.batch[:0], 0, 0, 0
+	cutLen, err := d.scan(decoded, limits.MaxSeries)
+	if err != nil {
+		d.tags, d.batch, d.series, d.skipped = d.tags[:0], d.batch[:0], 0, 0
 		d.err = err
 		return
 	}
 	if d.cut {
-		kept, scratch := decoded[:d.cutLen], decoded[d.cutLen:cap(decoded)]
+		kept, scratch := decoded[:cutLen], decoded[cutLen:cap(decoded)]
 		if snappyenc.MaxEncodedLen(len(kept)) > len(scratch) {
 			scratch = nil // most of the body kept: snappy allocates
 		}
@@ -226,12 +226,14 @@ func str(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-// scan reads a WriteRequest (timeseries = 1), keeping the wanted series.
-func (d *RemoteWrite) scan(body []byte, maxSeries int) error {
+// scan reads a WriteRequest (timeseries = 1), keeping the wanted series;
+// with d.cut, it moves their protobuf to the front of body, and says how
+// long that is.
+func (d *RemoteWrite) scan(body []byte, maxSeries int) (cutLen int, err error) {
 	for b := body; len(b) > 0; {
 		num, wt, data, _, rest, err := protoField(b)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		field := b[:len(b)-len(rest)]
 		b = rest
@@ -239,22 +241,22 @@ func (d *RemoteWrite) scan(body []byte, maxSeries int) error {
 			continue // metadata and what later versions add
 		}
 		if wt != wireLen {
-			return errProto("timeseries wire type")
+			return 0, errProto("timeseries wire type")
 		}
 		if d.series++; d.series > maxSeries {
-			return inputErrorf("remote-write request has more than %d series; the limit is %d: send smaller batches", maxSeries, maxSeries)
+			return 0, inputErrorf("remote-write request has more than %d series; the limit is %d: send smaller batches", maxSeries, maxSeries)
 		}
 		kept, err := d.series1(data)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if kept && d.cut {
 			// Moved back over what was read and not kept: nothing read
 			// later is overwritten, and nothing kept aliases the body.
-			d.cutLen += copy(body[d.cutLen:], field)
+			cutLen += copy(body[cutLen:], field)
 		}
 	}
-	return nil
+	return cutLen, nil
 }
 
 // series1 reads one TimeSeries (labels = 1, samples = 2): a first pass
