@@ -309,7 +309,7 @@ func snapshotSeq(s *pipelineSnapshot) uint64 {
 }
 
 // applyBatch applies durable records in order and answers them. It runs on
-// the committer goroutine.
+// the committer's applying goroutine.
 func (pl *Pipeline) applyBatch(batch []*walEntry) {
 	pl.mu.Lock()
 	results := make([]walResult, len(batch))

@@ -195,8 +195,8 @@ func readSnapshot(path string) (*pipelineSnapshot, error) {
 }
 
 // maybeSnapshot saves a snapshot when one is due: after rows were written,
-// or SnapshotEvery after the last. It runs on the committer goroutine,
-// between batches.
+// or SnapshotEvery after the last. It runs on the committer's applying
+// goroutine, between batches applied.
 func (pl *Pipeline) maybeSnapshot() {
 	if !pl.snapshotDue() {
 		return
@@ -219,7 +219,7 @@ func (pl *Pipeline) snapshotDue() bool {
 
 // snapshot saves the state and, with cut, starts a new log segment and
 // cuts the log up to the older of the snapshots kept. It runs on the
-// committer goroutine, or after it stopped (then without cut).
+// committer's applying goroutine, or after it stopped (then without cut).
 func (pl *Pipeline) snapshot(cut bool) error {
 	pl.mu.Lock()
 	s, err := pl.st.encode()

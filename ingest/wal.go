@@ -223,15 +223,18 @@ type walResult struct {
 
 // committer owns the log's current segment. Records queued with enqueue
 // are written in batches by one goroutine (run), made durable with one
-// fsync per batch, then handed to apply in sequence order, and only then
-// answered: what is applied is durable, and what is answered is applied.
-// Without a directory nothing is written and records are applied at once.
+// fsync per batch, then handed in sequence order to another (applyLoop),
+// which applies and only then answers them: what is applied is durable,
+// and what is answered is applied. The two overlap: one batch is applied
+// while the next is written and synced, so that neither the disk's wait
+// nor applying holds up the other. Without a directory nothing is written
+// and records are applied as they come.
 type committer struct {
 	dir   string
 	log   *slog.Logger
 	apply func(entries []*walEntry)
-	// afterBatch runs on the committer goroutine after each batch: the
-	// pipeline's snapshots, which must not interleave with applying.
+	// afterBatch runs on the applying goroutine after each batch applied:
+	// the pipeline's snapshots, which must not interleave with applying.
 	afterBatch func()
 
 	mu      sync.Mutex
@@ -241,7 +244,15 @@ type committer struct {
 	wake    chan struct{}
 	stopped chan struct{}
 
-	// Owned by run (and the snapshots it runs between batches).
+	// durable carries each batch made durable from run to applyLoop. It
+	// is unbuffered: run syncs one batch while the one before is applied,
+	// and no further ahead, so that what waits for applying stays small.
+	durable chan []*walEntry
+
+	// fileMu guards the segment: held by run while it writes and syncs a
+	// batch, and by rotate and truncate (the snapshots, on the applying
+	// goroutine).
+	fileMu      sync.Mutex
 	f           *os.File
 	size        int64
 	segments    []numbered
@@ -261,7 +272,7 @@ var errClosed = errors.New("the pipeline is shutting down; retry against the res
 
 func newCommitter(dir string, nextSeq uint64, segmentSize int64, log *slog.Logger) (*committer, error) {
 	c := &committer{dir: dir, log: log, nextSeq: nextSeq, segmentSize: segmentSize,
-		wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+		wake: make(chan struct{}, 1), stopped: make(chan struct{}), durable: make(chan []*walEntry)}
 	if dir == "" {
 		return c, nil
 	}
@@ -281,8 +292,8 @@ func newCommitter(dir string, nextSeq uint64, segmentSize int64, log *slog.Logge
 // last segment began (a snapshot's rotation right after one for size, a
 // restart after a segment whose records were all queued before it began),
 // that is the last segment's name, and reusing it would empty a segment of
-// written records: the name is then past it. Called on the committer
-// goroutine, or before run starts.
+// written records: the name is then past it. Called with fileMu held, or
+// before run starts.
 func (c *committer) openSegment() error {
 	c.mu.Lock()
 	next := c.nextSeq
@@ -335,9 +346,16 @@ func (c *committer) failing() error {
 	return c.syncErr
 }
 
-// run commits batches until close, then drains the queue.
+// run commits batches until close, then drains the queue; the durable
+// ones go to applyLoop, in order.
 func (c *committer) run() {
-	defer close(c.stopped)
+	applied := make(chan struct{})
+	go c.applyLoop(applied)
+	defer func() {
+		close(c.durable)
+		<-applied
+		close(c.stopped)
+	}()
 	for {
 		<-c.wake
 		for {
@@ -352,11 +370,20 @@ func (c *committer) run() {
 				break
 			}
 			if c.commit(batch) {
-				c.apply(batch)
+				c.durable <- batch
 			}
-			if c.afterBatch != nil {
-				c.afterBatch()
-			}
+		}
+	}
+}
+
+// applyLoop applies and answers the durable batches in order, each
+// followed by afterBatch, until run closes durable.
+func (c *committer) applyLoop(done chan<- struct{}) {
+	defer close(done)
+	for batch := range c.durable {
+		c.apply(batch)
+		if c.afterBatch != nil {
+			c.afterBatch()
 		}
 	}
 }
@@ -372,7 +399,9 @@ func (c *committer) commit(batch []*walEntry) bool {
 	for _, e := range batch {
 		c.buf = e.rec.appendTo(c.buf)
 	}
+	c.fileMu.Lock()
 	err := c.write()
+	c.fileMu.Unlock()
 	c.errMu.Lock()
 	c.syncErr = err
 	c.errMu.Unlock()
@@ -424,8 +453,11 @@ func (c *committer) write() error {
 }
 
 // rotate starts a new segment, so that the older ones can be deleted once
-// a snapshot holds them. Called on the committer goroutine.
+// a snapshot holds them. Called between batches applied (snapshots); it
+// waits for a write in progress.
 func (c *committer) rotate() error {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
 	if c.dir == "" || c.size == 0 {
 		return nil
 	}
@@ -434,8 +466,11 @@ func (c *committer) rotate() error {
 
 // truncate deletes the segments every record of which has a sequence
 // number at most upto: the snapshot holds them. The current segment stays.
-// Called on the committer goroutine.
+// Records written and not yet applied are past any snapshot, so their
+// segments stay. Called between batches applied (snapshots).
 func (c *committer) truncate(upto uint64) {
+	c.fileMu.Lock()
+	defer c.fileMu.Unlock()
 	keep := c.segments[:0]
 	for i, s := range c.segments {
 		last := len(c.segments) - 1

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestCommitterAppliesWhatIsDurable: records from 8 goroutines while the
@@ -28,7 +29,7 @@ func TestCommitterAppliesWhatIsDurable(t *testing.T) {
 		}
 		return nil
 	}
-	var applied []uint64 // only the committer goroutine appends
+	var applied []uint64 // only the applying goroutine appends
 	c.apply = func(batch []*walEntry) {
 		for _, e := range batch {
 			applied = append(applied, e.rec.seq)
@@ -158,5 +159,52 @@ func TestCommitterSegmentNames(t *testing.T) {
 		if segs[i].n <= segs[i-1].n {
 			t.Errorf("segments %v: names not increasing", segs)
 		}
+	}
+}
+
+// TestCommitterAppliesWhileNextSyncs: a batch is applied while the next is
+// written and synced, not after. Applying the first record waits until the
+// second one's write has begun; a committer that applies and writes on one
+// goroutine never gets there.
+func TestCommitterAppliesWhileNextSyncs(t *testing.T) {
+	c, err := newCommitter(t.TempDir(), 1, 1<<20, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	applying, writing := make(chan struct{}), make(chan struct{})
+	var writes atomic.Int64
+	c.fault = func() error {
+		if writes.Add(1) == 2 {
+			close(writing)
+		}
+		return nil
+	}
+	var applied []uint64
+	c.apply = func(batch []*walEntry) {
+		for _, e := range batch {
+			if e.rec.seq == 1 {
+				close(applying)
+				select {
+				case <-writing:
+				case <-time.After(10 * time.Second):
+					t.Error("record 1 was still being applied 10 s after record 2 was queued, and record 2 was not written: applying holds up the log")
+				}
+			}
+			applied = append(applied, e.rec.seq)
+			e.done <- walResult{}
+		}
+	}
+	go c.run()
+	first := c.enqueue(record{kind: recTick, nowMs: 1})
+	<-applying
+	second := c.enqueue(record{kind: recTick, nowMs: 2})
+	for _, e := range []*walEntry{first, second} {
+		if r := <-e.done; r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	c.close()
+	if !slices.Equal(applied, []uint64{1, 2}) {
+		t.Errorf("applied %v, want [1 2]", applied)
 	}
 }
