@@ -68,7 +68,8 @@ type Options struct {
 
 // RemoteWriter takes remote-write bodies from a sender (the token's name).
 // It returns once the body is durable; an *ingest.InputError means the body
-// will never be accepted; any other error that it may be later.
+// will never be accepted; any other error that it may be later. It keeps
+// nothing of body once it returns: the server reads the next one into it.
 type RemoteWriter interface {
 	RemoteWrite(ctx context.Context, sender string, body []byte) (ingest.Result, error)
 }

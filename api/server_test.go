@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -194,7 +195,7 @@ type fakeIngest struct {
 }
 
 func (f *fakeIngest) RemoteWrite(_ context.Context, sender string, body []byte) (ingest.Result, error) {
-	f.got = append(f.got, body)
+	f.got = append(f.got, bytes.Clone(body)) // the server reuses body
 	f.senders = append(f.senders, sender)
 	return f.res, f.err
 }

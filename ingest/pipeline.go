@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -595,7 +596,15 @@ type timeQueue[T any] struct {
 	n       int           // items waiting in the runs
 	seq     uint64
 	at      func(*T) int64
+	// free holds the items of runs taken out, emptied, for the next
+	// requests' pending: a scrape's requests then add to the buffer
+	// without growing a slice each.
+	free [][]T
 }
+
+// maxFreeRuns bounds timeQueue.free: about as many as the requests a
+// reorder window takes out at once, and no more held for nothing.
+const maxFreeRuns = 64
 
 // timeRun is one request's items, next from head on.
 type timeRun[T any] struct {
@@ -608,9 +617,13 @@ type timeRun[T any] struct {
 func (q *timeQueue[T]) order(at func(*T) int64) {
 	q.at = at
 	add := q.pending
-	q.pending = nil
 	if len(add) == 0 {
 		return
+	}
+	q.pending = nil
+	if k := len(q.free); k > 0 {
+		q.pending, q.free[k-1] = q.free[k-1], nil
+		q.free = q.free[:k-1]
 	}
 	if !sortedBy(add, at) {
 		slices.SortStableFunc(add, func(a, b T) int { return cmp.Compare(at(&a), at(&b)) })
@@ -638,6 +651,9 @@ func (q *timeQueue[T]) pop() {
 	r.head++
 	q.n--
 	if r.head == len(r.items) {
+		if len(q.free) < maxFreeRuns {
+			q.free = append(q.free, r.items[:0])
+		}
 		last := len(q.heap) - 1
 		q.heap[0] = q.heap[last]
 		q.heap[last] = nil
@@ -746,7 +762,8 @@ func decodeForBuffer(body []byte, limits Limits, cut bool) *RemoteWrite {
 // RemoteWrite ingests one remote-write body from sender (a token's name,
 // for the per-sender counters). It returns once the body is durable and
 // applied. An *InputError means the body will never be accepted; a log
-// error that a retry may pass.
+// error that a retry may pass. It keeps nothing of body once it returns,
+// whatever the error: the caller may use it for the next request.
 func (pl *Pipeline) RemoteWrite(ctx context.Context, sender string, body []byte) (Result, error) {
 	return pl.submit(ctx, record{kind: recRemoteWrite, sender: sender, body: body})
 }
@@ -782,6 +799,11 @@ func (pl *Pipeline) submit(ctx context.Context, rec record) (Result, error) {
 			// d's own buffer: d goes back to its pool once applied, after
 			// the record is written.
 			rec.kind, rec.auxMs, rec.body = recRemoteWriteCut, int64(d.skipped), d.cutBody
+		} else {
+			// Logged whole, maybe after the request has gone (cancelled):
+			// a copy, so that the caller's body is its own again once
+			// RemoteWrite returns. Only bodies that do not decode.
+			rec.body = bytes.Clone(rec.body)
 		}
 	}
 	rec.nowMs = pl.opts.Now().UnixMilli()

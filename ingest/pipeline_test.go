@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang/snappy"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
@@ -935,5 +936,55 @@ func TestPipelineLogsWhatItReads(t *testing.T) {
 		if diff := cmp.Diff(wantWl, wls); diff != "" {
 			t.Errorf("%s: workload rows (-uninterrupted +%s):\n%s", name, name, diff)
 		}
+	}
+}
+
+// TestRemoteWriteKeepsNoBody: RemoteWrite keeps nothing of the body it is
+// given once it returns, even when the request is gone (cancelled) before
+// its record is written: the server reads the next request into that body.
+// Both records are written after their bodies are overwritten, and the log
+// holds what was sent: the body that does not decode whole, the other cut.
+func TestRemoteWriteKeepsNoBody(t *testing.T) {
+	m, scrapes := simScrapes(t, 1)
+	dir := t.TempDir()
+	l := newLive(t, m, openStore(t), dir, scrapes[0].at)
+	good := toRemoteWrite(t, scrapes[:1])
+	bad := snappy.Encode(nil, []byte{0x0a, 0xff}) // a series whose length runs past the end
+	release := make(chan struct{})
+	l.pl.c.fault = func() error { <-release; return nil }
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, sent := range [][]byte{bad, good} {
+		body := slices.Clone(sent)
+		if _, err := l.pl.RemoteWrite(gone, "vmagent", body); !errors.Is(err, context.Canceled) {
+			t.Fatalf("RemoteWrite of a cancelled request returned %v before its record was written", err)
+		}
+		for i := range body {
+			body[i] = 0xAA
+		}
+	}
+	close(release)
+	if err := l.pl.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var logged []record
+	if _, _, err := replayLog(dir, 0, slog.New(slog.DiscardHandler), func(r record) {
+		if r.kind == recRemoteWrite || r.kind == recRemoteWriteCut {
+			r.body = slices.Clone(r.body)
+			logged = append(logged, r)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(logged) != 2 {
+		t.Fatalf("the log holds %d remote-write records, want 2", len(logged))
+	}
+	if logged[0].kind != recRemoteWrite || !slices.Equal(logged[0].body, bad) {
+		t.Errorf("the body that does not decode is logged as kind %d, %x; want it whole, %x", logged[0].kind, logged[0].body, bad)
+	}
+	want := decodeForBuffer(good, Limits{}, false)
+	got := decodeForBuffer(logged[1].body, Limits{}, false)
+	if logged[1].kind != recRemoteWriteCut || got.err != nil || len(got.batch) != len(want.batch) || len(want.batch) == 0 {
+		t.Errorf("the decoded body is logged as kind %d, decoding to %d samples (%v); want it cut, %d samples", logged[1].kind, len(got.batch), got.err, len(want.batch))
 	}
 }

@@ -78,7 +78,7 @@ type RemoteWrite struct {
 	// the skipped series), then snappy-compressed into cutBody, for the
 	// write-ahead log. The compression takes the free end of the decoded
 	// body as its scratch space, so a decoding holds only the compressed
-	// cut.
+	// cut, unless the cut is most of the body.
 	cut     bool
 	cutBody []byte
 	// err is why the body is refused, an *InputError; nothing of it is
@@ -128,10 +128,14 @@ func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 	}
 	if d.cut {
 		kept, scratch := decoded[:cutLen], decoded[cutLen:cap(decoded)]
-		if snappyenc.MaxEncodedLen(len(kept)) > len(scratch) {
-			scratch = nil // most of the body kept: snappy allocates
+		if n := snappyenc.MaxEncodedLen(len(kept)); n <= len(scratch) {
+			d.cutBody = append(d.cutBody, snappyenc.Encode(scratch, kept)...)
+		} else {
+			// Most of the body kept (kube-state-metrics' series alone):
+			// compressed into cutBody itself, grown to the worst case, so
+			// that snappy allocates nothing of its own.
+			d.cutBody = snappyenc.Encode(slices.Grow(d.cutBody, n)[:n], kept)
 		}
-		d.cutBody = append(d.cutBody, snappyenc.Encode(scratch, kept)...)
 	}
 	// A request holds whole series, one after another; attribution wants
 	// each device's samples in time order, so the batch is put in time

@@ -64,3 +64,30 @@ func TestTimeQueueOrderIsAStableSort(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeQueueReusesRuns: once runs have been taken out, a request's
+// items go into the slices they held: adding a request of the size seen
+// before allocates nothing for its items.
+func TestTimeQueueReusesRuns(t *testing.T) {
+	var q timeQueue[item]
+	at := func(x *item) int64 { return x.ms }
+	ms := int64(0)
+	cycle := func() {
+		for range 4 { // a scrape's requests
+			for range 1000 {
+				q.pending = append(q.pending, item{ms: ms})
+			}
+			q.order(at)
+		}
+		ms++
+		for q.len() > 0 { // the window passes
+			q.pop()
+		}
+	}
+	cycle()
+	// What is left is the heap's slice of runs, grown once, and one
+	// timeRun a request.
+	if allocs := testing.AllocsPerRun(20, cycle); allocs > 4 {
+		t.Errorf("%.0f allocations a scrape of 4 requests of 1,000 items each: their items are not put in the slices of runs taken out", allocs)
+	}
+}
