@@ -59,13 +59,6 @@ func (l *byteLimiter) release(n int64) {
 	l.mu.Unlock()
 }
 
-// remoteWrite answers POST /api/v1/write (Prometheus remote write 1.0:
-// snappy-compressed protobuf). 204 when every sample was taken; 400 when
-// the body will never be accepted or some samples are late, too new or out
-// of order (the rest was taken; the sender drops the batch); 413 over the size limit;
-// 429 when too much is in flight; 503 only where a retry can succeed (the
-// write-ahead log failing, a shutdown). A 2xx is sent only once the samples
-// are durable.
 // bodies holds remote-write bodies read before, for the next ones: a
 // fleet's vmagents send a few hundred a second, of about the same sizes.
 var bodies sync.Pool
@@ -80,6 +73,13 @@ func getBody(n int) *[]byte {
 	return &b
 }
 
+// remoteWrite answers POST /api/v1/write (Prometheus remote write 1.0:
+// snappy-compressed protobuf). 204 when every sample was taken; 400 when
+// the body will never be accepted or some samples are late, too new or out
+// of order (the rest was taken; the sender drops the batch); 413 over the size limit;
+// 429 when too much is in flight; 503 only where a retry can succeed (the
+// write-ahead log failing, a shutdown). A 2xx is sent only once the samples
+// are durable.
 func (s *Server) remoteWrite(c echo.Context) error {
 	if s.opts.Ingest == nil {
 		return echo.NewHTTPError(http.StatusNotFound, "remote write is not enabled on this server; start it with -remoteWrite")
