@@ -1,7 +1,9 @@
 package ingest
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"reflect"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/golang/snappy"
 	"github.com/google/go-cmp/cmp"
+	"github.com/klauspost/compress/s2"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/prompb"
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
@@ -53,8 +56,14 @@ func referenceDecode(body []byte, limits Limits) *RemoteWrite {
 	}
 	decoded, err := snappy.Decode(nil, body)
 	if err != nil {
-		d.err = &InputError{"snappy"}
-		return d
+		// golang/snappy refuses a copy at offset 0, which s2 (ingest's
+		// codec) reads as its repeat-offset extension: such a body is
+		// read as s2 reads it (decodeSnappy), and only there do the two
+		// differ.
+		if decoded, err = s2.Decode(nil, body); err != nil {
+			d.err = &InputError{"snappy"}
+			return d
+		}
 	}
 	var wru prompb.WriteRequestUnmarshaler
 	wr, err := wru.UnmarshalProtobuf(decoded)
@@ -308,6 +317,11 @@ func checkCut(t *testing.T, body []byte, limits Limits) {
 	if w, g := summarise(&whole), summarise(&live); !reflect.DeepEqual(w, g) || whole.skipped != live.skipped {
 		t.Fatalf("cutting changes the decoding (-whole +cut)\n%s", cmp.Diff(w, g))
 	}
+	// The log's cut bodies are plain snappy: a server of an older
+	// version (golang/snappy) replays them too.
+	if _, err := snappy.Decode(nil, live.cutBody); err != nil {
+		t.Fatalf("the cut body is not a snappy block golang/snappy reads: %v", err)
+	}
 	DecodeRemoteWrite(live.cutBody, limits, false, &replay)
 	if w, g := summarise(&whole), summarise(&replay); !reflect.DeepEqual(w, g) {
 		t.Fatalf("the cut body decodes differently (-whole +cut body)\n%s", cmp.Diff(w, g))
@@ -356,4 +370,42 @@ func withSkipped(t testing.TB, body []byte, n int) []byte {
 			Samples: []prompb.Sample{{Value: 1410, Timestamp: 1}}})
 	}
 	return snappy.Encode(nil, extra.MarshalProtobuf(raw))
+}
+
+// TestDecodeSnappy: the decoder refuses a body whose header says more than
+// the limit before it decodes, refuses a damaged block, reads a body of
+// golang/snappy and s2's repeat-offset extension, and keeps dst's array
+// on a refusal.
+func TestDecodeSnappy(t *testing.T) {
+	raw := bytes.Repeat([]byte("DCGM_FI_DEV_GPU_UTIL"), 100)
+	dst := make([]byte, 0, 8)
+	got, err := decodeSnappy(dst, snappy.Encode(nil, raw), len(raw))
+	if err != nil || !bytes.Equal(got, raw) {
+		t.Fatalf("golang/snappy's block: %v", err)
+	}
+	if _, err := decodeSnappy(dst, snappy.Encode(nil, raw), len(raw)-1); err == nil || !strings.Contains(err.Error(), fmt.Sprint(len(raw))) {
+		t.Fatalf("a block over the limit: %v, want it refused, naming its length", err)
+	}
+	damaged := snappy.Encode(nil, raw)
+	damaged = damaged[:len(damaged)-1]
+	if got, err := decodeSnappy(dst, damaged, len(raw)); err == nil || cap(got) != cap(dst) {
+		t.Fatalf("a damaged block: %v (cap %d), want it refused and dst kept", err, cap(got))
+	}
+	if _, err := decodeSnappy(dst, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, 1<<20); err == nil {
+		t.Fatal("a bad length header was read")
+	}
+	// "ab" then a copy of 6 at offset 0: s2 repeats the last offset,
+	// and there is none yet, so s2 refuses it too.
+	if _, err := decodeSnappy(nil, []byte{8, 1 << 2, 'a', 'b', 2<<2 | 1, 0}, 8); err == nil {
+		t.Fatal("a repeat with no offset before it was read")
+	}
+	// "ab", a copy of 4 at offset 2, then s2's repeat of that offset for
+	// 4 more: golang/snappy refuses the offset 0, s2 reads it.
+	ext := []byte{10, 1 << 2, 'a', 'b', 0<<2 | 1, 2, 0<<2 | 1, 0}
+	if _, err := snappy.Decode(nil, ext); err == nil {
+		t.Fatal("golang/snappy read s2's extension; the test's body is wrong")
+	}
+	if got, err := decodeSnappy(nil, ext, 10); err != nil || string(got) != "ababababab" {
+		t.Fatalf("s2's repeat offset: %q, %v; want ababababab", got, err)
+	}
 }

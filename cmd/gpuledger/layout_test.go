@@ -30,10 +30,11 @@ var allowed = map[string][]string{
 	"ledger/embedded/embeddedtest": {"ledger", "ledger/embedded"},
 	"ledger/ledgertest":            {"ledger", "github.com/google/go-cmp"},
 	"config":                       {"ledger", "attribution", "go.yaml.in/yaml/v3"},
-	// golang/snappy is the codec VictoriaMetrics' lib/encoding/snappy
-	// decodes with; ingest also encodes with it (the write-ahead log's
-	// cut remote-write bodies), which that lib does not offer.
-	"ingest": {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib", "github.com/golang/snappy"},
+	// ingest reads remote write's snappy blocks and compresses the
+	// write-ahead log's cut bodies with klauspost/compress' s2 (faster
+	// than VictoriaMetrics' lib/encoding/snappy, which cannot compress);
+	// from VictoriaMetrics it takes the exposition parser.
+	"ingest": {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib", "github.com/klauspost/compress/s2"},
 	// sim's closed loop feeds its telemetry through ingest's pipeline,
 	// which takes attribution's cost model.
 	"sim":               {"config", "admission", "ledger", "ingest", "attribution"},
