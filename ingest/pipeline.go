@@ -15,6 +15,8 @@ import (
 
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/ledger"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // PipelineOptions configures a Pipeline.
@@ -823,9 +825,9 @@ func precheck(rec record, limits Limits) error {
 		return nil
 	}
 	limits = limits.withDefaults()
-	n, err := snappyDecodedLen(rec.body)
+	n, err := s2.DecodedLen(rec.body)
 	if err != nil {
-		return inputErrorf("remote-write body of %d bytes is not snappy-compressed: %v", len(rec.body), err)
+		return inputErrorf("remote-write body of %d bytes is not snappy-compressed: bad length header", len(rec.body))
 	}
 	if n > limits.MaxDecodedBytes {
 		return inputErrorf("remote-write body decodes to %d bytes; the limit is %d: send smaller batches", n, limits.MaxDecodedBytes)

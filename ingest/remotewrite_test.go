@@ -409,3 +409,28 @@ func TestDecodeSnappy(t *testing.T) {
 		t.Fatalf("s2's repeat offset: %q, %v; want ababababab", got, err)
 	}
 }
+
+// TestPrecheck: before the log, a remote-write body is refused when its
+// snappy length header is bad or says more than the limit, with what to do
+// named; a body within the limit passes, and other records are not looked
+// at.
+func TestPrecheck(t *testing.T) {
+	raw := bytes.Repeat([]byte{0x0a, 0}, 500)
+	body := snappy.Encode(nil, raw)
+	if err := precheck(record{kind: recRemoteWrite, body: body}, Limits{MaxDecodedBytes: len(raw)}); err != nil {
+		t.Fatalf("a body at the limit: %v", err)
+	}
+	err := precheck(record{kind: recRemoteWrite, body: body}, Limits{MaxDecodedBytes: len(raw) - 1})
+	var ie *InputError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "decodes to 1000 bytes; the limit is 999") {
+		t.Fatalf("a body over the limit: %v", err)
+	}
+	// A length header s2 (the decoder) refuses: longer than 5 bytes.
+	long := []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x00}
+	if err := precheck(record{kind: recRemoteWrite, body: long}, Limits{}); !errors.As(err, &ie) || !strings.Contains(err.Error(), "not snappy-compressed") {
+		t.Fatalf("a bad length header: %v", err)
+	}
+	if err := precheck(record{kind: recSettle, body: long}, Limits{}); err != nil {
+		t.Fatalf("a settle record: %v", err)
+	}
+}

@@ -252,15 +252,6 @@ func (pl *Pipeline) snapshot(cut bool) error {
 	return nil
 }
 
-// snappyDecodedLen reads the decoded length a snappy block starts with.
-func snappyDecodedLen(b []byte) (int, error) {
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n > 1<<32-1 {
-		return 0, errors.New("bad length header")
-	}
-	return int(n), nil
-}
-
 // each returns f of every item: the buffered items with their labels for
 // a snapshot, and a snapshot's items buffered again, labels interned.
 func each[A, B any](items []A, f func(*A) B) []B {
