@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -63,16 +62,21 @@ func (rc *resultCache) put(key string, e cached) {
 	rc.m[key] = e
 }
 
-// cacheKey is the route, its query with parameters in order, and who may
-// read what.
-func cacheKey(c echo.Context) string {
+// cacheKey is the route, its query exactly as sent, and who may read what;
+// ok is false for a query the routes' strict check (params) refuses, which
+// must reach the handler to be refused: a key made by a lenient parse would
+// drop the bad pair and serve another query's answer.
+func cacheKey(c echo.Context) (key string, ok bool) {
+	raw := c.Request().URL.RawQuery
+	if _, err := parseRawQuery(raw); err != nil {
+		return "", false
+	}
 	p := principalOf(c)
 	scope := "all"
 	if !p.has(ScopeAdmin) && !p.has(ScopeViewer) {
 		scope = "teams:" + strings.Join(p.teams(), ",")
 	}
-	q, _ := url.ParseQuery(c.Request().URL.RawQuery)
-	return c.Request().URL.Path + "?" + q.Encode() + "|" + scope
+	return c.Request().URL.Path + "?" + raw + "|" + scope, true
 }
 
 // capture keeps what a handler writes.
@@ -93,7 +97,10 @@ func (s *Server) cache(next echo.HandlerFunc) echo.HandlerFunc {
 		if s.results == nil {
 			return next(c)
 		}
-		key := cacheKey(c)
+		key, ok := cacheKey(c)
+		if !ok {
+			return next(c)
+		}
 		gen := s.results.gen()
 		if e, ok := s.results.get(key); ok {
 			if e.disp != "" {

@@ -57,3 +57,30 @@ func TestAnswerCache(t *testing.T) {
 		t.Error("an answer older than the TTL was served")
 	}
 }
+
+// TestAnswerCacheStrictQuery: a query the route refuses is refused whether
+// or not the cache holds the answer to the query without its bad pair (a
+// team's filter dropped by a lenient parse served every team's lines).
+func TestAnswerCacheStrictQuery(t *testing.T) {
+	base, _ := authServer(t)
+	opts := base.opts
+	opts.CacheTTL = time.Hour
+	srv := New(opts)
+	good := "/api/v1/cost?from=2026-10-01&to=2026-10-03&groupBy=team"
+	for i := 0; i < 2; i++ {
+		if code, _, body := callH(t, srv, good, "finops"); code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+	}
+	for _, bad := range []string{good + "&team=ml;", good + ";team=ml", good + "&team=%zz"} {
+		code, h, body := callH(t, srv, bad, "finops")
+		if code != http.StatusBadRequest || h.Get("X-Gpuledger-Cache") == "hit" {
+			t.Errorf("%s: %d (cache %q), want 400 from the route: %s", bad, code, h.Get("X-Gpuledger-Cache"), body)
+		}
+	}
+	// Parameters in another order are another key, never a wrong answer.
+	code, _, body := callH(t, srv, "/api/v1/cost?groupBy=team&to=2026-10-03&from=2026-10-01", "finops")
+	if code != 200 || !strings.Contains(body, "_unallocated") {
+		t.Errorf("reordered query: %d %s", code, body)
+	}
+}

@@ -14,13 +14,9 @@ import (
 // them), a parameter given twice, or one the route does not take is a 400
 // naming it, so that no filter is ever dropped silently.
 func params(c echo.Context, allowed ...string) (url.Values, error) {
-	raw := c.Request().URL.RawQuery
-	if strings.Contains(raw, ";") {
-		return nil, badf("query %q contains ';'; separate parameters with '&' (a ';' would drop the parameters around it)", raw)
-	}
-	v, err := url.ParseQuery(raw)
+	v, err := parseRawQuery(c.Request().URL.RawQuery)
 	if err != nil {
-		return nil, badf("query %q is not a valid query string: %v", raw, err)
+		return nil, err
 	}
 	var unknown []string
 	for k, vals := range v {
@@ -35,6 +31,21 @@ func params(c echo.Context, allowed ...string) (url.Values, error) {
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
 		return nil, badf("unknown parameter(s) %s; this route takes %s", strings.Join(unknown, ", "), strings.Join(allowed, ", "))
+	}
+	return v, nil
+}
+
+// parseRawQuery parses a query string, refusing what Go's parser would
+// take in part: a ';' (it drops the pair around it) or a bad escape. The
+// answer cache keys on the same check, so that it never answers a query
+// the route would refuse.
+func parseRawQuery(raw string) (url.Values, error) {
+	if strings.Contains(raw, ";") {
+		return nil, badf("query %q contains ';'; separate parameters with '&' (a ';' would drop the parameters around it)", raw)
+	}
+	v, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, badf("query %q is not a valid query string: %v", raw, err)
 	}
 	return v, nil
 }
