@@ -67,6 +67,9 @@ func (s *Server) PublishStats(ps ingest.PipelineStats) {
 	set(`gpuledger_ingest_rejected_samples_total{reason="invalid_line"}`, is.Invalid)
 	set(`gpuledger_ingest_rejected_samples_total{reason="missing_labels"}`, is.MissingLabels)
 	set(`gpuledger_ingest_rejected_samples_total{reason="too_new"}`, is.TooNew)
+	for r, n := range is.BadValues {
+		set(fmt.Sprintf(`gpuledger_ingest_rejected_samples_total{reason=%q}`, ingest.BadValueReasons[r]), n)
+	}
 	set(`gpuledger_attribution_samples_total`, as.Accepted)
 	set(`gpuledger_energy_counter_resets_total`, as.CounterResets)
 	for r, n := range as.Rejected {

@@ -298,6 +298,12 @@ func TestRemoteWriteStatus(t *testing.T) {
 	if code, body := post(t, srv, "x", nil); code != http.StatusBadRequest || !strings.Contains(body, "4 out of order") || !strings.Contains(body, "-ingest.reorderWindow") {
 		t.Errorf("out-of-order samples: %d %s, want 400 saying how many and what to change", code, body)
 	}
+	fi.res = ingest.Result{Accepted: 3, SettledUntil: time.Date(2026, 10, 1, 5, 0, 0, 0, time.UTC)}
+	fi.res.Invalid[0], fi.res.Invalid[ingest.NumBadValueReasons-1] = 2, 1
+	if code, body := post(t, srv, "x", nil); code != http.StatusBadRequest || !strings.Contains(body, "3 rejected") ||
+		!strings.Contains(body, "3 with a value or labels no exporter sends (2 nan, 1 invalid_utf8") {
+		t.Errorf("bad values: %d %s, want 400 naming each reason", code, body)
+	}
 	off := New(Options{Store: store})
 	if code, _ := post(t, off, "x", nil); code != http.StatusNotFound {
 		t.Errorf("disabled: %d", code)

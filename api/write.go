@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,10 +27,21 @@ func (e *tooLarge) Error() string {
 type rejectedWrite struct{ res ingest.Result }
 
 func (e *rejectedWrite) Error() string {
-	return fmt.Sprintf("%d sample(s) accepted; %d rejected: %d for settled hours (before %s), %d stamped more than the allowed time ahead of the server's clock, "+
-		"%d out of order (older than a sample of the same device already counted: sent more than -ingest.reorderWindow after it, or during a backlog more than the backlog is deep or than -ingest.maxBuffered holds); "+
-		"drop them (a backfill with gpuledger ingest can still write settled hours; a sender that falls behind needs fewer queues, a longer -ingest.reorderWindow or a larger -ingest.maxBuffered)",
+	msg := fmt.Sprintf("%d sample(s) accepted; %d rejected: %d for settled hours (before %s), %d stamped more than the allowed time ahead of the server's clock, "+
+		"%d out of order (older than a sample of the same device already counted: sent more than -ingest.reorderWindow after it, or during a backlog more than the backlog is deep or than -ingest.maxBuffered holds)",
 		e.res.Accepted, e.res.Rejected(), e.res.Late, e.res.SettledUntil.Format(time.RFC3339), e.res.TooNew, e.res.OutOfOrder)
+	if n := e.res.InvalidTotal(); n > 0 {
+		var parts []string
+		for r, k := range e.res.Invalid {
+			if k > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", k, ingest.BadValueReasons[r]))
+			}
+		}
+		msg += fmt.Sprintf(", %d with a value or labels no exporter sends (%s: want finite values, not negative, "+
+			"DCGM utilisation 0-100, activity 0-1, power under 10 kW, and UTF-8 labels)", n, strings.Join(parts, ", "))
+	}
+	return msg + "; drop them (a backfill with gpuledger ingest can still write settled hours; a sender that falls behind needs fewer queues, " +
+		"a longer -ingest.reorderWindow or a larger -ingest.maxBuffered)"
 }
 
 // errInflight refuses a body while MaxInflightBytes are being ingested.

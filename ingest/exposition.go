@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/VictoriaMetrics/VictoriaMetrics/lib/protoparser/prometheus"
@@ -104,6 +105,72 @@ type Stats struct {
 	// TooNew counts samples a live pipeline dropped for being stamped too
 	// far ahead of its clock.
 	TooNew uint64
+	// BadValues counts samples of metrics ingest reads refused for their
+	// value or labels, by reason (BadValueReasons gives each index's
+	// name): NaN, infinite, negative, past the field's range, labels that
+	// are not UTF-8. Nothing of such a sample is used.
+	BadValues [NumBadValueReasons]uint64
+}
+
+// Why a sample is refused for its value or labels (Stats.BadValues).
+const (
+	badNaN = iota
+	badInfinite
+	badNegative
+	badOutOfRange
+	badUTF8
+	// NumBadValueReasons is how many reasons there are.
+	NumBadValueReasons
+)
+
+// BadValueReasons names Stats.BadValues' reasons, as metrics and answers
+// label them.
+var BadValueReasons = [NumBadValueReasons]string{"nan", "infinite", "negative", "out_of_range", "invalid_utf8"}
+
+// fieldMax is the largest value a DCGM field can take: utilisation in
+// percent, the graphics engine's activity as a ratio, power in W (no GPU
+// draws 10 kW), framebuffer in MiB (1 PiB) and the energy counter in mJ
+// (1e18 mJ is 30,000 years at 1 kW). A value past it is a broken exporter
+// or a hostile sender; clamping it would bill something nobody measured.
+func fieldMax(f attribution.Field) float64 {
+	switch f {
+	case attribution.FieldGPUUtil:
+		return 100
+	case attribution.FieldGREngineActive:
+		return 1
+	case attribution.FieldPowerUsage:
+		return 10_000
+	case attribution.FieldFBUsed:
+		return 1 << 30
+	case attribution.FieldTotalEnergy:
+		return 1e18
+	}
+	return math.MaxFloat64
+}
+
+// badValue says why a sample of a metric ingest reads cannot be used, -1
+// when it can: every metric it reads (DCGM's fields, kube-state-metrics'
+// pod series, Kueue's and vLLM's gauges, counters and buckets) is finite
+// and not negative, DCGM's fields within their range (fieldMax), and label
+// names and values are UTF-8 (as the exposition format and remote write
+// require).
+func badValue(f attribution.Field, tags []prometheus.Tag, value float64) int {
+	switch {
+	case math.IsNaN(value):
+		return badNaN
+	case math.IsInf(value, 0):
+		return badInfinite
+	case value < 0:
+		return badNegative
+	case value > fieldMax(f):
+		return badOutOfRange
+	}
+	for i := range tags {
+		if !utf8.ValidString(tags[i].Key) || !utf8.ValidString(tags[i].Value) {
+			return badUTF8
+		}
+	}
+	return -1
 }
 
 // Parser parses exposition bodies. It reuses its buffers between calls and
@@ -185,22 +252,26 @@ func isPodMetric(metric string) bool {
 // All decoders (exposition, remote write, export JSON lines) end here, so
 // label spellings are normalised in one place.
 func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
-	if isPodMetric(metric) {
+	isPod, qm, f := isPodMetric(metric), queueMetricOf(metric), fieldOf(metric)
+	if !isPod && qm == attribution.QueueMetricUnknown && f == attribution.FieldUnknown {
+		p.stats.Skipped++
+		return
+	}
+	if r := badValue(f, tags, value); r >= 0 {
+		p.stats.BadValues[r]++
+		return
+	}
+	if isPod {
 		p.handlePodRow(metric, tags, value, ts, sink)
 		return
 	}
-	switch m := queueMetricOf(metric); {
-	case m == attribution.QueueMetricUnknown:
-	case m.IsEndpoint():
-		p.handleEndpointRow(m, tags, value, ts, sink)
+	switch {
+	case qm == attribution.QueueMetricUnknown:
+	case qm.IsEndpoint():
+		p.handleEndpointRow(qm, tags, value, ts, sink)
 		return
 	default:
-		p.handleQueueRow(m, tags, value, ts, sink)
-		return
-	}
-	f := fieldOf(metric)
-	if f == attribution.FieldUnknown {
-		p.stats.Skipped++
+		p.handleQueueRow(qm, tags, value, ts, sink)
 		return
 	}
 	s := &p.sample

@@ -125,13 +125,26 @@ type Result struct {
 	// window after it, and are not counted (their device's time is
 	// bridged from its previous sample, so the hour is still charged).
 	OutOfOrder int
+	// Invalid counts samples refused for their value or labels (NaN,
+	// infinite, negative, out of the field's range, not UTF-8), by
+	// reason in the order of BadValueReasons.
+	Invalid [NumBadValueReasons]int
 	// SettledUntil is where the settled hours end.
 	SettledUntil time.Time
 }
 
 // Rejected says whether some samples will never be accepted: remote write
 // then answers 4xx, and the sender drops them.
-func (r Result) Rejected() int { return r.Late + r.TooNew + r.OutOfOrder }
+func (r Result) Rejected() int { return r.Late + r.TooNew + r.OutOfOrder + r.InvalidTotal() }
+
+// InvalidTotal is how many samples were refused for their value or labels.
+func (r Result) InvalidTotal() int {
+	n := 0
+	for _, k := range r.Invalid {
+		n += k
+	}
+	return n
+}
 
 // Pipeline is live ingestion: remote-write requests and scrapes go in,
 // hours come out into the ledger once they are settled. Every request is
@@ -333,6 +346,7 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 	switch rec.kind {
 	case recRemoteWrite, recRemoteWriteCut, recExposition:
 		sink := &bufferSink{st: st, limitMs: rec.nowMs + opts.MaxAhead.Milliseconds(), lateMs: st.att.EmittedUntil()}
+		bad := st.p.stats.BadValues
 		var err error
 		if rec.kind != recExposition {
 			d := rec.decoded
@@ -350,6 +364,10 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 		}
 		st.count(rec.sender, "late", sink.res.Late)
 		st.count(rec.sender, "too_new", sink.res.TooNew)
+		for r := range bad {
+			sink.res.Invalid[r] = int(st.p.stats.BadValues[r] - bad[r])
+			st.count(rec.sender, BadValueReasons[r], sink.res.Invalid[r])
+		}
 		st.p.stats.TooNew += uint64(sink.res.TooNew)
 		st.order()
 		// Only this request's samples can be out of order here: what was

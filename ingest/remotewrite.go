@@ -196,7 +196,7 @@ const (
 func protoField(b []byte) (num uint64, wt byte, data []byte, scalar uint64, rest []byte, err error) {
 	// Most of a remote-write body: a length-delimited field whose key and
 	// length take a byte each (label names and values, samples).
-	if len(b) >= 2 && b[0] < 0x80 && b[0]&7 == wireLen && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
+	if len(b) >= 2 && b[0] < 0x80 && b[0] >= 1<<3 && b[0]&7 == wireLen && b[1] < 0x80 && int(b[1]) <= len(b)-2 {
 		l := 2 + int(b[1])
 		return uint64(b[0] >> 3), wireLen, b[2:l], 0, b[l:], nil
 	}
@@ -205,10 +205,14 @@ func protoField(b []byte) (num uint64, wt byte, data []byte, scalar uint64, rest
 		return 0, 0, nil, 0, nil, errProto("field key")
 	}
 	b = b[n:]
-	// Field number 0 is not valid protobuf, but VictoriaMetrics' decoder
-	// (the reference this one is fuzzed against) skips it like any field
-	// it does not read, and so does this one.
+	// Field number 0 is not valid protobuf: VictoriaMetrics' decoder (the
+	// reference this one is fuzzed against) skips it like any field it
+	// does not read, but a body of zero bytes then decodes to an empty
+	// request and would be acknowledged.
 	num, wt = key>>3, byte(key&7)
+	if num == 0 {
+		return 0, 0, nil, 0, nil, errProto("field number 0")
+	}
 	if num > math.MaxUint32 {
 		return 0, 0, nil, 0, nil, errProto("field number")
 	}

@@ -173,11 +173,14 @@ not json
 	for _, s := range r.samples {
 		got = append(got, fmt.Sprintf("%d %s %v %s", s.TimeMs, s.Pod, s.Value, fieldName(s.Field)))
 	}
-	// In time order, each series' order kept: the NaN goes to attribution,
-	// which rejects and counts it.
-	want := []string{"1000 p NaN util", "1000  100.5 power", "2000 p 30 util", "3000 p 10 util"}
+	// In time order, each series' order kept; the NaN is refused and
+	// counted.
+	want := []string{"1000  100.5 power", "2000 p 30 util", "3000 p 10 util"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("samples (-want +got):\n%s", diff)
+	}
+	if n := p.Stats().BadValues[badNaN]; n != 1 {
+		t.Errorf("NaN values counted: %d, want 1", n)
 	}
 	if p.Stats().Skipped != 1 {
 		t.Errorf("skipped %d, want 1 (up)", p.Stats().Skipped)
