@@ -58,7 +58,7 @@ func loadConfig(flagValue string) (*config.Config, string, error) {
 // parseWithConfig parses a command's flags, makes its logger and loads
 // its configuration.
 func parseWithConfig(fs *flag.FlagSet, args []string, cfgPath *string, newLogger func() *slog.Logger) (*slog.Logger, *config.Config, error) {
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return nil, nil, err
 	}
 	log := newLogger()

@@ -30,7 +30,7 @@ is counted twice.
 	interval := fs.Duration("scrape.interval", 15*time.Second, "the exporters' scrape interval: how long a last sample counts")
 	openStore := storeFlags(fs, defaultLedgerPath, false)
 	newLogger := logFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *from == "" || *startFlag == "" || *endFlag == "" {

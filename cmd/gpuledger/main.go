@@ -104,6 +104,24 @@ func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parseFlags parses a command's flags and refuses what is left: no command
+// takes arguments, and Go's flag package stops at the first word that is
+// not a flag, so every flag after a stray word would be ignored (a server
+// on its default address instead of the one asked for).
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		msg := fmt.Sprintf("gpuledger %s takes no arguments, got %q", fs.Name(), rest[0])
+		if len(rest) > 1 {
+			msg += fmt.Sprintf(" and %d more (%s)", len(rest)-1, strings.Join(rest[1:], " "))
+		}
+		return usageError{msg + "; give flags as -name value, and quote a value with spaces (see 'gpuledger " + fs.Name() + " -help')"}
+	}
+	return nil
+}
+
 // logFlags registers -log.level and returns a constructor for the logger.
 func logFlags(fs *flag.FlagSet) func() *slog.Logger {
 	level := fs.String("log.level", "info", "minimum level logged to stderr: debug, info, warn or error")

@@ -277,6 +277,22 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 }
 
+// TestEveryCommandRefusesStrayArguments: a word that is not a flag is an
+// error naming it, before anything runs; the flags after it are not
+// silently ignored (serve listened on its default address).
+func TestEveryCommandRefusesStrayArguments(t *testing.T) {
+	for _, c := range commands {
+		var out bytes.Buffer
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // a command that wrongly runs stops at once
+		err := run(ctx, []string{c.name, "extra-arg", "-http.listenAddr", "127.0.0.1:1"}, &out)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), `takes no arguments, got "extra-arg" and 2 more`) {
+			t.Errorf("%s extra-arg -http.listenAddr X: %v, want a usage error naming the stray word", c.name, err)
+		}
+	}
+}
+
 // TestSimulateCommand replays half a day of the Philly traces under two
 // policies and checks the table and the files; two runs print the same.
 func TestSimulateCommand(t *testing.T) {

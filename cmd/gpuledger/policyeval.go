@@ -40,7 +40,7 @@ same run. Writes every run to <out>/policy-eval.csv.`, stdout)
 	workers := fs.Int("workers", 0, "replays run at once (default: GOMAXPROCS)")
 	out := fs.String("out", "gpuledger-sim", "folder for policy-eval.csv")
 	clusterFile := fs.String("cluster", "", "flavors and prices for every run (see examples/philly-replay.yaml); default one H100 flavor")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg := sim.EvalConfig{Dir: *trace, Halves: [2][]string{splitList(*halfA), splitList(*halfB)}, Workloads: splitList(*workloads),

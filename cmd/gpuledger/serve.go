@@ -54,7 +54,7 @@ team:<name>.`, stdout)
 	cacheTTL := fs.Duration("http.cacheTTL", 30*time.Second, "how long answers of the read routes are kept (dropped at once when serve writes the ledger); 0 turns the cache off")
 	newLogger := logFlags(fs)
 	clock := clockFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *maxBuffered <= 0 {
@@ -161,7 +161,7 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 	out := fs.String("out", ".", "folder to write the reports into")
 	format := fs.String("format", "csv,xlsx", "comma-separated formats: csv, xlsx")
 	newLogger := logFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	month, err := time.Parse("2006-01", *monthFlag)

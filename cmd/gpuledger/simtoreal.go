@@ -56,7 +56,7 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	policies := fs.String("policies", "kueue-afs,costfair", "policies to compare")
 	runs := fs.Int("runs", 1, "real runs of each policy (min/median/max over them)")
 	out := fs.String("out", "gpuledger-sim/sim-to-real", "folder for the stacks' logs and the outcomes (outcomes.csv)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := kubetest.Built(); err != nil {

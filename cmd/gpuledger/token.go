@@ -18,7 +18,7 @@ to add under auth.tokens in the configuration, or to a -auth.tokensFile, which k
 only its SHA-256.`, stdout)
 	name := fs.String("name", "", "the token's name, a DNS label such as vmagent (required)")
 	scopes := fs.String("scope", "", "comma-separated scopes: write, viewer, admin, team:<name> (required)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *name == "" || *scopes == "" {

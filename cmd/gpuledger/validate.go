@@ -11,7 +11,7 @@ import (
 func runValidate(_ context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("validate", "Checks a configuration file strictly (unknown keys are errors) and lists every problem\nwith its file:line:column, the field, the value and what was expected.", stdout)
 	path := fs.String("config", "", "configuration file to check (required), such as examples/cluster.yaml")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *path == "" {

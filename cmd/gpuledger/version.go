@@ -13,7 +13,7 @@ var version = "dev"
 
 func runVersion(_ context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("version", "Prints the version, the commit it was built from and the Go version.", stdout)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, versionLine())
