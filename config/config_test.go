@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -219,6 +220,30 @@ func TestWarnings(t *testing.T) {
 	// 0.526 USD × 0.92 = 0.48392 EUR.
 	if got := c.PriceMicros("t4"); got != 483_920 {
 		t.Errorf("t4 rate %d micro-EUR, want 483,920", got)
+	}
+}
+
+// TestOwnershipWarnings: a team that owns nothing and a ClusterQueue
+// owned by nobody are warnings with their positions: the first is never
+// billed, the second bills _unowned where its LocalQueues' namespaces have
+// no owner either. A ClusterQueue whose LocalQueues are all in owned
+// namespaces is billed to those teams, and is not warned about.
+func TestOwnershipWarnings(t *testing.T) {
+	c, err := Load("testdata/owners.good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range c.Warnings {
+		got = append(got, fmt.Sprintf("%d %s: %s", w.Line, w.Path, w.Msg))
+	}
+	want := []string{
+		`14 clusterQueues[1]: ClusterQueue "orphan" is owned by no team, and its LocalQueue(s) scratch/default are in namespaces no team owns: their pods bill _unowned; add it to a team's clusterQueues`,
+		`19 clusterQueues[2]: ClusterQueue "unused" is owned by no team and no LocalQueue points to it: pods admitted through it bill their namespaces' teams, or _unowned; add it to a team's clusterQueues`,
+		`37 teams[1]: team "ghost" owns no ClusterQueue and no namespace, so nothing is ever billed to it; give it clusterQueues or namespaces`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
 }
 

@@ -227,9 +227,34 @@ func (c *Config) validate(d *decoder) {
 		if t.MonthlyBudget.Micros < 0 {
 			d.add(nil, p+".monthlyBudget", "%s is negative; want an amount of at least 0", t.MonthlyBudget)
 		}
+		if len(t.ClusterQueues) == 0 && len(t.Namespaces) == 0 {
+			d.warn(p, "team %q owns no ClusterQueue and no namespace, so nothing is ever billed to it; give it clusterQueues or namespaces", t.Name)
+		}
 	}
 	if len(c.Teams) == 0 {
 		d.add(nil, "teams", "missing; want at least one team that owns ClusterQueues or namespaces")
+	}
+	// A ClusterQueue no team owns bills its pods by their namespaces'
+	// owners; where a LocalQueue of it is in a namespace nobody owns
+	// either, those pods' cost goes to _unowned.
+	for i, cq := range c.ClusterQueues {
+		if _, ok := cqOwner[cq.Name]; ok || cq.Name == "" {
+			continue
+		}
+		var orphans []string
+		for _, lq := range c.LocalQueues {
+			if _, ok := nsOwner[lq.Namespace]; lq.ClusterQueue == cq.Name && !ok {
+				orphans = append(orphans, lq.Namespace+"/"+lq.Name)
+			}
+		}
+		switch {
+		case len(orphans) > 0:
+			d.warn(fmt.Sprintf("clusterQueues[%d]", i), "ClusterQueue %q is owned by no team, and its LocalQueue(s) %s are in namespaces no team owns: their pods bill _unowned; add it to a team's clusterQueues",
+				cq.Name, strings.Join(orphans, ", "))
+		case !slices.ContainsFunc(c.LocalQueues, func(lq LocalQueue) bool { return lq.ClusterQueue == cq.Name }):
+			d.warn(fmt.Sprintf("clusterQueues[%d]", i), "ClusterQueue %q is owned by no team and no LocalQueue points to it: pods admitted through it bill their namespaces' teams, or _unowned; add it to a team's clusterQueues",
+				cq.Name)
+		}
 	}
 
 	priced := make(map[string]bool)
