@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 )
@@ -40,11 +41,22 @@ func HashToken(secret string) [sha256.Size]byte { return sha256.Sum256([]byte(se
 // Auth checks bearer tokens. A nil *Auth lets every request through, as
 // the anonymous admin: for the demo and tests only.
 type Auth struct {
-	tokens []Token
+	tokens atomic.Pointer[[]Token]
 }
 
 // NewAuth returns an Auth accepting tokens.
-func NewAuth(tokens []Token) *Auth { return &Auth{tokens: slices.Clone(tokens)} }
+func NewAuth(tokens []Token) *Auth {
+	a := &Auth{}
+	a.SetTokens(tokens)
+	return a
+}
+
+// SetTokens replaces the tokens accepted, from the next request on: a
+// token taken out (a rotated Secret) is refused at once, with no restart.
+func (a *Auth) SetTokens(tokens []Token) {
+	t := slices.Clone(tokens)
+	a.tokens.Store(&t)
+}
 
 // principal is who a request comes from.
 type principal struct {
@@ -88,11 +100,12 @@ func (a *Auth) authenticate(r *http.Request) (*principal, error) {
 	}
 	sum := HashToken(strings.TrimSpace(secret))
 	var found *Token
-	for i := range a.tokens {
+	tokens := *a.tokens.Load()
+	for i := range tokens {
 		// Compare every token, in constant time, so that timing says
 		// nothing of which was close.
-		if subtle.ConstantTimeCompare(sum[:], a.tokens[i].SHA256[:]) == 1 {
-			found = &a.tokens[i]
+		if subtle.ConstantTimeCompare(sum[:], tokens[i].SHA256[:]) == 1 {
+			found = &tokens[i]
 		}
 	}
 	if found == nil {

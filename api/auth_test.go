@@ -2,9 +2,12 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -159,5 +162,74 @@ func TestWriteSender(t *testing.T) {
 	}
 	if len(fi.senders) != 1 || fi.senders[0] != "vmagent" {
 		t.Errorf("senders %v", fi.senders)
+	}
+}
+
+// TestTokensReload: a token taken out of the tokens file is refused from
+// the next check on, with no restart; a file that does not load keeps the
+// tokens in force, logged and counted; one added is accepted.
+func TestTokensReload(t *testing.T) {
+	base, _ := authServer(t)
+	opts := base.opts
+	file := filepath.Join(t.TempDir(), "tokens.yaml")
+	tok := func(name string, scopes ...Scope) Token {
+		return Token{Name: name, SHA256: HashToken("secret-" + name), Scopes: scopes}
+	}
+	// The file's contents stand for the tokens it holds, by name.
+	load := func() ([]Token, error) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		var out []Token
+		for _, name := range strings.Fields(string(b)) {
+			if name == "broken" {
+				return nil, errors.New("tokens.yaml: line 1: not YAML")
+			}
+			out = append(out, tok(name, ScopeViewer))
+		}
+		return out, nil
+	}
+	os.WriteFile(file, []byte("finops rotated-out"), 0o600)
+	toks, _ := load()
+	opts.Auth = NewAuth(toks)
+	opts.TokenFiles, opts.ReloadTokens = []string{file}, load
+	srv := New(opts)
+	w := srv.tokenWatcher()
+	if w == nil {
+		t.Fatal("no token watcher")
+	}
+	watch := &contentWatch{paths: opts.TokenFiles}
+	watch.read()
+	count := srv.reloaded("tokens")
+	status := func(token string) int {
+		code, _ := call(t, srv, "GET", "/api/v1/cost?from=2026-10-01&to=2026-10-02", token)
+		return code
+	}
+	if status("rotated-out") != 200 {
+		t.Fatal("the token is not accepted before it is taken out")
+	}
+	os.WriteFile(file, []byte("finops"), 0o600)
+	srv.reloadTokens(watch, count)
+	if c := status("rotated-out"); c != http.StatusUnauthorized {
+		t.Errorf("a token taken out of the file: %d, want 401", c)
+	}
+	os.WriteFile(file, []byte("broken"), 0o600)
+	srv.reloadTokens(watch, count)
+	srv.reloadTokens(watch, count) // unchanged: not tried again
+	if c := status("finops"); c != 200 {
+		t.Errorf("after a broken file: finops %d, want the tokens in force kept", c)
+	}
+	os.WriteFile(file, []byte("finops newcomer"), 0o600)
+	srv.reloadTokens(watch, count)
+	if c := status("newcomer"); c != 200 {
+		t.Errorf("a token added: %d, want 200", c)
+	}
+	var b strings.Builder
+	srv.metrics.WritePrometheus(&b)
+	for _, want := range []string{`gpuledger_reloads_total{what="tokens"} 2`, `gpuledger_reload_failures_total{what="tokens"} 1`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, b.String())
+		}
 	}
 }

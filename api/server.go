@@ -56,8 +56,18 @@ type Options struct {
 	// (such as the ClickHouse spool's).
 	Gauges map[string]func() float64
 	// TLSCertFile and TLSKeyFile, when set, serve HTTPS; the files are
-	// read again when they change.
+	// read again when their contents change.
 	TLSCertFile, TLSKeyFile string
+	// TokenFiles, with ReloadTokens and Auth, are read every
+	// ReloadInterval: when their contents change, ReloadTokens gives the
+	// tokens Auth accepts from then on (a token taken out of a mounted
+	// Secret is refused without a restart). A failed reload keeps the
+	// tokens in force, is logged and counted.
+	TokenFiles   []string
+	ReloadTokens func() ([]Token, error)
+	// ReloadInterval is how often the TLS pair and the token files are
+	// checked. Default 10 seconds.
+	ReloadInterval time.Duration
 	// CacheTTL keeps the answers of the read routes this long at most;
 	// zero turns the cache off.
 	CacheTTL time.Duration
@@ -101,6 +111,9 @@ func New(opts Options) *Server {
 	}
 	if opts.MaxInflightBytes <= 0 {
 		opts.MaxInflightBytes = 128 << 20
+	}
+	if opts.ReloadInterval <= 0 {
+		opts.ReloadInterval = 10 * time.Second
 	}
 	s := &Server{opts: opts, e: echo.New(), log: opts.Logger, metrics: metrics.NewSet(), inflight: newByteLimiter(opts.MaxInflightBytes)}
 	if opts.CacheTTL > 0 {
@@ -151,11 +164,15 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	tlsOn := s.opts.TLSCertFile != "" || s.opts.TLSKeyFile != ""
 	if tlsOn {
-		r, err := newCertReloader(s.opts.TLSCertFile, s.opts.TLSKeyFile)
+		r, err := newCertReloader(s.opts.TLSCertFile, s.opts.TLSKeyFile, s.log, s.reloaded("tls"))
 		if err != nil {
 			return err
 		}
+		r.interval = s.opts.ReloadInterval
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.getCertificate}
+	}
+	if w := s.tokenWatcher(); w != nil {
+		go w(ctx)
 	}
 	errc := make(chan error, 1)
 	go func() {

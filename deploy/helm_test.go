@@ -134,6 +134,27 @@ func TestHelmChart(t *testing.T) {
 			t.Logf("%s: serve args %v", ns, c.Args)
 		})
 	}
+	// A token taken out of the chart's Secret rolls serve's pods: the
+	// pod template's checksum of the tokens changes (serve also reads the
+	// file again, but the kubelet takes a while to update the mount).
+	embedded := filepath.Join(chart, "ci", "embedded-values.yaml")
+	tokensSum := func(args ...string) string {
+		t.Helper()
+		out, err := helm(t, bin, append([]string{"template", "gpuledger", chart, "-f", embedded}, args...)...)
+		if err != nil {
+			t.Fatalf("helm template %v: %v\n%s", args, err, out)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "checksum/tokens:"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		t.Fatalf("helm template %v: no checksum/tokens annotation", args)
+		return ""
+	}
+	if a, b := tokensSum(), tokensSum("--set-json", `auth.tokens=[{"name":"vmagent","sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824","scopes":["write"]}]`); a == b {
+		t.Errorf("a token taken out of auth.tokens leaves the pod template's checksum/tokens at %s: the pods would not roll", a)
+	}
 	// Values that cannot work fail at render time, saying what to do.
 	for _, tc := range []struct {
 		args []string

@@ -35,9 +35,9 @@ team:<name>.`, stdout)
 	cluster := fs.String("cluster", "", "cluster the received telemetry is from; empty for the only one")
 	openStore := storeFlags(fs, defaultLedgerPath, false)
 	listen := fs.String("http.listenAddr", "127.0.0.1:8080", "address the API listens on")
-	tlsCert := fs.String("http.tlsCertFile", "", "TLS certificate (PEM) to serve HTTPS with; read again when it changes")
+	tlsCert := fs.String("http.tlsCertFile", "", "TLS certificate (PEM) to serve HTTPS with; read again when its contents change (a pair that does not load keeps the old one, logged and counted in gpuledger_reload_failures_total)")
 	tlsKey := fs.String("http.tlsKeyFile", "", "TLS private key (PEM) of -http.tlsCertFile")
-	tokensFile := fs.String("auth.tokensFile", "", "YAML file of more API tokens (tokens: [{name, sha256, scopes}]), such as a mounted Secret")
+	tokensFile := fs.String("auth.tokensFile", "", "YAML file of more API tokens (tokens: [{name, sha256, scopes}]), such as a mounted Secret; read again when its contents change (a token taken out is refused within 10 s)")
 	noAuth := fs.Bool("auth.disabled", false, "serve without tokens: anyone who reaches the port reads every team's costs and writes samples; for a trial on 127.0.0.1 only")
 	remoteWrite := fs.Bool("remoteWrite", true, "accept Prometheus remote write on POST /api/v1/write")
 	maxBody := fs.Int64("remoteWrite.maxBytes", 16<<20, "largest compressed remote-write body; larger ones are answered 413")
@@ -90,6 +90,10 @@ team:<name>.`, stdout)
 	opts := api.Options{Store: store, Logger: log, Auth: auth, Report: reportOptions(cfg, ""), Capacity: capacityOptions(cfg, model.Cluster), Stats: pl.Stats, Health: pl.Health,
 		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: *maxInflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
 		CacheTTL: *cacheTTL, Generation: pl.Writes}
+	if *tokensFile != "" {
+		opts.TokenFiles = []string{*tokensFile}
+		opts.ReloadTokens = func() ([]api.Token, error) { return collectTokens(cfg, *tokensFile) }
+	}
 	if *remoteWrite {
 		opts.Ingest = pl
 	}
@@ -121,6 +125,23 @@ team:<name>.`, stdout)
 // loadAuth collects the tokens of the configuration and the token file.
 // Without any, serve refuses to start unless told -auth.disabled.
 func loadAuth(cfg *config.Config, tokensFile string, disabled bool, listen string, log *slog.Logger) (*api.Auth, error) {
+	toks, err := collectTokens(cfg, tokensFile)
+	if err != nil {
+		return nil, err
+	}
+	if disabled {
+		log.Warn("authentication disabled: anyone who reaches the port reads every team's costs and writes samples", "addr", listen)
+		return nil, nil
+	}
+	if len(toks) == 0 {
+		return nil, usageError{"serve needs API tokens: add auth.tokens to the configuration or pass -auth.tokensFile (gpuledger token -name NAME -scope SCOPE makes one), or pass -auth.disabled for a trial on 127.0.0.1"}
+	}
+	return api.NewAuth(toks), nil
+}
+
+// collectTokens reads the tokens of the configuration and of the token
+// file (read again by serve when the file changes).
+func collectTokens(cfg *config.Config, tokensFile string) ([]api.Token, error) {
 	var toks []config.Token
 	if cfg.Auth != nil {
 		toks = append(toks, cfg.Auth.Tokens...)
@@ -132,13 +153,6 @@ func loadAuth(cfg *config.Config, tokensFile string, disabled bool, listen strin
 		}
 		toks = append(toks, more...)
 	}
-	if disabled {
-		log.Warn("authentication disabled: anyone who reaches the port reads every team's costs and writes samples", "addr", listen)
-		return nil, nil
-	}
-	if len(toks) == 0 {
-		return nil, usageError{"serve needs API tokens: add auth.tokens to the configuration or pass -auth.tokensFile (gpuledger token -name NAME -scope SCOPE makes one), or pass -auth.disabled for a trial on 127.0.0.1"}
-	}
 	out := make([]api.Token, len(toks))
 	for i, t := range toks {
 		out[i].Name = t.Name
@@ -149,7 +163,7 @@ func loadAuth(cfg *config.Config, tokensFile string, disabled bool, listen strin
 			out[i].Scopes = append(out[i].Scopes, api.Scope(sc))
 		}
 	}
-	return api.NewAuth(out), nil
+	return out, nil
 }
 
 func runReport(ctx context.Context, args []string, stdout io.Writer) error {
