@@ -79,6 +79,13 @@ func (s *Server) PublishStats(ps ingest.PipelineStats) {
 		set(fmt.Sprintf(`gpuledger_remote_write_rejected_samples_total{sender=%q,reason=%q}`, k[0], k[1]), n)
 	}
 	set(`gpuledger_ledger_write_failures_total`, ps.WriteFailures)
+	for seg, n := range ps.WALCorruptRecords {
+		set(fmt.Sprintf(`gpuledger_wal_corrupt_records_total{segment=%q}`, seg), n)
+	}
+	for seg, n := range ps.WALCorruptBytes {
+		set(fmt.Sprintf(`gpuledger_wal_corrupt_bytes_total{segment=%q}`, seg), n)
+	}
+	set(`gpuledger_wal_missing_segments_total`, ps.WALMissingSegments)
 	set(`gpuledger_ingest_shed_samples_total`, ps.Shed)
 	gauge := func(name string, v float64) { s.metrics.GetOrCreateFloatCounter(name).Set(v) }
 	gauge(`gpuledger_ingest_buffered_samples`, float64(ps.Buffered))

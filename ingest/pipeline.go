@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -70,7 +72,12 @@ type PipelineOptions struct {
 	// SegmentBytes is the size at which a log segment is closed. Default
 	// 64 MiB.
 	SegmentBytes int64
-	Logger       *slog.Logger
+	// HeadEvery is how often, after a write, the log's head file records
+	// the last record made durable: the records of the last HeadEvery
+	// are what a cut in the newest segment can take without replay
+	// seeing it (wal.go). Default 1 second; negative: after every write.
+	HeadEvery time.Duration
+	Logger    *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -102,6 +109,12 @@ func (o PipelineOptions) withDefaults() PipelineOptions {
 	}
 	if o.SegmentBytes <= 0 {
 		o.SegmentBytes = 64 << 20
+	}
+	switch {
+	case o.HeadEvery == 0:
+		o.HeadEvery = headEvery
+	case o.HeadEvery < 0:
+		o.HeadEvery = 0
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -179,6 +192,15 @@ type Pipeline struct {
 	stopWrite chan struct{}
 	wrote     chan struct{}
 	closeOnce sync.Once
+	// walLost is what replay at start could not read, for /metrics.
+	walLost walLost
+}
+
+// walLost counts what replay could not read: records and damaged bytes by
+// segment (file name), and missing segments.
+type walLost struct {
+	records, bytes map[string]uint64
+	missing        uint64
 }
 
 // state is everything the log's records change: what a snapshot saves.
@@ -252,6 +274,7 @@ func NewPipeline(model *attribution.Model, aopts attribution.Options, store ledg
 	pl := &Pipeline{model: model, aopts: aopts, store: store, opts: opts, log: opts.Logger,
 		stopWrite: make(chan struct{}), wrote: make(chan struct{})}
 	pl.st.rejected = make(map[senderReason]uint64)
+	pl.walLost = walLost{records: make(map[string]uint64), bytes: make(map[string]uint64)}
 	next, err := pl.restore()
 	if err != nil {
 		return nil, err
@@ -259,6 +282,7 @@ func NewPipeline(model *attribution.Model, aopts attribution.Options, store ledg
 	if pl.c, err = newCommitter(opts.Dir, next, opts.SegmentBytes, pl.log); err != nil {
 		return nil, err
 	}
+	pl.c.headEvery = opts.HeadEvery
 	pl.c.apply = pl.applyBatch
 	pl.c.afterBatch = pl.maybeSnapshot
 	go pl.c.run()
@@ -303,18 +327,56 @@ func (pl *Pipeline) restore() (uint64, error) {
 	if pl.opts.Dir == "" {
 		return 1, nil
 	}
-	last, torn, err := replayLog(pl.opts.Dir, pl.st.applied, pl.log, func(rec record) {
+	var flags []ledger.HourFlag
+	rep, err := replayLog(pl.opts.Dir, pl.st.applied, pl.log, func(rec record) {
 		pl.st.apply(rec, pl.opts)
 		pl.st.applied = rec.seq
-	})
+	}, func(l logLoss) { flags = append(flags, pl.lost(l)) })
 	if err != nil {
 		return 0, fmt.Errorf("replay the write-ahead log in %s: %w", pl.opts.Dir, err)
 	}
-	if last > 0 || torn > 0 {
-		pl.log.Info("write-ahead log replayed", "dir", pl.opts.Dir, "snapshotSeq", snapshotSeq(snap), "lastSeq", last, "tornSegments", torn,
-			"settledUntil", time.UnixMilli(pl.st.att.EmittedUntil()).UTC())
+	if rep.Last > 0 || rep.Torn > 0 {
+		pl.log.Info("write-ahead log replayed", "dir", pl.opts.Dir, "snapshotSeq", snapshotSeq(snap), "lastSeq", rep.Last, "tornSegments", rep.Torn,
+			"losses", len(rep.Losses), "settledUntil", time.UnixMilli(pl.st.att.EmittedUntil()).UTC())
 	}
-	return last + 1, nil
+	if err := pl.store.FlagHours(ctx, flags); err != nil {
+		return 0, fmt.Errorf("flag the hours the write-ahead log's damage touches (%d flags); the pipeline starts once they are recorded: %w", len(flags), err)
+	}
+	return rep.Last + 1, nil
+}
+
+// lost counts, logs and flags a run of acknowledged records replay could
+// not read. It is called where replay found it, so that the hours it
+// flags start where the state had settled up to then: the records lost
+// could only add to hours not yet settled, up to MaxAhead past the clock
+// of the record read after them (or of now, when none was).
+func (pl *Pipeline) lost(l logLoss) ledger.HourFlag {
+	seg := filepath.Base(l.Segment)
+	pl.walLost.records[seg] += l.Records()
+	pl.walLost.bytes[seg] += uint64(l.DamagedBytes)
+	if l.Missing {
+		pl.walLost.missing++
+	}
+	fromMs := floorHourMs(pl.st.att.EmittedUntil())
+	toMs := pl.opts.Now().UnixMilli()
+	if l.BeforeMs != 0 {
+		toMs = l.BeforeMs
+	}
+	toMs = max(floorHourMs(toMs+pl.opts.MaxAhead.Milliseconds())+time.Hour.Milliseconds(), fromMs+time.Hour.Milliseconds())
+	var detail string
+	switch {
+	case l.Missing && l.To == 0:
+		detail = fmt.Sprintf("the newest write-ahead log segment %s is missing: the records from %d on are lost", l.Segment, l.From)
+	case l.Missing:
+		detail = fmt.Sprintf("write-ahead log records %d-%d are missing between segments %s and %s (a segment deleted, or one cut short)", l.From, l.To, l.Segment, l.Next)
+	default:
+		detail = fmt.Sprintf("write-ahead log records %d-%d are unreadable: %d bytes of segment %s are damaged", l.From, l.To, l.DamagedBytes, l.Segment)
+	}
+	from, to := time.UnixMilli(fromMs).UTC(), time.UnixMilli(toMs).UTC()
+	pl.log.Error("acknowledged telemetry lost from the write-ahead log; the hours it could have added to are flagged",
+		"segment", l.Segment, "missing", l.Missing, "fromSeq", l.From, "toSeq", l.To, "damagedBytes", l.DamagedBytes,
+		"hoursFrom", from, "hoursTo", to)
+	return ledger.HourFlag{Cluster: pl.model.Cluster, From: from, To: to, Reason: ledger.FlagLogLoss, Detail: detail, At: pl.opts.Now().UTC()}
 }
 
 func snapshotSeq(s *pipelineSnapshot) uint64 {
@@ -1063,6 +1125,11 @@ type PipelineStats struct {
 	WriteFailures uint64
 	// LogFailing is set while the write-ahead log cannot be written.
 	LogFailing bool
+	// WALCorruptRecords and WALCorruptBytes are the acknowledged records
+	// and the damaged bytes replay at start could not read, by segment
+	// file; WALMissingSegments counts segments it found missing.
+	WALCorruptRecords, WALCorruptBytes map[string]uint64
+	WALMissingSegments                 uint64
 }
 
 // Stats returns the counters.
@@ -1077,5 +1144,6 @@ func (pl *Pipeline) Stats() PipelineStats {
 	for k, v := range pl.st.rejected {
 		s.Rejected[[2]string{k.sender, k.reason}] = v
 	}
+	s.WALCorruptRecords, s.WALCorruptBytes, s.WALMissingSegments = maps.Clone(pl.walLost.records), maps.Clone(pl.walLost.bytes), pl.walLost.missing
 	return s
 }

@@ -819,9 +819,9 @@ func TestLogTornTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []uint64
-	last, torn, err := replayLog(dir, 0, slog.New(slog.DiscardHandler), func(r record) { got = append(got, r.seq) })
-	if err != nil || last != 3 || torn != 1 || len(got) != 3 {
-		t.Errorf("replay: last %d, torn %d, records %v, %v", last, torn, got, err)
+	rep, err := replayLog(dir, 0, slog.New(slog.DiscardHandler), func(r record) { got = append(got, r.seq) }, nil)
+	if err != nil || rep.Last != 3 || rep.Torn != 1 || len(got) != 3 || len(rep.Losses) != 0 {
+		t.Errorf("replay: %+v, records %v, %v", rep, got, err)
 	}
 }
 
@@ -876,7 +876,7 @@ func TestPipelineLogsWhatItReads(t *testing.T) {
 
 	// The log: every body cut, the cut counted, and smaller than sent.
 	var recs []record
-	if _, _, err := replayLog(ref.dir, 0, slog.New(slog.DiscardHandler), func(r record) { recs = append(recs, r) }); err != nil {
+	if _, err := replayLog(ref.dir, 0, slog.New(slog.DiscardHandler), func(r record) { recs = append(recs, r) }, nil); err != nil {
 		t.Fatal(err)
 	}
 	var cut, logged int
@@ -968,12 +968,12 @@ func TestRemoteWriteKeepsNoBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logged []record
-	if _, _, err := replayLog(dir, 0, slog.New(slog.DiscardHandler), func(r record) {
+	if _, err := replayLog(dir, 0, slog.New(slog.DiscardHandler), func(r record) {
 		if r.kind == recRemoteWrite || r.kind == recRemoteWriteCut {
 			r.body = slices.Clone(r.body)
 			logged = append(logged, r)
 		}
-	}); err != nil {
+	}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(logged) != 2 {

@@ -313,6 +313,13 @@ type Store interface {
 	// Audit returns the entries whose hours overlap [from, to), oldest
 	// first.
 	Audit(ctx context.Context, from, to time.Time) ([]AuditEntry, error)
+	// FlagHours records flags on hours. A flag written again (equal but
+	// for At) is kept once, with its first At.
+	FlagHours(ctx context.Context, flags []HourFlag) error
+	// HourFlags returns the flags of a cluster (every cluster when it is
+	// empty) whose hours overlap [from, to), by cluster, From, Reason and
+	// Detail.
+	HourFlags(ctx context.Context, cluster string, from, to time.Time) ([]HourFlag, error)
 	// Close releases the Store's resources.
 	Close() error
 }
@@ -331,6 +338,46 @@ type AuditEntry struct {
 	Rows int
 	// Note says why, in words.
 	Note string
+}
+
+// HourFlag marks hours of a cluster whose rows may not say all that
+// happened in them, and why: the rows stand (they hold what was read),
+// and every answer over those hours says they are flagged.
+type HourFlag struct {
+	Cluster string
+	// [From, To) are the hours flagged, whole hours.
+	From, To time.Time
+	// Reason is one of the Flag* constants.
+	Reason string
+	// Detail says what happened, in words, with what an operator needs
+	// to find it (a file, sequence numbers).
+	Detail string
+	// At is when the flag was first recorded.
+	At time.Time
+}
+
+// Reasons of an HourFlag.
+const (
+	// FlagLogLoss: acknowledged records of the live pipeline's
+	// write-ahead log could not be read back (damaged or missing on
+	// disk); what they held is not in the hours they could have added
+	// to.
+	FlagLogLoss = "wal_records_lost"
+)
+
+// Check says what is wrong with a flag: its hours must be whole, From
+// before To, and it needs a cluster and a reason.
+func (f *HourFlag) Check() error {
+	switch {
+	case f.Cluster == "":
+		return fmt.Errorf("hour flag %q: no cluster", f.Reason)
+	case f.Reason == "":
+		return fmt.Errorf("hour flag of %s: no reason", f.Cluster)
+	case !f.From.Equal(f.From.Truncate(time.Hour)) || !f.To.Equal(f.To.Truncate(time.Hour)) || !f.From.Before(f.To):
+		return fmt.Errorf("hour flag %q of %s: hours [%s, %s) are not whole hours, the first before the end", f.Reason, f.Cluster,
+			f.From.Format(time.RFC3339), f.To.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // LiveCheckpoint is the checkpoint of the live path (gpuledger serve) of a

@@ -38,8 +38,7 @@ func storeFlags(fs *flag.FlagSet, defaultPath string, readOnly bool) func(ctx co
 		case "clickhouse":
 			opts := clickhouse.Options{DSN: *dsn, SpoolDir: *spool, Logger: log}
 			if *distributed {
-				opts.LedgerTable, opts.WorkloadTable, opts.CheckpointTable, opts.AuditTable, opts.QueueTable, opts.TimesTable, opts.EndpointTable, opts.DayTable, opts.MonthTable = "ledger_rows_all", "workload_rows_all", "checkpoints_all", "audit_all", "queue_rows_all", "workload_times_all", "endpoint_rows_all", "ledger_days_all", "ledger_months_all"
-				opts.SkipMigrations = true
+				opts.UseDistributed()
 			}
 			return clickhouse.Open(ctx, opts)
 		}

@@ -74,6 +74,18 @@ CREATE TABLE IF NOT EXISTS gpuledger.audit ON CLUSTER gpuledger (
 ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/gpuledger/audit', '{replica}')
 ORDER BY (cluster, from_hour, at_ms);
 
+-- Flags on hours whose rows may not say all that happened (acknowledged
+-- telemetry lost from a write-ahead log), kept forever.
+CREATE TABLE IF NOT EXISTS gpuledger.hour_flags ON CLUSTER gpuledger (
+    cluster String,
+    from_hour DateTime,
+    to_hour DateTime,
+    reason String,
+    detail String,
+    at_ms Int64
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/gpuledger/hour_flags', '{replica}')
+ORDER BY (cluster, from_hour, to_hour, reason, detail);
+
 -- The queues' hours (pending demand and waits, for the capacity trigger).
 CREATE TABLE IF NOT EXISTS gpuledger.queue_rows ON CLUSTER gpuledger (
     hour DateTime,
@@ -188,6 +200,9 @@ ENGINE = Distributed(gpuledger, gpuledger, checkpoints, cityHash64(name));
 
 CREATE TABLE IF NOT EXISTS gpuledger.audit_all ON CLUSTER gpuledger AS gpuledger.audit
 ENGINE = Distributed(gpuledger, gpuledger, audit, cityHash64(cluster));
+
+CREATE TABLE IF NOT EXISTS gpuledger.hour_flags_all ON CLUSTER gpuledger AS gpuledger.hour_flags
+ENGINE = Distributed(gpuledger, gpuledger, hour_flags, cityHash64(cluster));
 
 CREATE TABLE IF NOT EXISTS gpuledger.queue_rows_all ON CLUSTER gpuledger AS gpuledger.queue_rows
 ENGINE = Distributed(gpuledger, gpuledger, queue_rows, cityHash64(cluster, toUInt32(hour)));

@@ -32,7 +32,7 @@ type Options struct {
 	// at the Distributed tables of deploy/clickhouse/cluster.sql and set
 	// SkipMigrations. Defaults ledger_rows, workload_rows, checkpoints,
 	// audit.
-	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable, TimesTable, EndpointTable, DayTable, MonthTable string
+	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable, TimesTable, EndpointTable, DayTable, MonthTable, FlagTable string
 	// SkipMigrations leaves the schema to the operator (cluster DDL).
 	SkipMigrations bool
 	// SpoolDir, when set, holds writes that could not reach the server;
@@ -46,6 +46,15 @@ type Options struct {
 	// ReplayEvery is how often a pending spool is retried. Default 1 s.
 	ReplayEvery time.Duration
 	Logger      *slog.Logger
+}
+
+// UseDistributed points every table at the Distributed table of
+// deploy/clickhouse/cluster.sql (its name and _all) and leaves the schema
+// to that DDL.
+func (o *Options) UseDistributed() {
+	o.LedgerTable, o.WorkloadTable, o.CheckpointTable, o.AuditTable, o.QueueTable = "ledger_rows_all", "workload_rows_all", "checkpoints_all", "audit_all", "queue_rows_all"
+	o.TimesTable, o.EndpointTable, o.DayTable, o.MonthTable, o.FlagTable = "workload_times_all", "endpoint_rows_all", "ledger_days_all", "ledger_months_all", "hour_flags_all"
+	o.SkipMigrations = true
 }
 
 // Store is the ClickHouse ledger.Store.
@@ -112,6 +121,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if s.opts.MonthTable == "" {
 		s.opts.MonthTable = "ledger_months"
+	}
+	if s.opts.FlagTable == "" {
+		s.opts.FlagTable = "hour_flags"
 	}
 	if s.opts.BatchRows <= 0 {
 		s.opts.BatchRows = 100_000

@@ -411,3 +411,56 @@ func (s *Store) Audit(ctx context.Context, from, to time.Time) ([]ledger.AuditEn
 	}
 	return out, rs.Err()
 }
+
+// FlagHours records flags on hours. It is not spooled: the pipeline that
+// flags hours at start fails rather than start without them.
+func (s *Store) FlagHours(ctx context.Context, flags []ledger.HourFlag) error {
+	for i := range flags {
+		if err := flags[i].Check(); err != nil {
+			return err
+		}
+	}
+	if len(flags) == 0 {
+		return nil
+	}
+	b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.FlagTable)+` (cluster, from_hour, to_hour, reason, detail, at_ms)`)
+	if err != nil {
+		return fmt.Errorf("record hour flags: %w", err)
+	}
+	for _, f := range flags {
+		if err := b.Append(f.Cluster, f.From.UTC(), f.To.UTC(), f.Reason, f.Detail, f.At.UnixMilli()); err != nil {
+			b.Abort()
+			return fmt.Errorf("record hour flags: %w", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("record %d hour flags: %w", len(flags), err)
+	}
+	return nil
+}
+
+// HourFlags returns the flags whose hours overlap [from, to), each once
+// with the first time it was recorded.
+func (s *Store) HourFlags(ctx context.Context, cluster string, from, to time.Time) ([]ledger.HourFlag, error) {
+	where, args := "from_hour < ? AND to_hour > ?", []any{to.UTC(), from.UTC()}
+	if cluster != "" {
+		where, args = where+" AND cluster = ?", append(args, cluster)
+	}
+	rs, err := s.conn.Query(ctx, `SELECT cluster, from_hour, to_hour, reason, detail, min(at_ms) FROM `+s.table(s.opts.FlagTable)+`
+		WHERE `+where+` GROUP BY cluster, from_hour, to_hour, reason, detail ORDER BY cluster, from_hour, reason, detail`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read hour flags: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.HourFlag
+	for rs.Next() {
+		var f ledger.HourFlag
+		var at int64
+		if err := rs.Scan(&f.Cluster, &f.From, &f.To, &f.Reason, &f.Detail, &at); err != nil {
+			return nil, fmt.Errorf("scan hour flag: %w", err)
+		}
+		f.From, f.To, f.At = f.From.UTC(), f.To.UTC(), time.UnixMilli(at).UTC()
+		out = append(out, f)
+	}
+	return out, rs.Err()
+}

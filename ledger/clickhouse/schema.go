@@ -137,6 +137,17 @@ var migrations = []string{
 	// written before it, at version 1.
 	12: rollupTable("ledger_months"),
 	13: `INSERT INTO {db}.ledger_months (` + rollupColumns + `) ` + backfill(monthBucket, "{db}.ledger_days"),
+	// Flags on hours whose rows may not say all that happened; a flag
+	// written twice is read once (HourFlags groups them).
+	14: `CREATE TABLE IF NOT EXISTS {db}.hour_flags (
+		cluster String,
+		from_hour DateTime,
+		to_hour DateTime,
+		reason String,
+		detail String,
+		at_ms Int64
+	) ENGINE = MergeTree
+	ORDER BY (cluster, from_hour, to_hour, reason, detail)`,
 }
 
 // backfill is rollupSelect over every row of table, at version 1: every

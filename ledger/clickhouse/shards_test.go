@@ -85,8 +85,9 @@ func TestTwoShards(t *testing.T) {
 
 	ctx := context.Background()
 	dsn := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpuledger?insert_distributed_sync=1", s1.tcp)
-	cluster, err := Open(ctx, Options{DSN: dsn, SkipMigrations: true,
-		LedgerTable: "ledger_rows_all", WorkloadTable: "workload_rows_all", CheckpointTable: "checkpoints_all", AuditTable: "audit_all", QueueTable: "queue_rows_all", TimesTable: "workload_times_all", EndpointTable: "endpoint_rows_all", DayTable: "ledger_days_all", MonthTable: "ledger_months_all"})
+	copts := Options{DSN: dsn}
+	copts.UseDistributed()
+	cluster, err := Open(ctx, copts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,6 +161,19 @@ var migrations = [][]string{
 		`DELETE FROM ledger_months`,
 		`INSERT INTO ledger_months SELECT ` + monthSelect + ` FROM ledger_days GROUP BY ` + monthGroup,
 	},
+	// 7 → 8: flags on hours whose rows may not say all that happened
+	// (acknowledged telemetry lost from the write-ahead log).
+	7: {
+		`CREATE TABLE IF NOT EXISTS hour_flags (
+		cluster   TEXT    NOT NULL,
+		from_hour INTEGER NOT NULL, -- Unix seconds
+		to_hour   INTEGER NOT NULL,
+		reason    TEXT    NOT NULL,
+		detail    TEXT    NOT NULL,
+		at        INTEGER NOT NULL, -- Unix milliseconds
+		PRIMARY KEY (cluster, from_hour, to_hour, reason, detail)
+	) WITHOUT ROWID`,
+	},
 }
 
 // The daily rollup's columns (hour is the start of the UTC day) and the
@@ -770,6 +783,62 @@ func (s *Store) Audit(ctx context.Context, from, to time.Time) ([]ledger.AuditEn
 		}
 		e.At, e.From, e.To = time.UnixMilli(at).UTC(), time.Unix(f, 0).UTC(), time.Unix(t, 0).UTC()
 		out = append(out, e)
+	}
+	return out, rs.Err()
+}
+
+// FlagHours records flags on hours; one written again keeps its first At.
+func (s *Store) FlagHours(ctx context.Context, flags []ledger.HourFlag) (err error) {
+	for i := range flags {
+		if err := flags[i].Check(); err != nil {
+			return err
+		}
+	}
+	if len(flags) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin hour flags write: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, tx.Rollback())
+		}
+	}()
+	for _, f := range flags {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO hour_flags (cluster, from_hour, to_hour, reason, detail, at) VALUES (?, ?, ?, ?, ?, ?)`,
+			f.Cluster, f.From.Unix(), f.To.Unix(), f.Reason, f.Detail, f.At.UnixMilli()); err != nil {
+			return fmt.Errorf("record hour flag %q of %s: %w", f.Reason, f.Cluster, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit %d hour flags: %w", len(flags), err)
+	}
+	return nil
+}
+
+// HourFlags returns the flags whose hours overlap [from, to).
+func (s *Store) HourFlags(ctx context.Context, cluster string, from, to time.Time) ([]ledger.HourFlag, error) {
+	where, args := "from_hour < ? AND to_hour > ?", []any{to.Unix(), from.Unix()}
+	if cluster != "" {
+		where, args = where+" AND cluster = ?", append(args, cluster)
+	}
+	rs, err := s.read.QueryContext(ctx, `SELECT cluster, from_hour, to_hour, reason, detail, at FROM hour_flags
+		WHERE `+where+` ORDER BY cluster, from_hour, reason, detail`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read hour flags: %w", err)
+	}
+	defer rs.Close()
+	var out []ledger.HourFlag
+	for rs.Next() {
+		var f ledger.HourFlag
+		var fh, th, at int64
+		if err := rs.Scan(&f.Cluster, &fh, &th, &f.Reason, &f.Detail, &at); err != nil {
+			return nil, fmt.Errorf("scan hour flag: %w", err)
+		}
+		f.From, f.To, f.At = time.Unix(fh, 0).UTC(), time.Unix(th, 0).UTC(), time.UnixMilli(at).UTC()
+		out = append(out, f)
 	}
 	return out, rs.Err()
 }

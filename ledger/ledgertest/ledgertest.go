@@ -274,6 +274,41 @@ func Run(t *testing.T, open Opener) {
 			t.Errorf("workload with unmeasured time (-want +got):\n%s", diff)
 		}
 	})
+	t.Run("HourFlags", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		at := time.Date(2026, 11, 2, 9, 30, 0, 0, time.UTC)
+		f1 := ledger.HourFlag{Cluster: "c1", From: h0, To: h0.Add(2 * time.Hour), Reason: ledger.FlagLogLoss, Detail: "records 5-9 of 00000000000000000001.wal", At: at}
+		f2 := ledger.HourFlag{Cluster: "c2", From: h0.Add(time.Hour), To: h0.Add(3 * time.Hour), Reason: ledger.FlagLogLoss, Detail: "x", At: at}
+		if err := s.FlagHours(ctx, []ledger.HourFlag{f1, f2}); err != nil {
+			t.Fatal(err)
+		}
+		// Written again, later (a second restart over the same damage):
+		// kept once, with its first time.
+		again := f1
+		again.At = at.Add(time.Hour)
+		if err := s.FlagHours(ctx, []ledger.HourFlag{again}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.HourFlags(ctx, "", h0.Add(time.Hour), h0.Add(2*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]ledger.HourFlag{f1, f2}, got); diff != "" {
+			t.Errorf("flags overlapping [h0+1h, h0+2h) (-want +got):\n%s", diff)
+		}
+		if got, err := s.HourFlags(ctx, "c1", h0.Add(2*time.Hour), h0.Add(9*time.Hour)); err != nil || len(got) != 0 {
+			t.Errorf("c1's flags after its flagged hours: %v, %v", got, err)
+		}
+		if got, err := s.HourFlags(ctx, "c2", h0, h0.Add(9*time.Hour)); err != nil || len(got) != 1 || got[0].Cluster != "c2" {
+			t.Errorf("c2's flags: %v, %v", got, err)
+		}
+		bad := f1
+		bad.To = bad.From.Add(time.Minute)
+		if err := s.FlagHours(ctx, []ledger.HourFlag{bad}); err == nil {
+			t.Error("a flag of part of an hour was taken")
+		}
+	})
 	t.Run("Audit", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()
