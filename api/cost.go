@@ -47,6 +47,20 @@ type CostPoint struct {
 	EnergyKWh             float64   `json:"energyKWh"`
 	EnergyCostMicros      int64     `json:"energyCostMicros"`
 	EnergyCost            string    `json:"energyCost"`
+	// Flagged is set when an hour of the bucket is flagged (see
+	// CostResponse.Flags): its figures may be short.
+	Flagged bool `json:"flagged,omitempty"`
+}
+
+// FlagPoint is a flag on hours of a cluster: their rows may not say all
+// that happened, and why.
+type FlagPoint struct {
+	Cluster string    `json:"cluster"`
+	From    time.Time `json:"from"`
+	To      time.Time `json:"to"`
+	Reason  string    `json:"reason"`
+	Detail  string    `json:"detail"`
+	At      time.Time `json:"at"`
 }
 
 // CostResponse is the cost API's answer.
@@ -61,6 +75,10 @@ type CostResponse struct {
 	// cost over the range.
 	TotalCostMicros int64  `json:"totalCostMicros"`
 	TotalCost       string `json:"totalCost"`
+	// Flags are the flags on hours of the range (of the cluster asked
+	// for): acknowledged telemetry lost from the write-ahead log, say.
+	// The points over those hours are Flagged.
+	Flags []FlagPoint `json:"flags"`
 }
 
 // readQuery parses a read route's query strictly (it takes from, to, team,
@@ -129,7 +147,14 @@ func (s *Server) cost(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	resp := CostResponse{Currency: s.opts.Report.Currency, Step: step.String(), From: from, To: to, Points: []CostPoint{}}
+	flags, err := s.opts.Store.HourFlags(c.Request().Context(), v.Get("cluster"), from, to)
+	if err != nil {
+		return err
+	}
+	resp := CostResponse{Currency: s.opts.Report.Currency, Step: step.String(), From: from, To: to, Points: []CostPoint{}, Flags: []FlagPoint{}}
+	for _, f := range flags {
+		resp.Flags = append(resp.Flags, FlagPoint{Cluster: f.Cluster, From: f.From, To: f.To, Reason: f.Reason, Detail: f.Detail, At: f.At})
+	}
 	for _, d := range group {
 		resp.GroupBy = append(resp.GroupBy, string(d))
 	}
@@ -144,11 +169,31 @@ func (s *Server) cost(c echo.Context) error {
 			IdleCost: ledger.FormatMicros(r.IdleCostMicros), UnmeasuredCost: ledger.FormatMicros(r.UnmeasuredCostMicros),
 			UnallocatedCost: ledger.FormatMicros(r.UnallocatedCostMicros),
 			EnergyKWh:       r.EnergyJoules / 3.6e6, EnergyCostMicros: r.EnergyCostMicros, EnergyCost: ledger.FormatMicros(r.EnergyCostMicros),
+			Flagged:         flagged(flags, r.Cluster, r.Hour, step),
 		})
 		resp.TotalCostMicros += r.CostMicros
 	}
 	resp.TotalCost = ledger.FormatMicros(resp.TotalCostMicros)
 	return c.JSON(http.StatusOK, resp)
+}
+
+// flagged says whether a flag covers an hour of the bucket of step that
+// starts at start, of cluster (any cluster when the points are not per
+// cluster).
+func flagged(flags []ledger.HourFlag, cluster string, start time.Time, step ledger.Step) bool {
+	end := start.Add(time.Hour)
+	switch step {
+	case ledger.StepDay:
+		end = start.AddDate(0, 0, 1)
+	case ledger.StepMonth:
+		end = start.AddDate(0, 1, 0)
+	}
+	for _, f := range flags {
+		if (cluster == "" || f.Cluster == cluster) && f.From.Before(end) && f.To.After(start) {
+			return true
+		}
+	}
+	return false
 }
 
 // WorkloadPoint is one workload of the workloads API's answer.

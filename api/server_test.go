@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,54 @@ func TestCost(t *testing.T) {
 	}
 	if len(resp.Points) != 3 || resp.TotalCostMicros != 3*6_880_000 {
 		t.Errorf("hourly for ml: %+v", resp)
+	}
+}
+
+// TestCostFlags: a flag on hours comes with every answer over them, and
+// the points whose buckets hold a flagged hour say so; others do not.
+func TestCostFlags(t *testing.T) {
+	srv := testServer(t)
+	f := ledger.HourFlag{Cluster: "c1", From: time.Date(2026, 10, 1, 13, 0, 0, 0, time.UTC), To: time.Date(2026, 10, 1, 15, 0, 0, 0, time.UTC),
+		Reason: ledger.FlagLogLoss, Detail: "write-ahead log records 5-9 are unreadable", At: time.Date(2026, 10, 1, 16, 0, 0, 0, time.UTC)}
+	if err := srv.opts.Store.FlagHours(context.Background(), []ledger.HourFlag{f}); err != nil {
+		t.Fatal(err)
+	}
+	answer := func(query string) CostResponse {
+		t.Helper()
+		code, _, body := get(t, srv, "/api/v1/cost?"+query)
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d %s", query, code, body)
+		}
+		var resp CostResponse
+		if err := json.Unmarshal([]byte(body), &resp); err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	day := answer("from=2026-10-01&to=2026-10-03&step=day&groupBy=team")
+	if len(day.Flags) != 1 || day.Flags[0].Detail != f.Detail || day.Flags[0].Reason != "wal_records_lost" {
+		t.Errorf("flags %+v", day.Flags)
+	}
+	for _, p := range day.Points {
+		if want := p.Start.Day() == 1; p.Flagged != want {
+			t.Errorf("day %s %s: flagged %v, want %v", p.Start.Format(time.DateOnly), p.Team, p.Flagged, want)
+		}
+	}
+	hour := answer("from=2026-10-01T12:00:00Z&to=2026-10-01T16:00:00Z&step=hour&team=ml")
+	var got []int
+	for _, p := range hour.Points {
+		if p.Flagged {
+			got = append(got, p.Start.Hour())
+		}
+	}
+	if !slices.Equal(got, []int{13, 14}) {
+		t.Errorf("flagged hours %v, want 13 and 14", got)
+	}
+	if other := answer("from=2026-10-02&to=2026-10-03"); len(other.Flags) != 0 {
+		t.Errorf("a day with no flagged hour: %+v", other.Flags)
+	}
+	if other := answer("from=2026-10-01&to=2026-10-02&cluster=c2"); len(other.Flags) != 0 {
+		t.Errorf("another cluster: %+v", other.Flags)
 	}
 }
 
