@@ -169,7 +169,7 @@ func (s *Server) cost(c echo.Context) error {
 			IdleCost: ledger.FormatMicros(r.IdleCostMicros), UnmeasuredCost: ledger.FormatMicros(r.UnmeasuredCostMicros),
 			UnallocatedCost: ledger.FormatMicros(r.UnallocatedCostMicros),
 			EnergyKWh:       r.EnergyJoules / 3.6e6, EnergyCostMicros: r.EnergyCostMicros, EnergyCost: ledger.FormatMicros(r.EnergyCostMicros),
-			Flagged:         flagged(flags, r.Cluster, r.Hour, step),
+			Flagged: flagged(flags, r.Cluster, r.Hour, step),
 		})
 		resp.TotalCostMicros += r.CostMicros
 	}

@@ -205,7 +205,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	var nd *reports.NoDataError
 	var ae *authError
 	var rw *rejectedWrite
+	var de *ledger.DamageError
 	switch {
+	case errors.As(err, &de):
+		// Never a number from damaged rows: the error, with what to do.
+		code, msg = http.StatusInternalServerError, de.Error()
+		s.log.Error("ledger damaged", "path", c.Path(), "err", err)
 	case errors.As(err, &ae):
 		code, msg = ae.code, ae.msg
 	case errors.As(err, &br):

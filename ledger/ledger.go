@@ -8,8 +8,10 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -380,7 +382,120 @@ func (f *HourFlag) Check() error {
 	return nil
 }
 
+// DamageError is a read that found stored rows damaged: rows failing
+// their checks (the embedded store), or data failing the server's own
+// checksums (ClickHouse). The ledger answers it as an error, never with a
+// changed number.
+type DamageError struct {
+	// Store is the backend (embedded, clickhouse); Table the table read.
+	Store, Table string
+	// Rows is how many rows failed their checks; 0 when not known.
+	Rows int64
+	// From and To are the range read; zero when not known.
+	From, To time.Time
+	// Err is the backend's own error, if any.
+	Err error
+}
+
+func (e *DamageError) Error() string {
+	msg := fmt.Sprintf("the ledger is damaged: %s table %s", e.Store, e.Table)
+	if e.Rows > 0 {
+		msg += fmt.Sprintf(": %d row(s) fail their checks", e.Rows)
+	}
+	if !e.From.IsZero() {
+		msg += fmt.Sprintf(" in [%s, %s)", e.From.Format(time.RFC3339), e.To.Format(time.RFC3339))
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg + "; run gpuledger verify to see where, then restore the ledger from a backup or write those hours again with gpuledger ingest"
+}
+
+func (e *DamageError) Unwrap() error { return e.Err }
+
 // LiveCheckpoint is the checkpoint of the live path (gpuledger serve) of a
 // cluster: the end of the hours it has settled. The live path never writes
 // before it; a backfill before it rewrites settled hours and records that.
 func LiveCheckpoint(cluster string) string { return "live:" + cluster }
+
+// Problem is damage a full check of a ledger found (gpuledger verify):
+// where, and what.
+type Problem struct {
+	Table  string
+	Detail string
+}
+
+// CompareRollups checks that a store's day and month answers over
+// [from, to) (whole UTC months, from its rollups) are the sums of its
+// hours: a rollup or an hour damaged, or rows that went missing from one
+// and not the other, shows as a bucket whose sums differ. It returns a
+// problem per such bucket and cluster, at most limit of them.
+func CompareRollups(ctx context.Context, s Store, from, to time.Time, limit int) ([]Problem, error) {
+	var problems []Problem
+	for m := StepMonth.Truncate(from); m.Before(to) && len(problems) < limit; m = m.AddDate(0, 1, 0) {
+		end := m.AddDate(0, 1, 0)
+		// The hours summed per day, the days as they are and summed per
+		// month, and the month.
+		hours, days, daysOfMonth, month := map[bucketKey]moneySums{}, map[bucketKey]moneySums{}, map[bucketKey]moneySums{}, map[bucketKey]moneySums{}
+		for _, step := range []Step{StepHour, StepDay, StepMonth} {
+			rows, err := s.Query(ctx, Query{From: m, To: end, Step: step, GroupBy: []Dimension{DimCluster}})
+			if err != nil {
+				return problems, fmt.Errorf("read %s by the %s: %w", m.Format("2006-01"), step, err)
+			}
+			for _, r := range rows {
+				day, mon := bucketKey{r.Cluster, StepDay.Truncate(r.Hour)}, bucketKey{r.Cluster, m}
+				switch step {
+				case StepHour:
+					hours[day] = hours[day].add(r)
+				case StepDay:
+					days[day] = days[day].add(r)
+					daysOfMonth[mon] = daysOfMonth[mon].add(r)
+				case StepMonth:
+					month[mon] = month[mon].add(r)
+				}
+			}
+		}
+		problems = append(problems, differ("the daily rollup", "its hours", days, hours)...)
+		problems = append(problems, differ("the monthly rollup", "its days", month, daysOfMonth)...)
+	}
+	if len(problems) > limit {
+		problems = problems[:limit]
+	}
+	return problems, nil
+}
+
+// bucketKey is a cluster's day or month.
+type bucketKey struct {
+	cluster string
+	bucket  time.Time
+}
+
+// moneySums are a bucket's money columns.
+type moneySums struct{ cost, idle, unmeasured, unallocated, energy int64 }
+
+func (m moneySums) add(r Row) moneySums {
+	return moneySums{m.cost + r.CostMicros, m.idle + r.IdleCostMicros, m.unmeasured + r.UnmeasuredCostMicros,
+		m.unallocated + r.UnallocatedCostMicros, m.energy + r.EnergyCostMicros}
+}
+
+// differ returns a problem for each bucket where the rollup's sums are not
+// the finer rows'.
+func differ(rollup, finer string, got, want map[bucketKey]moneySums) []Problem {
+	keys := make(map[bucketKey]bool)
+	for k := range got {
+		keys[k] = true
+	}
+	for k := range want {
+		keys[k] = true
+	}
+	var out []Problem
+	for _, k := range slices.SortedFunc(maps.Keys(keys), func(a, b bucketKey) int {
+		return cmp.Or(cmp.Compare(a.cluster, b.cluster), a.bucket.Compare(b.bucket))
+	}) {
+		if g, w := got[k], want[k]; g != w {
+			out = append(out, Problem{Table: rollup, Detail: fmt.Sprintf("%s of cluster %s: %s %s where %s sum to %s",
+				k.bucket.Format(time.DateOnly), k.cluster, rollup, FormatMicros(g.cost), finer, FormatMicros(w.cost))})
+		}
+	}
+	return out
+}

@@ -44,7 +44,7 @@ state, so a restart neither duplicates nor forgets one. With -interval it runs
 until interrupted, sending again each time.`, stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (prices, budgets, capacity)")
 	cluster := fs.String("cluster", "", "cluster of the configuration; empty for the only one")
-	openStore := storeFlags(fs, defaultLedgerPath, true)
+	openStore := storeFlags(fs, defaultLedgerPath, storeRead)
 	at := fs.String("at", "", "evaluate as of this time (RFC 3339); default now")
 	amURL := fs.String("alertmanager.url", "", "Alertmanager to send the alerts to, such as http://alertmanager:9093; empty: print only")
 	interval := fs.Duration("interval", 0, "evaluate again every interval until interrupted (0: once)")

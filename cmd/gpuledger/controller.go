@@ -35,7 +35,7 @@ replicas run and one acts. Its own metrics (checks answered, weights and their
 changes, errors) and /healthz are served on -http.listenAddr.`, stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (teams, prices, budgets)")
 	cluster := fs.String("cluster", "", "cluster of the configuration this Kueue runs; empty for the only one")
-	openStore := storeFlags(fs, defaultLedgerPath, false)
+	openStore := storeFlags(fs, defaultLedgerPath, storeWrite)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; default $KUBECONFIG, else the in-cluster service account")
 	interval := fs.Duration("interval", 2*time.Minute, "how often the fair-sharing weights are computed")
 	halfLife := fs.Duration("halfLife", 7*24*time.Hour, "half-life of the decayed spend the weights follow")

@@ -28,7 +28,7 @@ is counted twice.
 	endFlag := fs.String("end", "", "end of the range, RFC 3339 (required); rounded down to an hour")
 	chunk := fs.Duration("chunk", time.Hour, "how much to read per request; a whole number of hours")
 	interval := fs.Duration("scrape.interval", 15*time.Second, "the exporters' scrape interval: how long a last sample counts")
-	openStore := storeFlags(fs, defaultLedgerPath, false)
+	openStore := storeFlags(fs, defaultLedgerPath, storeWrite)
 	newLogger := logFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err

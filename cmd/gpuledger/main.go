@@ -36,6 +36,7 @@ var commands = []command{
 	{"policy-eval", "evaluate the admission policies at stated offered loads, tuned on one half of the VCs and reported on the other", runPolicyEval},
 	{"sim-to-real", "replay a trace window on a real Kueue and in the simulator, and compare them", runSimToReal},
 	{"validate", "check a configuration file and list every problem", runValidate},
+	{"verify", "check a whole ledger for damage: every row's check, the row counts, the rollups against the hours", runVerify},
 	{"token", "make an API token: its secret, and the hashed entry for the configuration", runToken},
 	{"version", "print the version, commit and Go version", runVersion},
 }

@@ -386,3 +386,56 @@ func TestReadCommandsNeedALedger(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyCommand: verify says ok on an intact ledger, and on one with
+// a byte of a row's value flipped on disk names the damage and fails;
+// report, which opens the ledger to read it, refuses it rather than print
+// a changed number.
+func TestVerifyCommand(t *testing.T) {
+	dir := t.TempDir()
+	s, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	var rows []ledger.Row
+	for i := range 48 {
+		rows = append(rows, ledger.Row{Key: ledger.Key{Hour: h.Add(time.Duration(i) * time.Hour), Cluster: "c", Team: "ml", Flavor: "h100"},
+			GPUSeconds: 3600, CostMicros: 6_880_000 + int64(i)})
+	}
+	if err := s.WriteHours(context.Background(), rows, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"verify", "-ledger.path", dir}, &out); err != nil || !strings.Contains(out.String(), "ok: no damage found") {
+		t.Fatalf("intact ledger: %v\n%s", err, out.String())
+	}
+	// 6,880,017 micros is 0x68FB11 on disk, as SQLite writes a 3-byte
+	// integer: change it to 0x68FB12.
+	path := filepath.Join(dir, embedded.FileName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(data, []byte{0x68, 0xfb, 0x11})
+	if i < 0 || bytes.Count(data, []byte{0x68, 0xfb, 0x11}) != 1 {
+		t.Fatalf("the value is not once in the file (at %d)", i)
+	}
+	data[i+2] = 0x12
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = run(context.Background(), []string{"verify", "-ledger.path", dir}, &out)
+	if err == nil || !strings.Contains(out.String(), "DAMAGED ledger_rows: row fails its check: c 2026-10-01T17:00:00Z team ml") {
+		t.Errorf("damaged ledger: %v\n%s", err, out.String())
+	}
+	chdirRoot(t)
+	out.Reset()
+	err = run(context.Background(), []string{"report", "-month", "2026-10", "-config", "examples/cluster.yaml", "-ledger.path", dir, "-out", t.TempDir()}, &out)
+	var de *ledger.DamageError
+	if !errors.As(err, &de) {
+		t.Errorf("report of a damaged ledger: %v, want a DamageError\n%s", err, out.String())
+	}
+}

@@ -69,7 +69,7 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 	cluster := fs.String("cluster", "", "with -month: the cluster to read (empty: every cluster)")
 	cfgPath := configFlag(fs, "with -month: the configuration whose capacity section prices cold starts (coldStartSeconds, coldStartModels, coldStartPenalty, slaClasses) and whose flavors price GPU-hours the ledger has no workload rate for; the flags given explicitly override its defaults")
 	gpuActivity := fs.Bool("gpuActivity", false, "with -month: replay every serving workload's timeline from its GPUs' activity (busy at 5% or more), also where vLLM's series exist, to compare the two")
-	openStore := storeFlags(fs, defaultLedgerPath, true)
+	openStore := storeFlags(fs, defaultLedgerPath, storeRead)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

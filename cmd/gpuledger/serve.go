@@ -33,7 +33,7 @@ Every route but /healthz needs a bearer token (auth.tokens in the configuration,
 team:<name>.`, stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (cluster, teams, prices, budgets, tokens)")
 	cluster := fs.String("cluster", "", "cluster the received telemetry is from; empty for the only one")
-	openStore := storeFlags(fs, defaultLedgerPath, false)
+	openStore := storeFlags(fs, defaultLedgerPath, storeWrite)
 	listen := fs.String("http.listenAddr", "127.0.0.1:8080", "address the API listens on")
 	tlsCert := fs.String("http.tlsCertFile", "", "TLS certificate (PEM) to serve HTTPS with; read again when its contents change (a pair that does not load keeps the old one, logged and counted in gpuledger_reload_failures_total)")
 	tlsKey := fs.String("http.tlsKeyFile", "", "TLS private key (PEM) of -http.tlsCertFile")
@@ -169,7 +169,7 @@ func collectTokens(cfg *config.Config, tokensFile string) ([]api.Token, error) {
 func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("report", "Writes the chargeback of one month from a ledger as chargeback-YYYY-MM.csv and .xlsx.", stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (teams, budgets, currency)")
-	openStore := storeFlags(fs, defaultLedgerPath, true)
+	openStore := storeFlags(fs, defaultLedgerPath, storeRead)
 	monthFlag := fs.String("month", "", "month to report, YYYY-MM (required)")
 	cluster := fs.String("cluster", "", "restrict to one cluster; empty for all")
 	out := fs.String("out", ".", "folder to write the reports into")

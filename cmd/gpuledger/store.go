@@ -18,19 +18,35 @@ import (
 // its -out folder.
 const defaultLedgerPath = "gpuledger-data/ledger"
 
+// storeMode is what a command does with the ledger.
+type storeMode int
+
+const (
+	// storeWrite creates the embedded ledger when it is not there.
+	storeWrite storeMode = iota
+	// storeRead fails on a missing embedded ledger instead of creating
+	// an empty one.
+	storeRead
+	// storeVerify is storeRead without the check at open: verify runs the
+	// whole one, and reports what it finds.
+	storeVerify
+)
+
 // storeFlags registers the ledger flags and returns what opens the store.
-// A command that only reads the ledger (readOnly) fails on a missing
-// embedded ledger instead of creating an empty one.
-func storeFlags(fs *flag.FlagSet, defaultPath string, readOnly bool) func(ctx context.Context, log *slog.Logger) (ledger.Store, error) {
+func storeFlags(fs *flag.FlagSet, defaultPath string, mode storeMode) func(ctx context.Context, log *slog.Logger) (ledger.Store, error) {
 	kind := fs.String("ledger.store", "embedded", "ledger backend: embedded (SQLite file, no server) or clickhouse")
 	path := fs.String("ledger.path", defaultPath, "embedded ledger directory")
 	dsn := fs.String("clickhouse.dsn", "clickhouse://127.0.0.1:9000/default", "ClickHouse server and database, for -ledger.store=clickhouse")
 	spool := fs.String("clickhouse.spoolDir", "", "directory that keeps writes while ClickHouse is unreachable, replayed in order when it is back (empty: writes fail instead)")
-	distributed := fs.Bool("clickhouse.distributed", false, "use the Distributed tables of a ClickHouse cluster (ledger_rows_all, workload_rows_all, checkpoints_all, audit_all, queue_rows_all, workload_times_all, endpoint_rows_all, ledger_days_all, ledger_months_all from deploy/clickhouse/cluster.sql); the schema is then the operator's")
+	distributed := fs.Bool("clickhouse.distributed", false, "use the Distributed tables of a ClickHouse cluster (ledger_rows_all and the other _all tables of deploy/clickhouse/cluster.sql); the schema is then the operator's")
 	return func(ctx context.Context, log *slog.Logger) (ledger.Store, error) {
 		switch *kind {
 		case "embedded":
-			s, err := embedded.Open(*path, embedded.Options{Logger: log, MustExist: readOnly})
+			opts := embedded.Options{Logger: log, MustExist: mode != storeWrite}
+			if mode == storeVerify {
+				opts.CheckTimeout = -1
+			}
+			s, err := embedded.Open(*path, opts)
 			if errors.Is(err, embedded.ErrNoLedger) {
 				return nil, usageError{fmt.Sprintf("%v: run gpuledger serve or gpuledger ingest first, or pass -ledger.path (or -ledger.store=clickhouse) to the ledger they write", err)}
 			}

@@ -14,8 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -174,6 +176,33 @@ var migrations = [][]string{
 		PRIMARY KEY (cluster, from_hour, to_hour, reason, detail)
 	) WITHOUT ROWID`,
 	},
+	// 8 → 9: every row carries a check of its values (check.go), computed
+	// here for the rows written before.
+	8: checkMigration(),
+}
+
+// checkMigration adds row_check to every table and computes it for the
+// rows there, and counts the rows of the tables of hours.
+func checkMigration() []string {
+	var out []string
+	for _, t := range checkedTables {
+		out = append(out, `ALTER TABLE `+t+` ADD COLUMN row_check INTEGER NOT NULL DEFAULT 0`,
+			`UPDATE `+t+` SET row_check = gpuledger_check(`+checkColumns[t]+`)`)
+	}
+	out = append(out, `CREATE TABLE IF NOT EXISTS row_counts (
+		tbl       TEXT    NOT NULL,
+		cluster   TEXT    NOT NULL,
+		bucket    INTEGER NOT NULL, -- the rows' hour (the start of a day or month in the rollups)
+		team      TEXT    NOT NULL, -- '' where the table has none
+		rows      INTEGER NOT NULL,
+		check_sum INTEGER NOT NULL, -- the sum of their row_check
+		PRIMARY KEY (tbl, cluster, bucket, team)
+	) WITHOUT ROWID`)
+	for _, t := range slices.Sorted(maps.Keys(countedTables)) {
+		out = append(out, `INSERT INTO row_counts (tbl, cluster, bucket, team, rows, check_sum)
+		SELECT '`+t+`', cluster, hour, `+countedTables[t]+`, COUNT(*), SUM(row_check) FROM `+t+` GROUP BY cluster, hour, `+countedTables[t])
+	}
+	return out
 }
 
 // The daily rollup's columns (hour is the start of the UTC day) and the
@@ -189,6 +218,9 @@ const (
 	dayStart   = `hour - hour % 86400`
 	monthStart = `CAST(strftime('%s', hour, 'unixepoch', 'start of month') AS INTEGER)`
 	rollupKeys = `cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed`
+	// rollupNames are the rollups' columns but row_check, in order.
+	rollupNames = `hour, ` + rollupKeys + `, gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost_micros, idle_cost_micros,
+		unmeasured_cost_micros, unallocated_cost_micros, energy_joules, energy_cost_micros`
 	rollupSums = `SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros),
 		SUM(unmeasured_cost_micros), SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)`
 	rollupSelect = dayStart + `, ` + rollupKeys + `, ` + rollupSums
@@ -209,6 +241,12 @@ type Options struct {
 	// MustExist is for commands that only read the ledger: Open fails, and
 	// creates nothing, when dir holds no ledger (ErrNoLedger).
 	MustExist bool
+	// CheckTimeout bounds SQLite's quick_check of the file at Open: damage
+	// to its structure found in that time fails Open with a
+	// ledger.DamageError; a check that takes longer (a ledger of many
+	// years) is logged and the ledger opened (gpuledger verify checks it
+	// all). Default 10 seconds; negative: no check.
+	CheckTimeout time.Duration
 }
 
 // ErrNoLedger is Open's error, with MustExist, for a folder without a
@@ -250,9 +288,20 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	if err := s.startCheck(path, opts.CheckTimeout); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := s.migrate(); err != nil {
 		db.Close()
+		if corruptFile(err) {
+			return nil, &ledger.DamageError{Store: "embedded", Table: path, Err: err}
+		}
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	if err := probeSchema(db); err != nil {
+		db.Close()
+		return nil, err
 	}
 	if opts.ReadConns <= 0 {
 		opts.ReadConns = 4
@@ -294,6 +343,31 @@ func (s *Store) migrate() error {
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("apply schema version %d: %w", v+1, err)
 		}
+	}
+	return nil
+}
+
+// startCheck runs SQLite's quick_check within timeout (default 10 s).
+func (s *Store) startCheck(path string, timeout time.Duration) error {
+	if timeout < 0 {
+		return nil
+	}
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	start := time.Now()
+	res, err := quickCheck(s.db, timeout)
+	switch {
+	case err != nil && corruptFile(err):
+		return &ledger.DamageError{Store: "embedded", Table: path, Err: fmt.Errorf("SQLite's quick_check: %w", err)}
+	case err != nil:
+		return fmt.Errorf("check ledger %s: %w", path, err)
+	case !res.completed:
+		s.log.Warn("the ledger's quick_check did not finish in time; opened unchecked (gpuledger verify checks it all)", "path", path, "timeout", timeout)
+	case !res.ok:
+		return &ledger.DamageError{Store: "embedded", Table: path, Err: fmt.Errorf("SQLite's quick_check: %s", strings.Join(res.problems, "; "))}
+	default:
+		s.log.Debug("ledger checked", "path", path, "took", time.Since(start))
 	}
 	return nil
 }
@@ -373,6 +447,13 @@ func (s *Store) WriteHours(ctx context.Context, rows []ledger.Row, workloads []l
 			return fmt.Errorf("insert workload row %d of %d: %w", i, len(workloads), err)
 		}
 	}
+	for k := range hours {
+		for _, table := range []string{"ledger_rows", "workload_rows"} {
+			if err := checkRows(ctx, tx, table, k.cluster, k.hour); err != nil {
+				return err
+			}
+		}
+	}
 	// The daily rollup of every day touched, then the monthly rollup of
 	// every month touched, in the same transaction.
 	days, months := make(map[clusterHour]bool), make(map[clusterHour]bool)
@@ -403,9 +484,25 @@ func rollUp(ctx context.Context, tx *sql.Tx, rollup, selectFrom, group, cluster 
 	if _, err := tx.ExecContext(ctx, `DELETE FROM `+rollup+` WHERE cluster = ? AND hour = ?`, cluster, from); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO `+rollup+` SELECT `+selectFrom+`
-		WHERE cluster = ? AND hour >= ? AND hour < ? GROUP BY `+group, cluster, from, to)
-	return err
+	if _, err := tx.ExecContext(ctx, `INSERT INTO `+rollup+` (`+rollupNames+`) SELECT `+selectFrom+`
+		WHERE cluster = ? AND hour >= ? AND hour < ? GROUP BY `+group, cluster, from, to); err != nil {
+		return err
+	}
+	return checkRows(ctx, tx, rollup, cluster, from)
+}
+
+// checkRows computes the checks of the rows of table in (cluster, hour),
+// and their row counts.
+func checkRows(ctx context.Context, tx *sql.Tx, table, cluster string, hour int64) error {
+	if _, err := tx.ExecContext(ctx, setChecks(table), cluster, hour); err != nil {
+		return fmt.Errorf("check the rows of %s: %w", table, err)
+	}
+	for _, q := range recount(table) {
+		if _, err := tx.ExecContext(ctx, q, cluster, hour); err != nil {
+			return fmt.Errorf("count the rows of %s: %w", table, err)
+		}
+	}
+	return nil
 }
 
 // WriteQueueHours replaces, in one transaction, the queue rows of every
@@ -497,6 +594,11 @@ func (s *Store) replaceHours(ctx context.Context, table string, hours []clusterH
 			return fmt.Errorf("insert row %d of %d into %s: %w", i, len(hours), table, err)
 		}
 	}
+	for k := range cleared {
+		if err := checkRows(ctx, tx, table, k.cluster, k.hour); err != nil {
+			return err
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit %d rows of %s: %w", len(hours), table, err)
 	}
@@ -507,6 +609,9 @@ func (s *Store) replaceHours(ctx context.Context, table string, hours []clusterH
 // all, ordered by cluster, hour, namespace and model.
 func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time.Time) ([]ledger.EndpointRow, error) {
 	where, args := filters(ledger.Query{From: from, To: to, Cluster: cluster})
+	if err := s.checkRange(ctx, "endpoint_rows", where, args, from, to); err != nil {
+		return nil, err
+	}
 	rs, err := s.read.QueryContext(ctx, `SELECT hour, cluster, namespace, model, kind, name, pods, reported_seconds, busy_seconds, requests,
 		generation_tokens, gaps, idle_since_ms FROM endpoint_rows WHERE `+where+` ORDER BY cluster, hour, namespace, model, kind, name`, args...)
 	if err != nil {
@@ -537,6 +642,9 @@ func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time
 // QueueHours returns the queue rows of [from, to), of one cluster or all.
 func (s *Store) QueueHours(ctx context.Context, cluster string, from, to time.Time) ([]ledger.QueueRow, error) {
 	where, args := filters(ledger.Query{From: from, To: to, Cluster: cluster})
+	if err := s.checkRange(ctx, "queue_rows", where, args, from, to); err != nil {
+		return nil, err
+	}
 	rs, err := s.read.QueryContext(ctx, `SELECT hour, cluster, cluster_queue, pending_workloads, pending_gpus, admitted, admitted_wait, pending_wait
 		FROM queue_rows WHERE `+where+` ORDER BY cluster, hour, cluster_queue`, args...)
 	if err != nil {
@@ -587,15 +695,15 @@ func (s *Store) WriteWorkloadTimes(ctx context.Context, ws []ledger.WorkloadTime
 		}
 	}()
 	ins, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO workload_times
-		(cluster, namespace, name, submit_ms, local_queue, resource, count, admit_ms, finish_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		(cluster, namespace, name, submit_ms, local_queue, resource, count, admit_ms, finish_ms, row_check) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	if err != nil {
 		return fmt.Errorf("prepare workload times insert: %w", err)
 	}
 	defer ins.Close()
 	for i := range ws {
 		w := &ws[i]
-		if _, err := ins.ExecContext(ctx, w.Cluster, w.Namespace, w.Name, w.Submit.UnixMilli(), w.LocalQueue, w.Resource, w.Count,
-			ledger.MilliOrZero(w.Admit), ledger.MilliOrZero(w.Finish)); err != nil {
+		if _, err := ins.ExecContext(ctx, checked(w.Cluster, w.Namespace, w.Name, w.Submit.UnixMilli(), w.LocalQueue, w.Resource, int64(w.Count),
+			ledger.MilliOrZero(w.Admit), ledger.MilliOrZero(w.Finish))...); err != nil {
 			return fmt.Errorf("insert workload time %d of %d: %w", i, len(ws), err)
 		}
 	}
@@ -610,6 +718,9 @@ func (s *Store) WorkloadTimes(ctx context.Context, cluster string, from, to time
 	where, args := "submit_ms >= ? AND submit_ms < ?", []any{from.UnixMilli(), to.UnixMilli()}
 	if cluster != "" {
 		where, args = where+" AND cluster = ?", append(args, cluster)
+	}
+	if err := s.checkRange(ctx, "workload_times", where, args, from, to); err != nil {
+		return nil, err
 	}
 	rs, err := s.read.QueryContext(ctx, `SELECT cluster, namespace, name, submit_ms, local_queue, resource, count, admit_ms, finish_ms
 		FROM workload_times WHERE `+where+` ORDER BY submit_ms, cluster, namespace, name`, args...)
@@ -676,31 +787,48 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 	case q.DailyRollup():
 		table = "ledger_days"
 	}
+	// Every row summed is checked on the way (check.go).
 	sqlText := fmt.Sprintf(`SELECT %s, SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros),
-		SUM(idle_cost_micros), SUM(unmeasured_cost_micros), SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros)
+		SUM(idle_cost_micros), SUM(unmeasured_cost_micros), SUM(unallocated_cost_micros), SUM(energy_joules), SUM(energy_cost_micros),
+		%s
 		FROM %s WHERE %s GROUP BY %s ORDER BY %s`,
-		strings.Join(cols, ", "), table, where, strings.Join(groupCols, ", "), strings.Join(groupCols, ", "))
+		strings.Join(cols, ", "), tallyExprs(table), table, where, strings.Join(groupCols, ", "), strings.Join(groupCols, ", "))
 	rs, err := s.read.QueryContext(ctx, sqlText, args...)
 	if err != nil {
-		return nil, fmt.Errorf("query ledger: %w", err)
+		return nil, s.readErr("query ledger", table, q.From, q.To, err)
 	}
 	defer rs.Close()
 	var out []ledger.Row
+	var seen tally
 	for rs.Next() {
 		var r ledger.Row
 		var b int64
+		var t tally
 		if err := rs.Scan(&b, &r.Cluster, &r.Team, &r.Namespace, &r.LocalQueue, &r.ClusterQueue, &r.Flavor, &r.Borrowed,
 			&r.GPUSeconds, &r.ActiveGPUSeconds, &r.UnmeasuredGPUSeconds, &r.CostMicros, &r.IdleCostMicros, &r.UnmeasuredCostMicros,
-			&r.UnallocatedCostMicros, &r.EnergyJoules, &r.EnergyCostMicros); err != nil {
-			return nil, fmt.Errorf("scan ledger row: %w", err)
+			&r.UnallocatedCostMicros, &r.EnergyJoules, &r.EnergyCostMicros, &t.rows, &t.sum, &t.bad); err != nil {
+			return nil, s.readErr("scan ledger row", table, q.From, q.To, err)
 		}
+		seen.add(t)
 		r.Hour = time.Unix(b, 0).UTC()
 		out = append(out, r)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("read ledger rows: %w", err)
+		return nil, s.readErr("read ledger rows", table, q.From, q.To, err)
+	}
+	if err := s.verifyTally(ctx, table, where, args, seen, q.From, q.To); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// readErr wraps an error of a read: SQLite finding its file damaged is a
+// ledger.DamageError, anything else what failed.
+func (s *Store) readErr(what, table string, from, to time.Time, err error) error {
+	if corruptFile(err) {
+		return &ledger.DamageError{Store: "embedded", Table: table, From: from, To: to, Err: err}
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // TopWorkloads sums workload rows over [q.From, q.To), most idle cost first.
@@ -710,48 +838,69 @@ func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]
 	}
 	where, args := filters(q)
 	args = append(args, limit)
+	// Every row of the range is checked, the workloads past the limit
+	// too: the window sums run over all the groups before the limit.
 	rs, err := s.read.QueryContext(ctx, `SELECT cluster, team, namespace, kind, name,
 		SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros) AS idle,
-		SUM(unmeasured_cost_micros)
+		SUM(unmeasured_cost_micros),
+		SUM(COUNT(*)) OVER (), SUM(SUM(row_check)) OVER (), SUM(SUM(`+badExpr("workload_rows")+`)) OVER ()
 		FROM workload_rows WHERE `+where+`
 		GROUP BY cluster, team, namespace, kind, name
 		ORDER BY idle DESC, cluster, team, namespace, kind, name LIMIT ?`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("query workloads: %w", err)
+		return nil, s.readErr("query workloads", "workload_rows", q.From, q.To, err)
 	}
 	defer rs.Close()
 	var out []ledger.WorkloadRow
+	var seen tally
 	for rs.Next() {
 		w := ledger.WorkloadRow{Hour: q.From.UTC()}
 		if err := rs.Scan(&w.Cluster, &w.Team, &w.Namespace, &w.Kind, &w.Name,
-			&w.GPUSeconds, &w.ActiveGPUSeconds, &w.UnmeasuredGPUSeconds, &w.CostMicros, &w.IdleCostMicros, &w.UnmeasuredCostMicros); err != nil {
-			return nil, fmt.Errorf("scan workload row: %w", err)
+			&w.GPUSeconds, &w.ActiveGPUSeconds, &w.UnmeasuredGPUSeconds, &w.CostMicros, &w.IdleCostMicros, &w.UnmeasuredCostMicros,
+			&seen.rows, &seen.sum, &seen.bad); err != nil {
+			return nil, s.readErr("scan workload row", "workload_rows", q.From, q.To, err)
 		}
 		out = append(out, w)
 	}
 	if err := rs.Err(); err != nil {
-		return nil, fmt.Errorf("read workload rows: %w", err)
+		return nil, s.readErr("read workload rows", "workload_rows", q.From, q.To, err)
+	}
+	if err := s.verifyTally(ctx, "workload_rows", where, args[:len(args)-1], seen, q.From, q.To); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
+// checkRange checks the rows of table that where selects, and their
+// counts.
+func (s *Store) checkRange(ctx context.Context, table, where string, args []any, from, to time.Time) error {
+	var t tally
+	if err := s.read.QueryRowContext(ctx, `SELECT `+tallyExprs(table)+` FROM `+table+` WHERE `+where, args...).Scan(&t.rows, &t.sum, &t.bad); err != nil {
+		return s.readErr("check "+table, table, from, to, err)
+	}
+	return s.verifyTally(ctx, table, where, args, t, from, to)
+}
+
 // Checkpoint returns how far the source called name has been written.
 func (s *Store) Checkpoint(ctx context.Context, name string) (time.Time, error) {
-	var ms int64
-	err := s.read.QueryRowContext(ctx, `SELECT at FROM checkpoints WHERE name = ?`, name).Scan(&ms)
+	var ms, bad int64
+	err := s.read.QueryRowContext(ctx, `SELECT at, `+badExpr("checkpoints")+` FROM checkpoints WHERE name = ?`, name).Scan(&ms, &bad)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, nil
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("read checkpoint %q: %w", name, err)
+		return time.Time{}, s.readErr(fmt.Sprintf("read checkpoint %q", name), "checkpoints", time.Time{}, time.Time{}, err)
+	}
+	if err := damaged("checkpoints", bad, time.Time{}, time.Time{}); err != nil {
+		return time.Time{}, err
 	}
 	return time.UnixMilli(ms).UTC(), nil
 }
 
 // SetCheckpoint records how far the source called name has been written.
 func (s *Store) SetCheckpoint(ctx context.Context, name string, t time.Time) error {
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO checkpoints (name, at) VALUES (?, ?)
-		ON CONFLICT (name) DO UPDATE SET at = excluded.at`, name, t.UnixMilli()); err != nil {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO checkpoints (name, at, row_check) VALUES (?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET at = excluded.at, row_check = excluded.row_check`, checked(name, t.UnixMilli())...); err != nil {
 		return fmt.Errorf("write checkpoint %q: %w", name, err)
 	}
 	return nil
@@ -759,8 +908,8 @@ func (s *Store) SetCheckpoint(ctx context.Context, name string, t time.Time) err
 
 // RecordAudit records a rewrite of written hours.
 func (s *Store) RecordAudit(ctx context.Context, e ledger.AuditEntry) error {
-	if _, err := s.db.ExecContext(ctx, `INSERT INTO audit (at, cluster, from_hour, to_hour, source, rows, note) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		e.At.UnixMilli(), e.Cluster, e.From.Unix(), e.To.Unix(), e.Source, e.Rows, e.Note); err != nil {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO audit (at, cluster, from_hour, to_hour, source, rows, note, row_check) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		checked(e.At.UnixMilli(), e.Cluster, e.From.Unix(), e.To.Unix(), e.Source, int64(e.Rows), e.Note)...); err != nil {
 		return fmt.Errorf("record audit entry: %w", err)
 	}
 	return nil
@@ -768,6 +917,9 @@ func (s *Store) RecordAudit(ctx context.Context, e ledger.AuditEntry) error {
 
 // Audit returns the entries whose hours overlap [from, to), oldest first.
 func (s *Store) Audit(ctx context.Context, from, to time.Time) ([]ledger.AuditEntry, error) {
+	if err := s.checkRange(ctx, "audit", "from_hour < ? AND to_hour > ?", []any{to.Unix(), from.Unix()}, from, to); err != nil {
+		return nil, err
+	}
 	rs, err := s.read.QueryContext(ctx, `SELECT at, cluster, from_hour, to_hour, source, rows, note FROM audit
 		WHERE from_hour < ? AND to_hour > ? ORDER BY at, cluster, from_hour`, to.Unix(), from.Unix())
 	if err != nil {
@@ -807,8 +959,8 @@ func (s *Store) FlagHours(ctx context.Context, flags []ledger.HourFlag) (err err
 		}
 	}()
 	for _, f := range flags {
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO hour_flags (cluster, from_hour, to_hour, reason, detail, at) VALUES (?, ?, ?, ?, ?, ?)`,
-			f.Cluster, f.From.Unix(), f.To.Unix(), f.Reason, f.Detail, f.At.UnixMilli()); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO hour_flags (cluster, from_hour, to_hour, reason, detail, at, row_check) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			checked(f.Cluster, f.From.Unix(), f.To.Unix(), f.Reason, f.Detail, f.At.UnixMilli())...); err != nil {
 			return fmt.Errorf("record hour flag %q of %s: %w", f.Reason, f.Cluster, err)
 		}
 	}
@@ -823,6 +975,9 @@ func (s *Store) HourFlags(ctx context.Context, cluster string, from, to time.Tim
 	where, args := "from_hour < ? AND to_hour > ?", []any{to.Unix(), from.Unix()}
 	if cluster != "" {
 		where, args = where+" AND cluster = ?", append(args, cluster)
+	}
+	if err := s.checkRange(ctx, "hour_flags", where, args, from, to); err != nil {
+		return nil, err
 	}
 	rs, err := s.read.QueryContext(ctx, `SELECT cluster, from_hour, to_hour, reason, detail, at FROM hour_flags
 		WHERE `+where+` ORDER BY cluster, from_hour, reason, detail`, args...)

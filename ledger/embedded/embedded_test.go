@@ -58,9 +58,14 @@ func TestRollupMigration(t *testing.T) {
 	if err := s.WriteHours(context.Background(), rows, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Back to schema 2: no rollups.
-	for _, table := range []string{"ledger_days", "ledger_months"} {
+	// Back to schema 2: no rollups, no tables or columns added since.
+	for _, table := range []string{"ledger_days", "ledger_months", "queue_rows", "workload_times", "endpoint_rows", "hour_flags", "row_counts"} {
 		if _, err := s.db.Exec(`DROP TABLE ` + table); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, table := range []string{"ledger_rows", "workload_rows", "checkpoints", "audit"} {
+		if _, err := s.db.Exec(`ALTER TABLE ` + table + ` DROP COLUMN row_check`); err != nil {
 			t.Fatal(err)
 		}
 	}
