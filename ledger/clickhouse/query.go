@@ -2,10 +2,13 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/gpuledger/gpuledger/ledger"
 )
@@ -167,7 +170,8 @@ func where(table string, q ledger.Query) (string, []any) {
 
 // Query sums the newest rows per bucket and GroupBy dimensions. Money is
 // read as text and parsed exactly.
-func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error) {
+func (s *Store) Query(ctx context.Context, q ledger.Query) (_ []ledger.Row, rerr error) {
+	defer damaged(&rerr, s.opts.LedgerTable, q.From, q.To)
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
@@ -226,7 +230,8 @@ func (s *Store) Query(ctx context.Context, q ledger.Query) ([]ledger.Row, error)
 }
 
 // TopWorkloads sums the newest workload rows, most idle cost first.
-func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]ledger.WorkloadRow, error) {
+func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) (_ []ledger.WorkloadRow, rerr error) {
+	defer damaged(&rerr, s.opts.WorkloadTable, q.From, q.To)
 	if limit <= 0 {
 		return nil, fmt.Errorf("workload limit %d: want at least 1", limit)
 	}
@@ -268,7 +273,8 @@ func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]
 }
 
 // QueueHours returns the newest queue rows of [from, to).
-func (s *Store) QueueHours(ctx context.Context, cluster string, from, to time.Time) ([]ledger.QueueRow, error) {
+func (s *Store) QueueHours(ctx context.Context, cluster string, from, to time.Time) (_ []ledger.QueueRow, rerr error) {
+	defer damaged(&rerr, s.opts.QueueTable, from, to)
 	table := s.table(s.opts.QueueTable)
 	w, args := where(table, ledger.Query{From: from, To: to, Cluster: cluster})
 	rs, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT hour, cluster, cluster_queue, pending_workloads, pending_gpus, admitted,
@@ -303,7 +309,8 @@ func (s *Store) QueueHours(ctx context.Context, cluster string, from, to time.Ti
 }
 
 // EndpointHours returns the newest endpoint rows of [from, to).
-func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time.Time) ([]ledger.EndpointRow, error) {
+func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time.Time) (_ []ledger.EndpointRow, rerr error) {
+	defer damaged(&rerr, s.opts.EndpointTable, from, to)
 	table := s.table(s.opts.EndpointTable)
 	w, args := where(table, ledger.Query{From: from, To: to, Cluster: cluster})
 	rs, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT hour, cluster, namespace, model, kind, name, pods, reported_seconds, busy_seconds,
@@ -338,7 +345,8 @@ func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time
 
 // WorkloadTimes returns each workload's newest times, submitted in
 // [from, to).
-func (s *Store) WorkloadTimes(ctx context.Context, cluster string, from, to time.Time) ([]ledger.WorkloadTime, error) {
+func (s *Store) WorkloadTimes(ctx context.Context, cluster string, from, to time.Time) (_ []ledger.WorkloadTime, rerr error) {
+	defer damaged(&rerr, s.opts.TimesTable, from, to)
 	conds, args := []string{"submit_ms >= ?", "submit_ms < ?"}, []any{from.UnixMilli(), to.UnixMilli()}
 	if cluster != "" {
 		conds, args = append(conds, "cluster = ?"), append(args, cluster)
@@ -366,7 +374,8 @@ func (s *Store) WorkloadTimes(ctx context.Context, cluster string, from, to time
 }
 
 // Checkpoint returns the newest checkpoint of a source.
-func (s *Store) Checkpoint(ctx context.Context, name string) (time.Time, error) {
+func (s *Store) Checkpoint(ctx context.Context, name string) (_ time.Time, rerr error) {
+	defer damaged(&rerr, s.opts.CheckpointTable, time.Time{}, time.Time{})
 	var ms int64
 	var n uint64
 	row := s.conn.QueryRow(ctx, `SELECT argMax(at_ms, version), count() FROM `+s.table(s.opts.CheckpointTable)+` WHERE name = ?`, name)
@@ -391,7 +400,8 @@ func (s *Store) RecordAudit(ctx context.Context, e ledger.AuditEntry) error {
 }
 
 // Audit returns the entries whose hours overlap [from, to), oldest first.
-func (s *Store) Audit(ctx context.Context, from, to time.Time) ([]ledger.AuditEntry, error) {
+func (s *Store) Audit(ctx context.Context, from, to time.Time) (_ []ledger.AuditEntry, rerr error) {
+	defer damaged(&rerr, s.opts.AuditTable, from, to)
 	rs, err := s.conn.Query(ctx, `SELECT at_ms, cluster, from_hour, to_hour, source, rows, note FROM `+s.table(s.opts.AuditTable)+`
 		WHERE from_hour < ? AND to_hour > ? ORDER BY at_ms, cluster, from_hour`, to.UTC(), from.UTC())
 	if err != nil {
@@ -441,7 +451,8 @@ func (s *Store) FlagHours(ctx context.Context, flags []ledger.HourFlag) error {
 
 // HourFlags returns the flags whose hours overlap [from, to), each once
 // with the first time it was recorded.
-func (s *Store) HourFlags(ctx context.Context, cluster string, from, to time.Time) ([]ledger.HourFlag, error) {
+func (s *Store) HourFlags(ctx context.Context, cluster string, from, to time.Time) (_ []ledger.HourFlag, rerr error) {
+	defer damaged(&rerr, s.opts.FlagTable, from, to)
 	where, args := "from_hour < ? AND to_hour > ?", []any{to.UTC(), from.UTC()}
 	if cluster != "" {
 		where, args = where+" AND cluster = ?", append(args, cluster)
@@ -463,4 +474,85 @@ func (s *Store) HourFlags(ctx context.Context, cluster string, from, to time.Tim
 		out = append(out, f)
 	}
 	return out, rs.Err()
+}
+
+// Codes of ClickHouse's exceptions for data it found damaged: a block
+// failing its checksum, one that does not decompress, or a part shorter
+// than its marks say.
+var damageCodes = map[int32]bool{
+	32:  true, // ATTEMPT_TO_READ_AFTER_EOF
+	33:  true, // CANNOT_READ_ALL_DATA
+	40:  true, // CHECKSUM_DOESNT_MATCH
+	246: true, // CORRUPTED_DATA
+	271: true, // CANNOT_DECOMPRESS
+}
+
+// damaged makes *err a ledger.DamageError when it is ClickHouse finding
+// the data it read damaged: never a number from it, and the error says so.
+func damaged(err *error, table string, from, to time.Time) {
+	var ex *ch.Exception
+	if *err != nil && errors.As(*err, &ex) && damageCodes[ex.Code] {
+		*err = &ledger.DamageError{Store: "clickhouse", Table: table, From: from, To: to, Err: *err}
+	}
+}
+
+// Verify reads every column of every table (ClickHouse checks each block
+// it decompresses against its checksum), runs CHECK TABLE where the server
+// supports it on the engine, and compares the rollups with the hours. It
+// returns what it found damaged; an error when it could not check.
+// ClickHouse moves a part it finds broken at start (a file of the wrong
+// size) aside, and reads on without it: the comparison of the rollups
+// with the hours shows that as the buckets whose sums differ.
+func (s *Store) Verify(ctx context.Context, progress func(step string)) ([]ledger.Problem, error) {
+	var problems []ledger.Problem
+	for _, t := range []string{s.opts.LedgerTable, s.opts.DayTable, s.opts.MonthTable, s.opts.WorkloadTable, s.opts.QueueTable,
+		s.opts.EndpointTable, s.opts.TimesTable, s.opts.CheckpointTable, s.opts.AuditTable, s.opts.FlagTable} {
+		progress("every column of " + t)
+		// ignore(*) reads every column and is 0: the count of all rows,
+		// having read them all.
+		var n uint64
+		err := s.conn.QueryRow(ctx, `SELECT count() FROM `+s.table(t)+` WHERE NOT ignore(*)`).Scan(&n)
+		var ex *ch.Exception
+		switch {
+		case err != nil && errors.As(err, &ex) && damageCodes[ex.Code]:
+			problems = append(problems, ledger.Problem{Table: t, Detail: err.Error()})
+			continue
+		case err != nil:
+			return problems, fmt.Errorf("read %s: %w", t, err)
+		}
+		rs, err := s.conn.Query(ctx, `CHECK TABLE `+s.table(t))
+		if err != nil {
+			continue // not supported on MergeTree by older servers (18.16)
+		}
+		for rs.Next() {
+			var ok uint8
+			if rs.Scan(&ok) == nil && ok == 0 {
+				problems = append(problems, ledger.Problem{Table: t, Detail: "CHECK TABLE finds it damaged"})
+			}
+		}
+		rs.Close()
+	}
+	var first, last time.Time
+	var n uint64
+	err := s.conn.QueryRow(ctx, `SELECT min(hour), max(hour), count() FROM `+s.table(s.opts.LedgerTable)).Scan(&first, &last, &n)
+	var ex *ch.Exception
+	switch {
+	case err != nil && errors.As(err, &ex) && damageCodes[ex.Code]:
+		return problems, nil // the hours' column is damaged: listed above
+	case err != nil:
+		return problems, fmt.Errorf("read the ledger's range: %w", err)
+	}
+	if n > 0 {
+		progress(fmt.Sprintf("the rollups against the hours, %s to %s", first.UTC().Format("2006-01"), last.UTC().Format("2006-01")))
+		more, err := ledger.CompareRollups(ctx, s, first.UTC(), last.UTC().Add(time.Hour), 20)
+		var de *ledger.DamageError
+		switch {
+		case errors.As(err, &de):
+			problems = append(problems, ledger.Problem{Table: de.Table, Detail: de.Error()})
+		case err != nil:
+			return problems, err
+		}
+		problems = append(problems, more...)
+	}
+	return problems, nil
 }
