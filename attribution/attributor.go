@@ -116,6 +116,9 @@ type Attributor struct {
 	pods      map[podKey]*podState
 	podsVer   uint64
 	exporters map[podKey]*exporterSeen
+	// relabelJobs are the scrape jobs whose series named the exporter
+	// apart from the holder (honorLabels false), and since when.
+	relabelJobs map[string]int64
 	// requestsFromMs is the earliest time a GPU request was reported (0:
 	// never): from then on, a pod known to kube-state-metrics without GPU
 	// requests is not a holder.
@@ -158,6 +161,12 @@ type instanceKey struct{ node, gpu, profile, instance string }
 type holder struct {
 	namespace, pod, queue string
 	dra                   bool
+	// job is the scrape job of a series that named the pod with no
+	// exported_* labels: when that job renames holders to exported_*
+	// (relabelledJob), the pod is the exporter's own and the device free.
+	// Judged when the time is booked, as notHolder judges, so that the
+	// order of one instant's series does not matter.
+	job string
 }
 
 type unit struct {
@@ -263,7 +272,7 @@ func New(model *Model, opts Options) (*Attributor, error) {
 		bound:     make(map[instanceKey]*instance, len(model.GPUs)),
 		nodes:     make(map[string]*node),
 		pods:      make(map[podKey]*podState),
-		exporters: make(map[podKey]*exporterSeen),
+		exporters: make(map[podKey]*exporterSeen), relabelJobs: make(map[string]int64),
 		hours:     make(map[int64]*hourState),
 		stats:     Stats{Rejected: make(map[Reason]uint64)},
 	}
@@ -545,12 +554,16 @@ func (a *Attributor) addHolderField(in *instance, s *Sample, prime bool) bool {
 // holderFor returns s's holder, reusing the strings of the last scrape's
 // holders when they match, so that a steady holder costs no allocation.
 func (in *instance) holderFor(s *Sample) holder {
+	job := ""
+	if s.ExporterPod == "" {
+		job = s.Job
+	}
 	for _, old := range in.prev {
-		if old.namespace == s.Namespace && old.pod == s.Pod && old.queue == s.Queue && old.dra == s.DRA {
+		if old.namespace == s.Namespace && old.pod == s.Pod && old.queue == s.Queue && old.dra == s.DRA && old.job == job {
 			return old
 		}
 	}
-	return holder{strings.Clone(s.Namespace), strings.Clone(s.Pod), strings.Clone(s.Queue), s.DRA}
+	return holder{strings.Clone(s.Namespace), strings.Clone(s.Pod), strings.Clone(s.Queue), s.DRA, strings.Clone(job)}
 }
 
 // set records a field's value. DCGM reports the same device value to every

@@ -427,7 +427,10 @@ func holderLess(p, q holder) bool {
 	if c := cmp.Or(cmp.Compare(p.namespace, q.namespace), cmp.Compare(p.pod, q.pod), cmp.Compare(p.queue, q.queue)); c != 0 {
 		return c < 0
 	}
-	return !p.dra && q.dra
+	if p.dra != q.dra {
+		return !p.dra
+	}
+	return p.job < q.job
 }
 
 func lessStrings(a, b []string) bool {

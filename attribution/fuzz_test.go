@@ -81,11 +81,11 @@ func randomFeed(rng *rand.Rand, m *Model) []event {
 					var ns, pod, q, ens, epod string
 					switch {
 					case hi >= 0 && relabelled:
-						ns, pod, q, ens, epod = pods[hi].ns, pods[hi].pod, pods[hi].queue, "gpu-operator", "exporter-x"
+						ns, pod, q, ens, epod = pods[hi].ns, pods[hi].pod, pods[hi].queue, "gpu-operator", "exporter-"+g.Node
 					case hi >= 0:
 						ns, pod, q = pods[hi].ns, pods[hi].pod, pods[hi].queue
 					case relabelled:
-						ns, pod = "gpu-operator", "exporter-x" // a free GPU, relabelled
+						ns, pod = "gpu-operator", "exporter-"+g.Node // a free GPU, relabelled
 					}
 					for _, f := range []Field{FieldGREngineActive, FieldGPUUtil, FieldPowerUsage, FieldTotalEnergy} {
 						if rng.IntN(4) == 0 {
@@ -103,8 +103,11 @@ func randomFeed(rng *rand.Rand, m *Model) []event {
 						if rng.IntN(50) == 0 {
 							v = math.NaN()
 						}
+						// The scrape job: one renames holders to exported_*,
+						// the other does not.
+						job := map[bool]string{true: "dcgm-relabelled", false: "dcgm"}[relabelled]
 						out = append(out, event{s: &Sample{TimeMs: ts, Node: g.Node, GPU: g.Index, Profile: prof, Instance: inst,
-							Namespace: ns, Pod: pod, Queue: q, ExporterNamespace: ens, ExporterPod: epod, Field: f, Value: v}})
+							Namespace: ns, Pod: pod, Queue: q, ExporterNamespace: ens, ExporterPod: epod, Job: job, Field: f, Value: v}})
 					}
 				}
 				sec += 1 + rng.IntN(60)

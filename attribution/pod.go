@@ -294,6 +294,9 @@ func (a *Attributor) bookAlloc(k podKey, st *podState, from, to int64) {
 
 // learnExporter records that s names an exporter's own pod.
 func (a *Attributor) learnExporter(s *Sample) {
+	if s.Namespace != "" || s.Pod != "" {
+		a.learnJob(s) // a holder's series with the exporter apart
+	}
 	k := podKey{s.ExporterNamespace, s.ExporterPod}
 	if e := a.exporters[k]; e != nil {
 		e.firstMs, e.lastMs = min(e.firstMs, s.TimeMs), max(e.lastMs, s.TimeMs)
@@ -305,13 +308,46 @@ func (a *Attributor) learnExporter(s *Sample) {
 	a.exporters[podKey{strings.Clone(k.namespace), strings.Clone(k.pod)}] = &exporterSeen{s.TimeMs, s.TimeMs}
 }
 
+// maxRelabelJobs bounds the scrape jobs remembered: a cluster has a few.
+const maxRelabelJobs = 64
+
+// relabelledJob says whether job renames holders to exported_* (a series
+// of it did, by ms), learning it from s when s shows it. A job is known
+// from any of its series, so that the exporters of nodes whose devices
+// are all free (whose series never name a holder) are known too.
+func (a *Attributor) relabelledJob(job string, ms int64) bool {
+	if job == "" {
+		return false
+	}
+	first, ok := a.relabelJobs[job]
+	return ok && first <= ms
+}
+
+// learnJob records that s's job renames holders to exported_*.
+func (a *Attributor) learnJob(s *Sample) {
+	if s.Job == "" {
+		return
+	}
+	if first, ok := a.relabelJobs[s.Job]; ok {
+		a.relabelJobs[s.Job] = min(first, s.TimeMs)
+		return
+	}
+	if len(a.relabelJobs) < maxRelabelJobs {
+		a.relabelJobs[strings.Clone(s.Job)] = s.TimeMs
+	}
+}
+
 // notHolder says whether the pod h names could not have held a device as
-// of ms: it is an exporter's own pod (seen as such by then), or
+// of ms: it is an exporter's own pod (seen as such by then, or named with
+// no exported_* labels by a job that renames holders), or
 // kube-state-metrics knew it by then and it requested no GPU resource (and
 // its device did not come through DRA). Its series are a free device's.
 func (a *Attributor) notHolder(h holder, ms int64) bool {
 	k := podKey{h.namespace, h.pod}
 	if e := a.exporters[k]; e != nil && e.firstMs <= ms {
+		return true
+	}
+	if a.relabelledJob(h.job, ms) {
 		return true
 	}
 	if h.dra || a.requestsFromMs == 0 || a.requestsFromMs > ms {

@@ -43,6 +43,12 @@ type Sample struct {
 	// an exporter, never a holder, so that the series of free GPUs, which
 	// carry only the exporter's labels, are not charged to it.
 	ExporterNamespace, ExporterPod string
+	// Job is the scrape job the series came from (Prometheus' job label);
+	// empty when not known. A job whose series once named the exporter
+	// apart from the holder (ExporterPod) is scraped with honorLabels
+	// false: in it, a series with no exported_* labels is a free device's,
+	// its namespace and pod the exporter's own, whatever node it is on.
+	Job string
 	// DRA is set when the device was allocated through a DRA ResourceClaim
 	// (dcgm-exporter's dra_* labels): such a pod has no GPU resource request
 	// for kube-state-metrics to report.

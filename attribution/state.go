@@ -57,6 +57,7 @@ func (a *Attributor) Snapshot() ([]byte, error) {
 		e := a.exporters[k]
 		st.Exporters = append(st.Exporters, exporterS{Namespace: k.namespace, Pod: k.pod, FirstMs: e.firstMs, LastMs: e.lastMs})
 	}
+	st.RelabelJobs = maps.Clone(a.relabelJobs)
 	for _, h := range slices.Sorted(maps.Keys(a.hours)) {
 		hs := a.hours[h]
 		hst := hourS{Hour: h}
@@ -169,6 +170,7 @@ func Restore(model *Model, opts Options, snapshot []byte) (*Attributor, RestoreR
 	for _, e := range st.Exporters {
 		a.exporters[podKey{e.Namespace, e.Pod}] = &exporterSeen{e.FirstMs, e.LastMs}
 	}
+	maps.Copy(a.relabelJobs, st.RelabelJobs)
 	for _, hst := range st.Hours {
 		hs := a.hour(hst.Hour)
 		for _, is := range hst.Insts {
@@ -206,7 +208,7 @@ func comparePodKeys(x, y podKey) int {
 }
 
 func toHolderState(h holder) holderS {
-	return holderS{Namespace: h.namespace, Pod: h.pod, Queue: h.queue, DRA: h.dra}
+	return holderS{Namespace: h.namespace, Pod: h.pod, Queue: h.queue, DRA: h.dra, Job: h.job}
 }
 
 func toHolderStates(hs []holder) []holderS {
@@ -217,7 +219,7 @@ func toHolderStates(hs []holder) []holderS {
 	return out
 }
 
-func fromHolderState(h holderS) holder { return holder{h.Namespace, h.Pod, h.Queue, h.DRA} }
+func fromHolderState(h holderS) holder { return holder{h.Namespace, h.Pod, h.Queue, h.DRA, h.Job} }
 
 func fromHolderStates(hs []holderS) []holder {
 	out := make([]holder, len(hs))
@@ -235,14 +237,17 @@ type (
 		Insts                                          []instState
 		Pods                                           []podStateS
 		Exporters                                      []exporterS
-		Hours                                          []hourS
-		OutRows                                        []ledger.Row
-		OutWls                                         []ledger.WorkloadRow
-		Queues                                         queueBook
-		Accepted                                       uint64
-		Rejected                                       map[Reason]uint64
-		CounterResets                                  uint64
-		UnplacedMs                                     int64
+		// RelabelJobs is empty in the snapshots of older binaries: the
+		// jobs are learnt again from the next held device's series.
+		RelabelJobs   map[string]int64
+		Hours         []hourS
+		OutRows       []ledger.Row
+		OutWls        []ledger.WorkloadRow
+		Queues        queueBook
+		Accepted      uint64
+		Rejected      map[Reason]uint64
+		CounterResets uint64
+		UnplacedMs    int64
 	}
 	instState struct {
 		ID, Profile, BoundID           string
@@ -260,6 +265,7 @@ type (
 	holderS struct {
 		Namespace, Pod, Queue string
 		DRA                   bool
+		Job                   string // empty in older snapshots
 	}
 	timedS struct {
 		Ms int64

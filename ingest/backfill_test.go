@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"testing"
@@ -115,5 +116,54 @@ func TestRelabelledPodLabelsMoney(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, rows, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestFreeNodeUnderRelabelledJob: dcgm-exporter scraped with honorLabels
+// false (holders in exported_*, the exporter in namespace and pod), node
+// n1 with a GPU held, node n2 with its GPUs all free: n2's series carry
+// only its exporter's pod, which no series ever names apart from a holder.
+// The scrape job shows the renaming (n1's series), so n2's GPUs are free:
+// unallocated, not billed to the exporter's pod (_unowned, as before). A
+// feed without the job label bills it as before.
+func TestFreeNodeUnderRelabelledJob(t *testing.T) {
+	m := gapModel()
+	m.GPUs = append(m.GPUs, attribution.GPU{Node: "n2", Index: "0", Model: "NVIDIA H100 80GB HBM3", Flavor: "h100", RateMicrosPerHour: 3_600_000})
+	m.NamespaceTeams = map[string]string{"research": "ml"}
+	run := func(job string) []ledger.Row {
+		t.Helper()
+		var b []byte
+		for at := simStart; at.Before(simStart.Add(time.Hour)); at = at.Add(15 * time.Second) {
+			ms := at.UnixMilli()
+			b = fmt.Appendf(b, "DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu=\"0\",Hostname=\"n1\",exported_namespace=\"research\",exported_pod=\"a\",namespace=\"gpu-operator\",pod=\"nvidia-dcgm-exporter-n1\"%s} 1 %d\n", job, ms)
+			b = fmt.Appendf(b, "DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu=\"0\",Hostname=\"n2\",namespace=\"gpu-operator\",pod=\"nvidia-dcgm-exporter-n2\"%s} 0 %d\n", job, ms)
+		}
+		path := filepath.Join(t.TempDir(), "relabelled.prom")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		store := openStore(t)
+		if _, err := Backfill(context.Background(), BackfillOptions{Source: &FileSource{Path: path}, Store: store, Model: m,
+			Start: simStart, End: simStart.Add(time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := ledgertest.Dump(t, store, simStart, simStart.Add(time.Hour))
+		return rows
+	}
+	teams := func(rows []ledger.Row) map[string]int64 {
+		out := map[string]int64{}
+		for _, r := range rows {
+			out[r.Team] += r.CostMicros
+		}
+		return out
+	}
+	// n1's GPU held by research/a, n2's free.
+	want := map[string]int64{"ml": 3_600_000, ledger.TeamUnallocated: 3_600_000}
+	if got := teams(run(`,job="gpu-operator/nvidia-dcgm-exporter"`)); !maps.Equal(got, want) {
+		t.Errorf("with the job label: %v, want %v", got, want)
+	}
+	want = map[string]int64{"ml": 3_600_000, ledger.TeamUnowned: 3_600_000}
+	if got := teams(run("")); !maps.Equal(got, want) {
+		t.Errorf("without a job label: %v, want %v (the exporter's pod taken for a holder, as before)", got, want)
 	}
 }

@@ -305,6 +305,8 @@ func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, 
 			s.Queue = t.Value
 		case "dra_claim_name":
 			s.DRA = t.Value != ""
+		case "job":
+			s.Job = t.Value
 		}
 	}
 	if relabelled {

@@ -149,12 +149,13 @@ func (ls *labelSets) hold(s *attribution.Sample) heldSample {
 	} else {
 		in.add("")
 	}
+	in.add(s.Job)
 	return heldSample{labels: in.get(sampleLabels), TimeMs: s.TimeMs, Value: s.Value, Field: s.Field}
 }
 
 func sampleLabels(p []string) *attribution.Sample {
 	return &attribution.Sample{Node: p[0], GPU: p[1], Profile: p[2], Instance: p[3], Namespace: p[4], Pod: p[5],
-		Queue: p[6], ExporterNamespace: p[7], ExporterPod: p[8], DRA: p[9] != ""}
+		Queue: p[6], ExporterNamespace: p[7], ExporterPod: p[8], DRA: p[9] != "", Job: p[10]}
 }
 
 func (ls *labelSets) holdPod(p *attribution.PodInfo) heldPod {
