@@ -273,8 +273,8 @@ func New(model *Model, opts Options) (*Attributor, error) {
 		nodes:     make(map[string]*node),
 		pods:      make(map[podKey]*podState),
 		exporters: make(map[podKey]*exporterSeen), relabelJobs: make(map[string]int64),
-		hours:     make(map[int64]*hourState),
-		stats:     Stats{Rejected: make(map[Reason]uint64)},
+		hours: make(map[int64]*hourState),
+		stats: Stats{Rejected: make(map[Reason]uint64)},
 	}
 	if opts.StartMs != 0 {
 		a.startMs = floorHour(opts.StartMs)
