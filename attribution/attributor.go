@@ -265,16 +265,17 @@ type usage struct {
 func New(model *Model, opts Options) (*Attributor, error) {
 	opts = opts.withDefaults()
 	a := &Attributor{
-		model:     model,
-		opts:      opts,
-		units:     make([]unit, len(model.GPUs)),
-		byGPU:     make(map[gpuKey]*unit, len(model.GPUs)),
-		bound:     make(map[instanceKey]*instance, len(model.GPUs)),
-		nodes:     make(map[string]*node),
-		pods:      make(map[podKey]*podState),
-		exporters: make(map[podKey]*exporterSeen), relabelJobs: make(map[string]int64),
-		hours: make(map[int64]*hourState),
-		stats: Stats{Rejected: make(map[Reason]uint64)},
+		model:       model,
+		opts:        opts,
+		units:       make([]unit, len(model.GPUs)),
+		byGPU:       make(map[gpuKey]*unit, len(model.GPUs)),
+		bound:       make(map[instanceKey]*instance, len(model.GPUs)),
+		nodes:       make(map[string]*node),
+		pods:        make(map[podKey]*podState),
+		exporters:   make(map[podKey]*exporterSeen),
+		relabelJobs: make(map[string]int64),
+		hours:       make(map[int64]*hourState),
+		stats:       Stats{Rejected: make(map[Reason]uint64)},
 	}
 	if opts.StartMs != 0 {
 		a.startMs = floorHour(opts.StartMs)
