@@ -45,7 +45,9 @@ type Options struct {
 	// MaxRemoteWriteBytes caps a compressed remote-write body. Default 16 MiB.
 	MaxRemoteWriteBytes int64
 	// MaxInflightBytes caps the remote-write bodies being read and ingested
-	// at once; a request past it is answered 429. Default 128 MiB.
+	// at once, as sent and as they decode (a snappy body's length header
+	// says so before it is decoded); a request past it is answered 429.
+	// Default 128 MiB.
 	MaxInflightBytes int64
 	// Stats, when set, is read into /metrics at each scrape.
 	Stats func() ingest.PipelineStats

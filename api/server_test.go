@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -356,5 +357,46 @@ func TestRemoteWriteStatus(t *testing.T) {
 	off := New(Options{Store: store})
 	if code, _ := post(t, off, "x", nil); code != http.StatusNotFound {
 		t.Errorf("disabled: %d", code)
+	}
+}
+
+// blockingIngest holds each body until release is closed.
+type blockingIngest struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingIngest) RemoteWrite(ctx context.Context, _ string, _ []byte) (ingest.Result, error) {
+	b.started <- struct{}{}
+	<-b.release
+	return ingest.Result{}, nil
+}
+
+// TestInflightCountsDecodedBytes: a body of a few bytes whose snappy header
+// says 60 MiB counts 60 MiB in flight: with 100 MiB allowed, a second such
+// body while the first is ingested is answered 429, and once the first is
+// done it is taken. (Before, the limit counted the bytes sent: 32 bombs of
+// 3 KB each took 2.4 GB.)
+func TestInflightCountsDecodedBytes(t *testing.T) {
+	store, _ := embedded.Open(t.TempDir(), embedded.Options{})
+	defer store.Close()
+	bi := &blockingIngest{started: make(chan struct{}, 2), release: make(chan struct{})}
+	srv := New(Options{Store: store, Ingest: bi, MaxInflightBytes: 100 << 20})
+	bomb := string(binary.AppendUvarint(nil, 60<<20)) + "\x00\x00\x00"
+	first := make(chan int)
+	go func() {
+		code, _ := post(t, srv, bomb, nil)
+		first <- code
+	}()
+	<-bi.started
+	if code, body := post(t, srv, bomb, nil); code != http.StatusTooManyRequests {
+		t.Errorf("a second 60 MiB body while one is in flight: %d %s, want 429", code, body)
+	}
+	close(bi.release)
+	if code := <-first; code != http.StatusNoContent {
+		t.Errorf("the first: %d", code)
+	}
+	if code, body := post(t, srv, bomb, nil); code != http.StatusNoContent {
+		t.Errorf("the second once the first is done: %d %s", code, body)
 	}
 }

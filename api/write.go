@@ -44,7 +44,8 @@ func (e *rejectedWrite) Error() string {
 		"a longer -ingest.reorderWindow or a larger -ingest.maxBuffered)"
 }
 
-// errInflight refuses a body while MaxInflightBytes are being ingested.
+// errInflight refuses a body while MaxInflightBytes are being ingested:
+// the bodies as sent and what they decode to.
 var errInflight = errors.New("too many remote-write bytes in flight; retry in a few seconds")
 
 // byteLimiter bounds the bytes of the requests being handled at once.
@@ -130,6 +131,15 @@ func (s *Server) remoteWrite(c echo.Context) error {
 	}
 	if int64(len(body)) > s.opts.MaxRemoteWriteBytes {
 		return &tooLarge{s.opts.MaxRemoteWriteBytes}
+	}
+	// What the body decodes to is what it costs in memory: a few KB of
+	// snappy can say 60 MiB. Counted before it is decoded; a header that
+	// does not read is ingest's to refuse.
+	if n, err := ingest.DecodedLen(body); err == nil {
+		if !s.inflight.acquire(int64(n)) {
+			return errInflight
+		}
+		defer s.inflight.release(int64(n))
 	}
 	res, err := s.opts.Ingest.RemoteWrite(c.Request().Context(), principalOf(c).name, body)
 	if err != nil {

@@ -17,8 +17,6 @@ import (
 
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/ledger"
-
-	"github.com/klauspost/compress/s2"
 )
 
 // PipelineOptions configures a Pipeline.
@@ -905,9 +903,9 @@ func precheck(rec record, limits Limits) error {
 		return nil
 	}
 	limits = limits.withDefaults()
-	n, err := s2.DecodedLen(rec.body)
+	n, err := DecodedLen(rec.body)
 	if err != nil {
-		return inputErrorf("remote-write body of %d bytes is not snappy-compressed: bad length header", len(rec.body))
+		return err
 	}
 	if n > limits.MaxDecodedBytes {
 		return inputErrorf("remote-write body decodes to %d bytes; the limit is %d: send smaller batches", n, limits.MaxDecodedBytes)

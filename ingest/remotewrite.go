@@ -147,6 +147,18 @@ func DecodeRemoteWrite(body []byte, limits Limits, fresh bool, d *RemoteWrite) {
 	}
 }
 
+// DecodedLen is how many bytes a remote-write body says it decodes to
+// (its snappy block's length header), read without decoding it: what the
+// server counts against its memory before it takes the body. An error
+// when the header is not there or malformed.
+func DecodedLen(body []byte) (int, error) {
+	n, err := s2.DecodedLen(body)
+	if err != nil {
+		return 0, inputErrorf("remote-write body of %d bytes is not snappy-compressed: bad length header", len(body))
+	}
+	return n, nil
+}
+
 // decodeSnappy decodes a snappy block into dst, refusing one that says it
 // decodes to more than maxLen bytes before it allocates. s2 also reads its
 // own extension of the block format (a copy at offset 0 repeats the last
