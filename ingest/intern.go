@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"encoding/binary"
+	"unsafe"
 
 	"github.com/gpuledger/gpuledger/attribution"
 )
@@ -13,12 +14,20 @@ import (
 // attribution.Sample's 176, and it no longer keeps the request's label
 // values (and with them the whole request's arena) alive for the window.
 
+//
+// The buffer counts what it holds in bytes (bufferBytes): each item's own
+// size, and the label set it was the first in its generation to use (own:
+// a set made or taken on from the generation before), so that a flood of
+// distinct series (new pods by the million) costs what it takes, and the
+// interned tables' own bytes.
+
 // heldSample is a buffered DCGM sample.
 type heldSample struct {
 	labels *attribution.Sample // the series' labels; its TimeMs, Field and Value are unused
 	TimeMs int64
 	Value  float64
 	Field  attribution.Field
+	own    uint32 // bytes of the label set it brought in
 }
 
 func (h *heldSample) sample() attribution.Sample {
@@ -33,6 +42,7 @@ type heldPod struct {
 	TimeMs       int64
 	RequestMilli int64
 	Phase        attribution.Phase
+	own          uint32
 }
 
 func (h *heldPod) pod() attribution.PodInfo {
@@ -48,7 +58,22 @@ type heldQueue struct {
 	Value  float64
 	Le     float64
 	Metric attribution.QueueMetric
+	own    uint32
 }
+
+// Sizes of the buffered items, and what an interned set costs besides its
+// key and struct: its map entry in a generation (Go's map: the key's and
+// value's words, and the bucket's share).
+const (
+	heldSampleBytes = int64(unsafe.Sizeof(heldSample{}))
+	heldPodBytes    = int64(unsafe.Sizeof(heldPod{}))
+	heldQueueBytes  = int64(unsafe.Sizeof(heldQueue{}))
+	setEntryBytes   = 48
+)
+
+func sampleBytes(h *heldSample) int64 { return heldSampleBytes + int64(h.own) }
+func podBytes(h *heldPod) int64       { return heldPodBytes + int64(h.own) }
+func queueBytes(h *heldQueue) int64   { return heldQueueBytes + int64(h.own) }
 
 func (h *heldQueue) queue() attribution.QueueSample {
 	q := *h.labels
@@ -66,6 +91,9 @@ type interned[T any] struct {
 	key       []byte
 	parts     []string
 	cur, prev map[string]*T
+	// curBytes and prevBytes are what the generations' sets cost: keys,
+	// structs and map entries.
+	curBytes, prevBytes int64
 }
 
 func (in *interned[T]) add(s string) {
@@ -74,11 +102,13 @@ func (in *interned[T]) add(s string) {
 }
 
 // get returns the set of the values added since the last get, made by
-// build from them (parts of a string that outlives the request) when new.
-func (in *interned[T]) get(build func(parts []string) *T) *T {
+// build from them (parts of a string that outlives the request) when new,
+// and what it cost when it came into this generation (0 when it was
+// there already).
+func (in *interned[T]) get(build func(parts []string) *T) (*T, uint32) {
 	if v, ok := in.cur[string(in.key)]; ok {
 		in.key = in.key[:0]
-		return v
+		return v, 0
 	}
 	k := string(in.key)
 	in.key = in.key[:0]
@@ -97,12 +127,20 @@ func (in *interned[T]) get(build func(parts []string) *T) *T {
 		in.cur = make(map[string]*T, len(in.prev))
 	}
 	in.cur[k] = v
-	return v
+	var zero T
+	cost := int64(len(k)) + int64(unsafe.Sizeof(zero)) + setEntryBytes
+	in.curBytes += cost
+	return v, uint32(cost)
 }
 
 func (in *interned[T]) len() int { return len(in.cur) + len(in.prev) }
 
-func (in *interned[T]) rotate() { in.prev, in.cur = in.cur, nil }
+func (in *interned[T]) bytes() int64 { return in.curBytes + in.prevBytes }
+
+func (in *interned[T]) rotate() {
+	in.prev, in.cur = in.cur, nil
+	in.prevBytes, in.curBytes = in.curBytes, 0
+}
 
 // labelSets is the reorder buffer's interned label sets.
 type labelSets struct {
@@ -127,11 +165,19 @@ func (ls *labelSets) maybeRotate(nowMs int64, buffered int) {
 	if nowMs-ls.rotatedMs < internEvery && n <= 2*buffered+1<<16 {
 		return
 	}
+	ls.rotate(nowMs)
+}
+
+// rotate starts a new generation of every table.
+func (ls *labelSets) rotate(nowMs int64) {
 	ls.samples.rotate()
 	ls.pods.rotate()
 	ls.queues.rotate()
 	ls.rotatedMs = nowMs
 }
+
+// bytes is what the tables cost.
+func (ls *labelSets) bytes() int64 { return ls.samples.bytes() + ls.pods.bytes() + ls.queues.bytes() }
 
 func (ls *labelSets) hold(s *attribution.Sample) heldSample {
 	in := &ls.samples
@@ -150,7 +196,8 @@ func (ls *labelSets) hold(s *attribution.Sample) heldSample {
 		in.add("")
 	}
 	in.add(s.Job)
-	return heldSample{labels: in.get(sampleLabels), TimeMs: s.TimeMs, Value: s.Value, Field: s.Field}
+	labels, own := in.get(sampleLabels)
+	return heldSample{labels: labels, TimeMs: s.TimeMs, Value: s.Value, Field: s.Field, own: own}
 }
 
 func sampleLabels(p []string) *attribution.Sample {
@@ -168,7 +215,8 @@ func (ls *labelSets) holdPod(p *attribution.PodInfo) heldPod {
 	in.add(p.Node)
 	in.add(p.Container)
 	in.add(p.Kind)
-	return heldPod{labels: in.get(podLabels), TimeMs: p.TimeMs, RequestMilli: p.RequestMilli, Phase: p.Phase}
+	labels, own := in.get(podLabels)
+	return heldPod{labels: labels, TimeMs: p.TimeMs, RequestMilli: p.RequestMilli, Phase: p.Phase, own: own}
 }
 
 func podLabels(p []string) *attribution.PodInfo {
@@ -183,7 +231,8 @@ func (ls *labelSets) holdQueue(q *attribution.QueueSample) heldQueue {
 	in.add(q.Pod)
 	in.add(q.Model)
 	in.add(q.Series)
-	return heldQueue{labels: in.get(queueLabels), TimeMs: q.TimeMs, Value: q.Value, Le: q.Le, Metric: q.Metric}
+	labels, own := in.get(queueLabels)
+	return heldQueue{labels: labels, TimeMs: q.TimeMs, Value: q.Value, Le: q.Le, Metric: q.Metric, own: own}
 }
 
 func queueLabels(p []string) *attribution.QueueSample {

@@ -64,6 +64,12 @@ type PipelineOptions struct {
 	// passed (counted in Stats' Shed), rather than the request refused.
 	// Default 5,000,000.
 	MaxBuffered int
+	// MaxBufferedBytes bounds what the reorder window's items, the label
+	// sets they brought and the interned tables cost in memory, as
+	// MaxBuffered bounds their count (a flood of distinct series costs
+	// ten times what a scrape's samples do). Default 1 GiB; serve sets it
+	// from -ingest.memoryLimit.
+	MaxBufferedBytes int64
 	// SnapshotEvery is how often the state is saved so that the log can be
 	// cut; default 1 minute. It is also saved after each hour written.
 	SnapshotEvery time.Duration
@@ -101,6 +107,9 @@ func (o PipelineOptions) withDefaults() PipelineOptions {
 	}
 	if o.MaxBuffered <= 0 {
 		o.MaxBuffered = 5_000_000
+	}
+	if o.MaxBufferedBytes <= 0 {
+		o.MaxBufferedBytes = 1 << 30
 	}
 	if o.SnapshotEvery <= 0 {
 		o.SnapshotEvery = time.Minute
@@ -446,7 +455,7 @@ func (st *state) apply(rec record, opts PipelineOptions) (Result, error) {
 		window = st.window(rec.nowMs, opts)
 		before := st.att.Rejections(attribution.ReasonOutOfOrder)
 		st.release(min(st.maxMs, rec.nowMs) - window + 1)
-		st.bound(opts.MaxBuffered)
+		st.bound(opts.MaxBuffered, opts.MaxBufferedBytes)
 		if n := int(st.att.Rejections(attribution.ReasonOutOfOrder) - before); n > 0 {
 			sink.res.OutOfOrder, sink.res.Accepted = n, sink.res.Accepted-n
 			st.count(rec.sender, "out_of_order", n)
@@ -515,15 +524,31 @@ func (o PipelineOptions) catchUp() bool { return o.CatchUpWindow > o.ReorderWind
 func (st *state) catchingUp(nowMs int64) bool { return nowMs < st.catchUpUntilMs }
 
 // bound releases the oldest of the buffer, whatever the window, until it
-// holds at most limit samples and pod facts: a backlog longer than the
-// buffer can hold is put in order as far as it can be, not refused.
-func (st *state) bound(limit int) {
-	for n := st.buffered(); n > limit; {
+// holds at most limit samples and pod facts, and costs at most
+// limitBytes: a backlog longer than the buffer can hold is put in order
+// as far as it can be, not refused. Interned tables that cost more than
+// half of limitBytes by themselves (a flood of distinct series) start a
+// new generation, twice if need be: the sets still buffered stay with
+// their items.
+func (st *state) bound(limit int, limitBytes int64) {
+	for range 2 {
+		if st.sets.bytes() <= limitBytes/2 {
+			break
+		}
+		st.sets.rotate(st.maxMs)
+	}
+	for n := st.buffered(); n > 0 && (n > limit || st.bufferBytes() > limitBytes); {
 		st.release(st.oldestMs() + 1)
 		m := st.buffered()
 		st.shed += uint64(n - m)
 		n = m
 	}
+}
+
+// bufferBytes is what the reorder buffer costs: its items, the label sets
+// they brought in, and the interned tables.
+func (st *state) bufferBytes() int64 {
+	return st.samples.bytes + st.pods.bytes + st.queues.bytes + st.sets.bytes()
 }
 
 // bufferSink puts a request's samples in the reorder buffer, less those
@@ -588,9 +613,9 @@ func (b *bufferSink) AddQueue(q *attribution.QueueSample) {
 // order makes what a request added to the buffers a run of each (in time
 // order by itself), given out oldest first across the runs.
 func (st *state) order() {
-	st.samples.order(sampleMs)
-	st.pods.order(podMs)
-	st.queues.order(queueMs)
+	st.samples.order(sampleMs, sampleBytes)
+	st.pods.order(podMs, podBytes)
+	st.queues.order(queueMs, queueBytes)
 	st.sets.maybeRotate(st.maxMs, st.buffered())
 }
 
@@ -676,6 +701,10 @@ type timeQueue[T any] struct {
 	n       int           // items waiting in the runs
 	seq     uint64
 	at      func(*T) int64
+	// size is what an item costs in memory, bytes what the waiting ones
+	// cost together.
+	size  func(*T) int64
+	bytes int64
 	// free holds the items of runs taken out, emptied, for the next
 	// requests' pending: a scrape's requests then add to the buffer
 	// without growing a slice each.
@@ -694,8 +723,8 @@ type timeRun[T any] struct {
 }
 
 // order makes what the last request added a run of the queue.
-func (q *timeQueue[T]) order(at func(*T) int64) {
-	q.at = at
+func (q *timeQueue[T]) order(at, size func(*T) int64) {
+	q.at, q.size = at, size
 	add := q.pending
 	if len(add) == 0 {
 		return
@@ -710,6 +739,9 @@ func (q *timeQueue[T]) order(at func(*T) int64) {
 	}
 	q.seq++
 	q.n += len(add)
+	for i := range add {
+		q.bytes += size(&add[i])
+	}
 	q.heap = append(q.heap, &timeRun[T]{items: add, seq: q.seq})
 	q.up(len(q.heap) - 1)
 }
@@ -726,6 +758,7 @@ func (q *timeQueue[T]) first() *T {
 // pop takes out the oldest waiting item.
 func (q *timeQueue[T]) pop() {
 	r := q.heap[0]
+	q.bytes -= q.size(&r.items[r.head])
 	var zero T
 	r.items[r.head] = zero // no reference to request bodies kept here
 	r.head++
@@ -747,36 +780,11 @@ func (q *timeQueue[T]) pop() {
 // len is how many items wait.
 func (q *timeQueue[T]) len() int { return q.n }
 
-// all returns the waiting items in the order they will be taken out, for a
-// snapshot.
-func (q *timeQueue[T]) all() []T {
-	type pos struct {
-		seq uint64
-		i   int
-		r   *timeRun[T]
-	}
-	var ps []pos
-	for _, r := range q.heap {
-		for i := r.head; i < len(r.items); i++ {
-			ps = append(ps, pos{r.seq, i, r})
-		}
-	}
-	at := q.at
-	slices.SortFunc(ps, func(a, b pos) int {
-		return cmp.Or(cmp.Compare(at(&a.r.items[a.i]), at(&b.r.items[b.i])), cmp.Compare(a.seq, b.seq), cmp.Compare(a.i, b.i))
-	})
-	out := make([]T, len(ps))
-	for k, p := range ps {
-		out[k] = p.r.items[p.i]
-	}
-	return out
-}
-
 // reset makes items, in time order, the waiting ones.
-func (q *timeQueue[T]) reset(items []T, at func(*T) int64) {
-	*q = timeQueue[T]{at: at}
+func (q *timeQueue[T]) reset(items []T, at, size func(*T) int64) {
+	*q = timeQueue[T]{at: at, size: size}
 	q.pending = items
-	q.order(at)
+	q.order(at, size)
 }
 
 func (q *timeQueue[T]) less(i, j int) bool {

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/binary"
 	"encoding/gob"
@@ -23,7 +24,10 @@ import (
 // up to the older one, so that a snapshot found corrupt at start (a disk
 // error) is replaced by the one before it and more of the log.
 
-const snapshotVersion = 1
+// snapshotVersion 2 writes the reorder buffer after the header, in
+// chunks (snapshotbuf.go); version 1, which had it in the header's
+// Samples, Pods and Queues, is still read.
+const snapshotVersion = 2
 
 // keepSnapshots is how many snapshots are kept.
 const keepSnapshots = 2
@@ -33,9 +37,11 @@ type pipelineSnapshot struct {
 	Version    int
 	Seq        uint64
 	Attributor []byte
-	Samples    []attribution.Sample
-	Pods       []attribution.PodInfo
-	Queues     []attribution.QueueSample
+	// Samples, Pods and Queues are the reorder buffer of a version 1
+	// snapshot.
+	Samples []attribution.Sample
+	Pods    []attribution.PodInfo
+	Queues  []attribution.QueueSample
 	Ingest     Stats
 	MaxMs      int64
 	// ReleasedMs is zero in snapshots of older binaries: the first
@@ -62,6 +68,9 @@ type pipelineSnapshot struct {
 	UnwrittenQueues   []ledger.QueueRow
 	UnwrittenEps      []ledger.EndpointRow
 	Rejected          map[string]uint64 // sender + "\x00" + reason
+	// buffer reads a version 2 snapshot's reorder buffer, after the
+	// header (not encoded: the buffer is written by encodeBuffer).
+	buffer *gob.Decoder
 }
 
 func snapshotName(seq uint64) string { return fmt.Sprintf("snapshot-%020d.gob", seq) }
@@ -72,9 +81,7 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att,
-		Samples: each(st.samples.all(), (*heldSample).sample), Pods: each(st.pods.all(), (*heldPod).pod),
-		Queues: each(st.queues.all(), (*heldQueue).queue), Ingest: st.p.stats,
+	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att, Ingest: st.p.stats,
 		MaxMs: st.maxMs, ReleasedMs: st.releasedMs, LastWriteMs: st.lastWriteMs, CatchUpUntilMs: st.catchUpUntilMs, CatchUpDepthMs: st.catchUpDepthMs, CatchUpDepthAtMs: st.catchUpDepthAtMs, Shed: st.shed, SettleNotBeforeMs: st.settleNotBefore,
 		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), UnwrittenQueues: slices.Clone(st.unwrittenQueues),
 		UnwrittenEps: slices.Clone(st.unwrittenEndpoints), Rejected: make(map[string]uint64)}
@@ -95,9 +102,15 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 	}
 	st.att = att
 	st.sets = labelSets{}
-	st.samples.reset(each(s.Samples, st.sets.hold), sampleMs)
-	st.pods.reset(each(s.Pods, st.sets.holdPod), podMs)
-	st.queues.reset(each(s.Queues, st.sets.holdQueue), queueMs)
+	if s.buffer != nil {
+		if err := st.decodeBuffer(s.buffer); err != nil {
+			return fmt.Errorf("restore the snapshot: %w", err)
+		}
+	} else {
+		st.samples.reset(each(s.Samples, st.sets.hold), sampleMs, sampleBytes)
+		st.pods.reset(each(s.Pods, st.sets.holdPod), podMs, podBytes)
+		st.queues.reset(each(s.Queues, st.sets.holdQueue), queueMs, queueBytes)
+	}
 	st.p = Parser{stats: s.Ingest}
 	st.maxMs, st.releasedMs, st.lastWriteMs, st.settleNotBefore = s.MaxMs, s.ReleasedMs, s.LastWriteMs, s.SettleNotBeforeMs
 	st.catchUpUntilMs, st.catchUpDepthMs, st.catchUpDepthAtMs, st.shed = s.CatchUpUntilMs, s.CatchUpDepthMs, s.CatchUpDepthAtMs, s.Shed
@@ -111,24 +124,18 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 	return nil
 }
 
-// writeSnapshot saves s in dir: written to a temporary file, fsynced,
-// renamed, and the directory fsynced. The file is the encoding's CRC-32C
-// then the gob encoding.
-func writeSnapshot(dir string, s *pipelineSnapshot) error {
-	var b bytes.Buffer
-	b.Write(make([]byte, 4))
-	if err := gob.NewEncoder(&b).Encode(s); err != nil {
-		return fmt.Errorf("encode snapshot: %w", err)
-	}
-	data := b.Bytes()
-	binary.LittleEndian.PutUint32(data, crc32.Checksum(data[4:], crcTable))
+// writeSnapshot saves the state's header s and, after it, the reorder
+// buffer of st in dir: written to a temporary file as it is encoded,
+// fsynced, renamed, and the directory fsynced. The file is the CRC-32C of
+// the rest, then the gob stream. Called with the state lock held.
+func writeSnapshot(dir string, s *pipelineSnapshot, st *state) error {
 	path := filepath.Join(dir, snapshotName(s.Seq))
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("create snapshot: %w", err)
 	}
-	_, err = f.Write(data)
+	err = encodeSnapshot(f, s, st)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -143,6 +150,38 @@ func writeSnapshot(dir string, s *pipelineSnapshot) error {
 		return fmt.Errorf("write snapshot %s: %w", path, err)
 	}
 	return syncDir(dir)
+}
+
+// encodeSnapshot writes the checksum's place, the gob stream through a
+// buffer and the checksum, then the checksum at the start.
+func encodeSnapshot(f *os.File, s *pipelineSnapshot, st *state) error {
+	if _, err := f.Write(make([]byte, 4)); err != nil {
+		return err
+	}
+	w := &crcWriter{w: bufio.NewWriterSize(f, 1<<20)}
+	enc := gob.NewEncoder(w)
+	if err := enc.Encode(s); err != nil {
+		return fmt.Errorf("encode snapshot: %w", err)
+	}
+	if err := st.encodeBuffer(enc); err != nil {
+		return fmt.Errorf("encode the reorder buffer: %w", err)
+	}
+	if err := w.w.Flush(); err != nil {
+		return err
+	}
+	_, err := f.WriteAt(binary.LittleEndian.AppendUint32(nil, w.crc), 0)
+	return err
+}
+
+// crcWriter writes through to w and keeps the CRC-32C of what it wrote.
+type crcWriter struct {
+	w   *bufio.Writer
+	crc uint32
+}
+
+func (c *crcWriter) Write(b []byte) (int, error) {
+	c.crc = crc32.Update(c.crc, crcTable, b)
+	return c.w.Write(b)
 }
 
 func listSnapshots(dir string) ([]numbered, error) { return listNumbered(dir, "snapshot-", ".gob") }
@@ -185,11 +224,16 @@ func readSnapshot(path string) (*pipelineSnapshot, error) {
 		return nil, errCorrupt
 	}
 	var s pipelineSnapshot
-	if err := gob.NewDecoder(bytes.NewReader(data[4:])).Decode(&s); err != nil {
+	dec := gob.NewDecoder(bytes.NewReader(data[4:]))
+	if err := dec.Decode(&s); err != nil {
 		return nil, err
 	}
-	if s.Version != snapshotVersion {
-		return nil, fmt.Errorf("snapshot version %d; this binary reads %d", s.Version, snapshotVersion)
+	switch s.Version {
+	case 1:
+	case snapshotVersion:
+		s.buffer = dec
+	default:
+		return nil, fmt.Errorf("snapshot version %d; this binary reads 1 to %d", s.Version, snapshotVersion)
 	}
 	return &s, nil
 }
@@ -221,15 +265,16 @@ func (pl *Pipeline) snapshotDue() bool {
 // cuts the log up to the older of the snapshots kept. It runs on the
 // committer's applying goroutine, or after it stopped (then without cut).
 func (pl *Pipeline) snapshot(cut bool) error {
+	// The buffer is written as it is read, under the lock: no copy of it
+	// (millions of items at its bound) is made. Nothing is applied
+	// meanwhile: this runs between batches, or after the last.
 	pl.mu.Lock()
 	s, err := pl.st.encode()
 	pl.wantSnap = false
 	pl.lastSnap = time.Now()
-	pl.mu.Unlock()
 	if err == nil {
-		err = writeSnapshot(pl.opts.Dir, s)
+		err = writeSnapshot(pl.opts.Dir, s, &pl.st)
 	}
-	pl.mu.Lock()
 	pl.snapErr = err
 	pl.mu.Unlock()
 	if err != nil || !cut {

@@ -41,7 +41,7 @@ func TestTimeQueueOrderIsAStableSort(t *testing.T) {
 			}
 			q.pending = append(q.pending, batch...)
 			want = append(want, batch...)
-			q.order(at)
+			q.order(at, func(*item) int64 { return 1 })
 			slices.SortStableFunc(want, func(a, b item) int { return cmp.Compare(a.ms, b.ms) })
 			if diff := gocmp.Diff(want, q.all(), gocmp.AllowUnexported(item{}), cmpopts.EquateEmpty()); diff != "" {
 				t.Fatalf("run %d: (-stable sort +queue)\n%s", run, diff)
@@ -77,7 +77,7 @@ func TestTimeQueueReusesRuns(t *testing.T) {
 			for range 1000 {
 				q.pending = append(q.pending, item{ms: ms})
 			}
-			q.order(at)
+			q.order(at, func(*item) int64 { return 1 })
 		}
 		ms++
 		for q.len() > 0 { // the window passes
@@ -91,3 +91,28 @@ func TestTimeQueueReusesRuns(t *testing.T) {
 		t.Errorf("%.0f allocations a scrape of 4 requests of 1,000 items each: their items are not put in the slices of runs taken out", allocs)
 	}
 }
+
+// all returns the waiting items in the order they will be taken out.
+func (q *timeQueue[T]) all() []T {
+	type pos struct {
+		seq uint64
+		i   int
+		r   *timeRun[T]
+	}
+	var ps []pos
+	for _, r := range q.heap {
+		for i := r.head; i < len(r.items); i++ {
+			ps = append(ps, pos{r.seq, i, r})
+		}
+	}
+	at := q.at
+	slices.SortFunc(ps, func(a, b pos) int {
+		return cmp.Or(cmp.Compare(at(&a.r.items[a.i]), at(&b.r.items[b.i])), cmp.Compare(a.seq, b.seq), cmp.Compare(a.i, b.i))
+	})
+	out := make([]T, len(ps))
+	for k, p := range ps {
+		out[k] = p.r.items[p.i]
+	}
+	return out
+}
+
