@@ -42,8 +42,8 @@ type pipelineSnapshot struct {
 	Samples []attribution.Sample
 	Pods    []attribution.PodInfo
 	Queues  []attribution.QueueSample
-	Ingest     Stats
-	MaxMs      int64
+	Ingest  Stats
+	MaxMs   int64
 	// ReleasedMs is zero in snapshots of older binaries: the first
 	// release after them sets it.
 	ReleasedMs int64

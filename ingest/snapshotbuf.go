@@ -85,8 +85,10 @@ var (
 		toSnap: func(h *heldSample, set uint32) snapSample {
 			return snapSample{Set: set, TimeMs: h.TimeMs, Value: h.Value, Field: h.Field}
 		},
-		put: func(c *bufferChunk, sets []attribution.Sample, items []snapSample) { c.SampleSets, c.Samples = sets, items },
-		get: func(c *bufferChunk) ([]attribution.Sample, []snapSample) { return c.SampleSets, c.Samples },
+		put: func(c *bufferChunk, sets []attribution.Sample, items []snapSample) {
+			c.SampleSets, c.Samples = sets, items
+		},
+		get:   func(c *bufferChunk) ([]attribution.Sample, []snapSample) { return c.SampleSets, c.Samples },
 		setOf: func(s snapSample) uint32 { return s.Set },
 		fromSnp: func(s snapSample, l *attribution.Sample, own uint32) heldSample {
 			return heldSample{labels: l, TimeMs: s.TimeMs, Value: s.Value, Field: s.Field, own: own}
@@ -98,8 +100,8 @@ var (
 		toSnap: func(h *heldPod, set uint32) snapPod {
 			return snapPod{Set: set, TimeMs: h.TimeMs, RequestMilli: h.RequestMilli, Phase: h.Phase}
 		},
-		put: func(c *bufferChunk, sets []attribution.PodInfo, items []snapPod) { c.PodSets, c.Pods = sets, items },
-		get: func(c *bufferChunk) ([]attribution.PodInfo, []snapPod) { return c.PodSets, c.Pods },
+		put:   func(c *bufferChunk, sets []attribution.PodInfo, items []snapPod) { c.PodSets, c.Pods = sets, items },
+		get:   func(c *bufferChunk) ([]attribution.PodInfo, []snapPod) { return c.PodSets, c.Pods },
 		setOf: func(s snapPod) uint32 { return s.Set },
 		fromSnp: func(s snapPod, l *attribution.PodInfo, own uint32) heldPod {
 			return heldPod{labels: l, TimeMs: s.TimeMs, RequestMilli: s.RequestMilli, Phase: s.Phase, own: own}
@@ -111,8 +113,10 @@ var (
 		toSnap: func(h *heldQueue, set uint32) snapQueue {
 			return snapQueue{Set: set, TimeMs: h.TimeMs, Value: h.Value, Le: h.Le, Metric: h.Metric}
 		},
-		put: func(c *bufferChunk, sets []attribution.QueueSample, items []snapQueue) { c.QueueSets, c.Queues = sets, items },
-		get: func(c *bufferChunk) ([]attribution.QueueSample, []snapQueue) { return c.QueueSets, c.Queues },
+		put: func(c *bufferChunk, sets []attribution.QueueSample, items []snapQueue) {
+			c.QueueSets, c.Queues = sets, items
+		},
+		get:   func(c *bufferChunk) ([]attribution.QueueSample, []snapQueue) { return c.QueueSets, c.Queues },
 		setOf: func(s snapQueue) uint32 { return s.Set },
 		fromSnp: func(s snapQueue, l *attribution.QueueSample, own uint32) heldQueue {
 			return heldQueue{labels: l, TimeMs: s.TimeMs, Value: s.Value, Le: s.Le, Metric: s.Metric, own: own}

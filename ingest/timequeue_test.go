@@ -115,4 +115,3 @@ func (q *timeQueue[T]) all() []T {
 	}
 	return out
 }
-
