@@ -72,6 +72,7 @@ func (s *Server) PublishStats(ps ingest.PipelineStats) {
 	}
 	set(`gpuledger_attribution_samples_total`, as.Accepted)
 	set(`gpuledger_energy_counter_resets_total`, as.CounterResets)
+	set(`gpuledger_attribution_pods_forgotten_total`, as.PodsForgotten)
 	for r, n := range as.Rejected {
 		set(fmt.Sprintf(`gpuledger_ingest_rejected_samples_total{reason=%q}`, r), n)
 	}
@@ -89,6 +90,7 @@ func (s *Server) PublishStats(ps ingest.PipelineStats) {
 	set(`gpuledger_ingest_shed_samples_total`, ps.Shed)
 	gauge := func(name string, v float64) { s.metrics.GetOrCreateFloatCounter(name).Set(v) }
 	gauge(`gpuledger_ingest_buffered_samples`, float64(ps.Buffered))
+	gauge(`gpuledger_ingest_buffered_bytes`, float64(ps.BufferedBytes))
 	gauge(`gpuledger_ingest_unwritten_rows`, float64(ps.Unwritten))
 	gauge(`gpuledger_attribution_pods`, float64(ps.Pods))
 	gauge(`gpuledger_settled_until_seconds`, float64(ps.SettledUntil.Unix()))

@@ -41,8 +41,10 @@ type Options struct {
 	// PodRetentionMs is how long a pod that kube-state-metrics stopped
 	// reporting is remembered (its queue, owner and requests). Default 1 h.
 	PodRetentionMs int64
-	// MaxPods bounds the pods remembered; a new pod past it is rejected and
-	// counted. Default 500,000.
+	// MaxPods bounds the pods remembered: a new pod past it makes room by
+	// forgetting a sixteenth of them, those with no GPU request and the
+	// least recently reported first (Stats.PodsForgotten). Default
+	// 500,000; serve sets it from -ingest.memoryLimit (PodBytes each).
 	MaxPods int
 	// MaxHolders bounds the pods one device may report in one scrape; a
 	// device-hour keeps at most 16 × MaxHolders. Default 64.
@@ -151,7 +153,14 @@ type Stats struct {
 	// found no unheld device of their kind on the node: more allocated than
 	// the node has, as reported.
 	UnplacedMs int64
+	// PodsForgotten counts pods forgotten to keep at most MaxPods.
+	PodsForgotten uint64
 }
+
+// PodBytes is about what a pod remembered costs (its names, its queue,
+// owner, node and request histories, its map entry): what MaxPods is
+// worked out from where memory is the bound.
+const PodBytes = 1024
 
 type gpuKey struct{ node, index string }
 

@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,5 +54,38 @@ func TestRelabelledJobSurvivesSnapshot(t *testing.T) {
 	// The second hour: g1 and g2 free, g3 held by train/b.
 	if cost["ml"] != 3_600_000 || cost[ledger.TeamUnallocated] != 2*3_600_000 || cost["platform"] != 0 {
 		t.Errorf("the hour after the restore: %v; want ml 3.6, unallocated 7.2, platform nothing", cost)
+	}
+}
+
+// TestForgetPods: past MaxPods, a flood of pods that only name a queue (as
+// a hostile sender's kube_pod_labels would) makes room by forgetting
+// others like them, the least recently reported first: the pods with GPU
+// requests stay, and so does the newest of the flood.
+func TestForgetPods(t *testing.T) {
+	m := &Model{Cluster: "lab", GPUs: []GPU{{Node: "g1", Index: "0", Model: "NVIDIA H100 80GB HBM3", Flavor: "h100", RateMicrosPerHour: 1}}}
+	a, err := New(m, Options{StartMs: t0.UnixMilli(), MaxPods: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := t0.UnixMilli()
+	for i := range 10 {
+		a.AddPod(PodInfo{TimeMs: ms, Namespace: "train", Pod: fmt.Sprintf("real-%d", i), Node: "g1", Container: "main", Kind: KindGPU, RequestMilli: 1000})
+	}
+	for i := range 1000 {
+		a.AddPod(PodInfo{TimeMs: ms + int64(i), Namespace: "flood", Pod: fmt.Sprintf("fake-%d", i), Queue: "q"})
+	}
+	if n := a.Pods(); n > 100 {
+		t.Errorf("%d pods remembered, MaxPods 100", n)
+	}
+	for i := range 10 {
+		if a.pods[podKey{"train", fmt.Sprintf("real-%d", i)}] == nil {
+			t.Errorf("train/real-%d, with a GPU request, was forgotten", i)
+		}
+	}
+	if a.pods[podKey{"flood", "fake-999"}] == nil || a.pods[podKey{"flood", "fake-0"}] != nil {
+		t.Error("the newest of the flood forgotten, or its oldest kept")
+	}
+	if got := a.Stats().PodsForgotten; got != uint64(1010-a.Pods()) {
+		t.Errorf("%d forgotten, want %d", got, 1010-a.Pods())
 	}
 }

@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sort"
@@ -138,8 +139,7 @@ func (a *Attributor) addPod(p PodInfo, prime bool) {
 	st := a.pods[podKey{p.Namespace, p.Pod}]
 	if st == nil {
 		if len(a.pods) >= a.opts.MaxPods {
-			a.rejectUnlessPrime(ReasonTooManyPods, prime)
-			return
+			a.forgetPods(a.opts.MaxPods/16 + 1)
 		}
 		// The key is the pod's own copy: p's strings may alias a parse
 		// buffer that is about to be reused.
@@ -306,6 +306,39 @@ func (a *Attributor) learnExporter(s *Sample) {
 		return
 	}
 	a.exporters[podKey{strings.Clone(k.namespace), strings.Clone(k.pod)}] = &exporterSeen{s.TimeMs, s.TimeMs}
+}
+
+// forgetPods forgets n pods to make room for new ones (a flood of pods
+// that exist nowhere but in a sender's requests must not take the memory,
+// nor keep the pods that are real from being known): those with no GPU
+// request first (they can only have named a queue or an owner), then the
+// ones whose last report is oldest, in the order of their names where
+// that ties, so that what is forgotten is a function of what was
+// reported. Counted in Stats.PodsForgotten.
+func (a *Attributor) forgetPods(n int) {
+	type cand struct {
+		k        podKey
+		requests bool
+		lastMs   int64
+	}
+	cands := make([]cand, 0, len(a.pods))
+	for k, st := range a.pods {
+		cands = append(cands, cand{k, len(st.requests) > 0, st.lastMs})
+	}
+	slices.SortFunc(cands, func(x, y cand) int {
+		if x.requests != y.requests {
+			if !x.requests {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(x.lastMs, y.lastMs), comparePodKeys(x.k, y.k))
+	})
+	for _, c := range cands[:min(n, len(cands))] {
+		delete(a.pods, c.k)
+	}
+	a.podsVer++
+	a.stats.PodsForgotten += uint64(min(n, len(cands)))
 }
 
 // maxRelabelJobs bounds the scrape jobs remembered: a cluster has a few.

@@ -129,6 +129,8 @@ const (
 	// ReasonTooManyHolders: a device reported more pods in one scrape, or
 	// in one hour, than Options.MaxHolders: broken or hostile input.
 	ReasonTooManyHolders Reason = "too_many_holders"
-	// ReasonTooManyPods: a new pod while Options.MaxPods are tracked.
+	// ReasonTooManyPods: a new pod while Options.MaxPods were tracked,
+	// by binaries that refused it (they now forget older pods instead;
+	// Stats.PodsForgotten). Kept for the counters of older snapshots.
 	ReasonTooManyPods Reason = "too_many_pods"
 )

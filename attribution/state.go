@@ -21,7 +21,8 @@ const stateVersion = 1
 func (a *Attributor) Snapshot() ([]byte, error) {
 	st := state{Version: stateVersion, StartMs: a.startMs, EmittedUntilMs: a.emittedUntilMs, MaxMs: a.maxMs,
 		RequestsFromMs: a.requestsFromMs, OutRows: a.outRows, OutWls: a.outWls, Queues: a.queues,
-		Accepted: a.stats.Accepted, Rejected: a.stats.Rejected, CounterResets: a.stats.CounterResets, UnplacedMs: a.stats.UnplacedMs}
+		Accepted: a.stats.Accepted, Rejected: a.stats.Rejected, CounterResets: a.stats.CounterResets, UnplacedMs: a.stats.UnplacedMs,
+		PodsForgotten: a.stats.PodsForgotten}
 	for _, in := range a.insts {
 		st.Insts = append(st.Insts, instState{
 			ID: a.instID(in), Profile: in.profile, BoundID: in.boundID,
@@ -116,7 +117,7 @@ func Restore(model *Model, opts Options, snapshot []byte) (*Attributor, RestoreR
 	}
 	a.startMs, a.emittedUntilMs, a.maxMs, a.requestsFromMs = st.StartMs, st.EmittedUntilMs, st.MaxMs, st.RequestsFromMs
 	a.outRows, a.outWls, a.queues = st.OutRows, st.OutWls, st.Queues
-	a.stats = Stats{Accepted: st.Accepted, Rejected: st.Rejected, CounterResets: st.CounterResets, UnplacedMs: st.UnplacedMs}
+	a.stats = Stats{Accepted: st.Accepted, Rejected: st.Rejected, CounterResets: st.CounterResets, UnplacedMs: st.UnplacedMs, PodsForgotten: st.PodsForgotten}
 	if a.stats.Rejected == nil {
 		a.stats.Rejected = make(map[Reason]uint64)
 	}
@@ -248,6 +249,7 @@ type (
 		Rejected      map[Reason]uint64
 		CounterResets uint64
 		UnplacedMs    int64
+		PodsForgotten uint64
 	}
 	instState struct {
 		ID, Profile, BoundID           string

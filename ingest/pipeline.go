@@ -1111,8 +1111,10 @@ type PipelineStats struct {
 	Attribution attribution.Stats
 	// Rejected counts late and too-new samples per sender and reason.
 	Rejected map[[2]string]uint64
-	// Buffered is what waits in the reorder window.
-	Buffered int
+	// Buffered is what waits in the reorder window, and BufferedBytes
+	// what it costs (MaxBufferedBytes bounds it).
+	Buffered      int
+	BufferedBytes int64
 	// Shed counts samples and pod facts put in order early, before their
 	// window had passed, because the buffer held MaxBuffered.
 	Shed uint64
@@ -1145,7 +1147,7 @@ func (pl *Pipeline) Stats() PipelineStats {
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
 	s := PipelineStats{Ingest: pl.st.p.Stats(), Attribution: pl.st.att.Stats(), Rejected: make(map[[2]string]uint64, len(pl.st.rejected)),
-		Buffered: pl.st.buffered(), Shed: pl.st.shed, CatchingUp: pl.st.catchingUp(now), Window: time.Duration(pl.st.window(now, pl.opts)) * time.Millisecond, Unwritten: len(pl.st.unwritten), Pods: pl.st.att.Pods(),
+		Buffered: pl.st.buffered(), BufferedBytes: pl.st.bufferBytes(), Shed: pl.st.shed, CatchingUp: pl.st.catchingUp(now), Window: time.Duration(pl.st.window(now, pl.opts)) * time.Millisecond, Unwritten: len(pl.st.unwritten), Pods: pl.st.att.Pods(),
 		SettledUntil: time.UnixMilli(pl.st.att.EmittedUntil()).UTC(), WriteFailures: pl.writeFail, LogFailing: logFailing}
 	for k, v := range pl.st.rejected {
 		s.Rejected[[2]string{k.sender, k.reason}] = v
