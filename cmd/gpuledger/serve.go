@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
@@ -50,7 +53,8 @@ team:<name>.`, stdout)
 	maxAhead := fs.Duration("ingest.maxAhead", 2*time.Minute, "samples stamped further ahead of this server's clock are rejected (must be less than -ingest.settleAfter)")
 	window := fs.Duration("ingest.reorderWindow", 2*time.Minute, "how long (of sample time) samples wait to be put in time order: requests from several vmagent queues arrive out of order, by seconds live and by an outage's length after one; at most -ingest.settleAfter less 5 minutes")
 	catchUp := fs.Duration("ingest.catchUpWindow", 10*time.Minute, "the least reorder window while a backlog comes in (requests more than -ingest.reorderWindow behind the clock, and that long after the last): after an outage each vmagent queue retries the block it held at its own time, as old as the outage is long, so the window is as deep as the backlog when that is longer, within -ingest.maxBuffered; a negative value, or one no longer than -ingest.reorderWindow, keeps -ingest.reorderWindow")
-	maxBuffered := fs.Int("ingest.maxBuffered", 5_000_000, "most samples and pod facts waiting in the reorder window (about 23 bytes each); past it the oldest are put in order early (gpuledger_ingest_shed_samples_total), and a held block of a backlog that deep can come out of order: 5,000,000 is about 23 minutes of 10,000 GPUs' kept series")
+	maxBuffered := fs.Int("ingest.maxBuffered", 5_000_000, "most samples and pod facts waiting in the reorder window; past it (or past a quarter of -ingest.memoryLimit in bytes: 32 bytes an item and the labels it brought, a few hundred for a pod seen for the first time) the oldest are put in order early (gpuledger_ingest_shed_samples_total), and a held block of a backlog that deep can come out of order: 5,000,000 is about 23 minutes of 10,000 GPUs' kept series")
+	memLimit := fs.String("ingest.memoryLimit", "", "memory serve may use in all, such as 4GiB: an eighth of it for the remote-write bytes in flight (as sent and as they decode; at most -remoteWrite.maxInflightBytes), a quarter for the reorder window (past it the oldest are put in order early), an eighth for the pods remembered (about 1 KiB each; past it those with no GPU request and the least recently reported are forgotten), and Go's garbage collector is told 90% of it unless GOMEMLIMIT is set; empty: the container's cgroup limit, else the machine's memory")
 	cacheTTL := fs.Duration("http.cacheTTL", 30*time.Second, "how long answers of the read routes are kept (dropped at once when serve writes the ledger); 0 turns the cache off")
 	newLogger := logFlags(fs)
 	clock := clockFlags(fs)
@@ -61,6 +65,10 @@ team:<name>.`, stdout)
 		return usageError{fmt.Sprintf("-ingest.maxBuffered=%d: want a positive number of samples, such as 5000000", *maxBuffered)}
 	}
 	log := newLogger()
+	budget, err := serveBudget(*memLimit, *maxInflight, log)
+	if err != nil {
+		return err
+	}
 	cfg, model, cfgFile, err := loadModel(*cfgPath, *cluster)
 	if err != nil {
 		return err
@@ -81,14 +89,14 @@ team:<name>.`, stdout)
 		return err
 	}
 	defer store.Close()
-	pl, err := ingest.NewPipeline(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds()}, store, ingest.PipelineOptions{
-		Dir: *dir, SettleAfter: *settle, MaxAhead: *maxAhead, ReorderWindow: *window, CatchUpWindow: *catchUp, MaxBuffered: *maxBuffered, Limits: ingest.Limits{MaxSeries: *maxSeries},
-		Logger: log, Now: now})
+	pl, err := ingest.NewPipeline(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds(), MaxPods: budget.pods}, store, ingest.PipelineOptions{
+		Dir: *dir, SettleAfter: *settle, MaxAhead: *maxAhead, ReorderWindow: *window, CatchUpWindow: *catchUp, MaxBuffered: *maxBuffered,
+		MaxBufferedBytes: budget.buffer, Limits: ingest.Limits{MaxSeries: *maxSeries}, Logger: log, Now: now})
 	if err != nil {
 		return usageError{err.Error()}
 	}
 	opts := api.Options{Store: store, Logger: log, Auth: auth, Report: reportOptions(cfg, ""), Capacity: capacityOptions(cfg, model.Cluster), Stats: pl.Stats, Health: pl.Health,
-		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: *maxInflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
+		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: budget.inflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
 		CacheTTL: *cacheTTL, Generation: pl.Writes}
 	if *tokensFile != "" {
 		opts.TokenFiles = []string{*tokensFile}
@@ -120,6 +128,33 @@ team:<name>.`, stdout)
 		return fmt.Errorf("%w; pass another -http.listenAddr", err)
 	}
 	return nil
+}
+
+// serveBudget works out serve's memory budget from -ingest.memoryLimit
+// (or the cgroup's, or the machine's), and tells Go's collector.
+func serveBudget(flagValue string, maxInflight int64, log *slog.Logger) (memoryBudget, error) {
+	limit, from := int64(0), "-ingest.memoryLimit"
+	if flagValue != "" {
+		n, err := parseBytes(flagValue)
+		if err != nil {
+			return memoryBudget{}, usageError{"-ingest.memoryLimit: " + err.Error()}
+		}
+		limit = n
+	} else if limit, from = systemMemory(); limit == 0 {
+		limit, from = 4<<30, "a default (no cgroup limit or /proc/meminfo read)"
+	}
+	if limit < 256<<20 {
+		return memoryBudget{}, usageError{fmt.Sprintf("-ingest.memoryLimit=%d bytes (from %s): want at least 256MiB", limit, from)}
+	}
+	b := budgetFor(limit, maxInflight, 500_000)
+	goLimit := "GOMEMLIMIT"
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(b.goLimit)
+		goLimit = strconv.FormatInt(b.goLimit, 10)
+	}
+	log.Info("memory budget", "limit", b.limit, "from", from, "remoteWriteInflightBytes", b.inflight, "reorderWindowBytes", b.buffer,
+		"pods", b.pods, "goMemoryLimit", goLimit)
+	return b, nil
 }
 
 // loadAuth collects the tokens of the configuration and the token file.

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/gpuledger/gpuledger/attribution"
+)
+
+// parseBytes reads a size such as 1073741824, 512MiB, 4GiB or 2GB.
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 || f*float64(mult) >= 1<<62 {
+		return 0, fmt.Errorf("%q is not a size; want bytes, or a number with KiB, MiB, GiB (or KB, MB, GB), such as 4GiB", s)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+// systemMemory is the memory this process may use: its cgroup's limit
+// (v2 memory.max, v1 memory.limit_in_bytes), else the machine's
+// (/proc/meminfo's MemTotal); and where that came from. 0 when none can
+// be read.
+func systemMemory() (int64, string) {
+	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		v := strings.TrimSpace(string(b))
+		n, err := strconv.ParseInt(v, 10, 64)
+		// "max", or v1's page-rounded MaxInt64 for no limit.
+		if err != nil || n <= 0 || n >= 1<<62 {
+			continue
+		}
+		return n, path
+	}
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			if kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64); err == nil {
+				return kb << 10, "/proc/meminfo"
+			}
+		}
+	}
+	return 0, ""
+}
+
+// memoryBudget is what -ingest.memoryLimit gives each part of serve.
+type memoryBudget struct {
+	limit int64
+	// inflight is the remote-write bytes in flight (as sent and decoded),
+	// buffer the reorder window's bytes, pods the pods remembered.
+	inflight, buffer int64
+	pods             int
+	// goLimit is the garbage collector's soft limit.
+	goLimit int64
+}
+
+// budgetFor shares limit out: an eighth to the bodies in flight (at most
+// maxInflight), a quarter to the reorder window, an eighth to the pods
+// remembered (at most maxPods); the rest is for the runtime, the decoders,
+// the ledger and a snapshot's writing. The collector is told 90% of it.
+func budgetFor(limit, maxInflight int64, maxPods int) memoryBudget {
+	return memoryBudget{limit: limit, inflight: min(maxInflight, limit/8), buffer: limit / 4,
+		pods: int(min(int64(maxPods), max(limit/8/attribution.PodBytes, 1000))), goLimit: limit / 10 * 9}
+}
