@@ -79,8 +79,9 @@ type memoryBudget struct {
 // budgetFor shares limit out: an eighth to the bodies in flight (at most
 // maxInflight), a quarter to the reorder window, an eighth to the pods
 // remembered (at most maxPods); the rest is for the runtime, the decoders,
-// the ledger and a snapshot's writing. The collector is told 90% of it.
+// the ledger (SQLite's pages are outside Go's heap) and a snapshot's
+// writing. The collector is told 80% of it.
 func budgetFor(limit, maxInflight int64, maxPods int) memoryBudget {
 	return memoryBudget{limit: limit, inflight: min(maxInflight, limit/8), buffer: limit / 4,
-		pods: int(min(int64(maxPods), max(limit/8/attribution.PodBytes, 1000))), goLimit: limit / 10 * 9}
+		pods: int(min(int64(maxPods), max(limit/8/attribution.PodBytes, 1000))), goLimit: limit / 10 * 8}
 }

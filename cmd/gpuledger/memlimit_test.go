@@ -36,7 +36,7 @@ func TestParseBytes(t *testing.T) {
 // bounds.
 func TestBudgetFor(t *testing.T) {
 	b := budgetFor(1<<30, 128<<20, 500_000)
-	if b.inflight != 128<<20 || b.buffer != 256<<20 || b.pods != 131_072 || b.goLimit != (1<<30)/10*9 {
+	if b.inflight != 128<<20 || b.buffer != 256<<20 || b.pods != 131_072 || b.goLimit != (1<<30)/10*8 {
 		t.Errorf("1 GiB: %+v", b)
 	}
 	b = budgetFor(64<<30, 128<<20, 500_000)
