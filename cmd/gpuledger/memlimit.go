@@ -25,7 +25,8 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f <= 0 || f*float64(mult) >= 1<<62 {
+	// Written so that NaN fails: every comparison with it is false.
+	if n := f * float64(mult); err != nil || !(n >= 1) || !(n < 1<<62) {
 		return 0, fmt.Errorf("%q is not a size; want bytes, or a number with KiB, MiB, GiB (or KB, MB, GB), such as 4GiB", s)
 	}
 	return int64(f * float64(mult)), nil

@@ -44,3 +44,17 @@ func TestBudgetFor(t *testing.T) {
 		t.Errorf("64 GiB: %+v", b)
 	}
 }
+
+// FuzzParseBytes: any flag value is a size above 0 or an error; never a
+// panic.
+func FuzzParseBytes(f *testing.F) {
+	for _, s := range []string{"1GiB", "512MiB", "2e9", "", "-1", "1e400KiB", "NaN", "Inf GiB"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		n, err := parseBytes(s)
+		if err == nil && n <= 0 {
+			t.Fatalf("%q: %d without an error", s, n)
+		}
+	})
+}
