@@ -129,27 +129,11 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 // fsynced, renamed, and the directory fsynced. The file is the CRC-32C of
 // the rest, then the gob stream. Called with the state lock held.
 func writeSnapshot(dir string, s *pipelineSnapshot, st *state) error {
-	path := filepath.Join(dir, snapshotName(s.Seq))
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("create snapshot: %w", err)
+	name := snapshotName(s.Seq)
+	if err := writeAtomic(dir, name, func(f *os.File) error { return encodeSnapshot(f, s, st) }); err != nil {
+		return fmt.Errorf("write snapshot %s: %w", filepath.Join(dir, name), err)
 	}
-	err = encodeSnapshot(f, s, st)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write snapshot %s: %w", path, err)
-	}
-	return syncDir(dir)
+	return nil
 }
 
 // encodeSnapshot writes the checksum's place, the gob stream through a

@@ -381,19 +381,32 @@ func readHead(dir string) (segment, durable uint64, err error) {
 }
 
 // writeHead records segment as the newest and durable as the last record
-// made durable: written aside, synced, renamed over the head file, and
-// the directory synced.
+// made durable.
 func writeHead(dir string, segment, durable uint64) error {
 	b := binary.LittleEndian.AppendUint64(nil, segment)
 	b = binary.LittleEndian.AppendUint64(b, durable)
 	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
-	path := filepath.Join(dir, headFile)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	err := writeAtomic(dir, headFile, func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("write the log's head: %w", err)
 	}
-	_, err = f.Write(b)
+	return nil
+}
+
+// writeAtomic writes name in dir with write: to a temporary file, synced,
+// renamed over name, and the directory synced, so that name is whole, old
+// or new, whatever happens.
+func writeAtomic(dir, name string, write func(*os.File) error) error {
+	path := filepath.Join(dir, name)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	err = write(f)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -405,7 +418,7 @@ func writeHead(dir string, segment, durable uint64) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("write the log's head: %w", err)
+		return err
 	}
 	return syncDir(dir)
 }

@@ -261,18 +261,23 @@ func (c *chaos) start() {
 			cmd.Wait()
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + c.addr + "/healthz")
-		if err == nil {
+	if !healthy(c.addr, 30*time.Second) {
+		c.t.Fatalf("gpuledger serve did not get healthy; its log:\n%s", tail(c.log(), 3000))
+	}
+}
+
+// healthy waits until serve at addr answers /healthz with 200, at most
+// timeout, and says whether it did.
+func healthy(addr string, timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	c.t.Fatalf("gpuledger serve did not get healthy; its log:\n%s", tail(c.log(), 3000))
+	return false
 }
 
 func (c *chaos) Write(p []byte) (int, error) {

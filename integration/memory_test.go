@@ -67,16 +67,10 @@ func (m *memServe) start() {
 			cmd.Wait()
 		}
 	})
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + m.addr + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				m.startDur = time.Since(began)
-				return
-			}
-		}
+	if !healthy(m.addr, 2*time.Minute) {
+		m.t.Fatalf("serve did not get healthy; its log:\n%s", tail(m.log.String(), 3000))
 	}
-	m.t.Fatalf("serve did not get healthy; its log:\n%s", tail(m.log.String(), 3000))
+	m.startDur = time.Since(began)
 }
 
 // stop sends SIGTERM and returns how long serve took to exit.

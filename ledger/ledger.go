@@ -10,6 +10,7 @@ package ledger
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -429,8 +430,18 @@ type Problem struct {
 // [from, to) (whole UTC months, from its rollups) are the sums of its
 // hours: a rollup or an hour damaged, or rows that went missing from one
 // and not the other, shows as a bucket whose sums differ. It returns a
-// problem per such bucket and cluster, at most limit of them.
+// problem per such bucket and cluster, at most limit of them; a read that
+// fails for damage is a problem too, and ends the comparison.
 func CompareRollups(ctx context.Context, s Store, from, to time.Time, limit int) ([]Problem, error) {
+	problems, err := compareRollups(ctx, s, from, to, limit)
+	var de *DamageError
+	if errors.As(err, &de) {
+		return append(problems, Problem{Table: de.Table, Detail: de.Error()}), nil
+	}
+	return problems, err
+}
+
+func compareRollups(ctx context.Context, s Store, from, to time.Time, limit int) ([]Problem, error) {
 	var problems []Problem
 	for m := StepMonth.Truncate(from); m.Before(to) && len(problems) < limit; m = m.AddDate(0, 1, 0) {
 		end := m.AddDate(0, 1, 0)

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	ch "github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/clickhouse/chtest"
 )
 
 // TestDamagedPartsAreErrors: a byte flipped in a column file of a part of
@@ -26,7 +25,7 @@ func TestDamagedPartsAreErrors(t *testing.T) {
 	srv := startServer(t, "")
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(9, 10))
-	conn := chtestConn(t, srv.dsn())
+	conn := chtest.Conn(t, srv.dsn())
 	const db = "damage"
 	if err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)
@@ -112,7 +111,7 @@ func TestDamagedPartsAreErrors(t *testing.T) {
 			// What the server holds decompressed in memory from before
 			// the flip is still right; dropped, so that reads go to disk.
 			for _, c := range []string{"SYSTEM DROP UNCOMPRESSED CACHE", "SYSTEM DROP MARK CACHE"} {
-				if err := chtestConn(t, srv.dsn()).Exec(ctx, c); err != nil {
+				if err := chtest.Conn(t, srv.dsn()).Exec(ctx, c); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -146,19 +145,4 @@ func TestDamagedPartsAreErrors(t *testing.T) {
 	if outcomes["running: a read failed"] < 5 {
 		t.Errorf("outcomes %v: the flips did not reach the data", outcomes)
 	}
-}
-
-// chtestConn is a connection to the test server's default database.
-func chtestConn(t *testing.T, dsn string) ch.Conn {
-	t.Helper()
-	opts, err := ch.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := ch.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
 }
