@@ -179,6 +179,9 @@ type BudgetPoint struct {
 	Forecast          string `json:"forecast"`
 	Level             int    `json:"levelPercent"`
 	ForecastLevel     int    `json:"forecastLevelPercent"`
+	// Final is set for a month that has ended: monthToDate is its whole
+	// spend, and the forecast is it.
+	Final bool `json:"final"`
 }
 
 func (s *Server) capacityNow(v string) (time.Time, error) {
@@ -252,13 +255,19 @@ func (s *Server) capacity(c echo.Context) error {
 // month-to-date and forecast spend as of at; a team-scoped token sees its
 // own team only.
 func (s *Server) budgets(c echo.Context) error {
-	v, err := params(c, "at", "team")
+	v, err := params(c, "at", "team", "month")
 	if err != nil {
 		return err
 	}
 	at, err := s.capacityNow(v.Get("at"))
 	if err != nil {
 		return err
+	}
+	month := ledger.StepMonth.Truncate(at)
+	if m := v.Get("month"); m != "" {
+		if month, err = time.Parse("2006-01", m); err != nil {
+			return badf("month=%q is not a month; want YYYY-MM such as 2026-10", m)
+		}
 	}
 	team, err := teamFilter(c, v.Get("team"))
 	if err != nil {
@@ -272,7 +281,7 @@ func (s *Server) budgets(c echo.Context) error {
 			budgets[team] = b
 		}
 	}
-	bs, err := capacity.Budgets(c.Request().Context(), s.opts.Store, o.Cluster, budgets, at)
+	bs, err := capacity.BudgetsFor(c.Request().Context(), s.opts.Store, o.Cluster, budgets, month, at)
 	if err != nil {
 		return err
 	}
@@ -280,8 +289,8 @@ func (s *Server) budgets(c echo.Context) error {
 	for _, b := range bs {
 		out = append(out, BudgetPoint{Team: b.Team, BudgetMicros: b.BudgetMicros, MonthToDateMicros: b.MonthToDateMicros, ForecastMicros: b.ForecastMicros,
 			Budget: ledger.FormatMicros(b.BudgetMicros), MonthToDate: ledger.FormatMicros(b.MonthToDateMicros), Forecast: ledger.FormatMicros(b.ForecastMicros),
-			Level: b.Level, ForecastLevel: b.ForecastLevel})
+			Level: b.Level, ForecastLevel: b.ForecastLevel, Final: b.Final})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"cluster": o.Cluster, "at": at.UTC(), "currency": s.opts.Report.Currency,
-		"month": ledger.StepMonth.Truncate(at).Format("2006-01"), "budgets": out})
+		"month": month.Format("2006-01"), "budgets": out})
 }

@@ -104,4 +104,8 @@ func TestCapacityRoutes(t *testing.T) {
 	if code, _ := call(t, srv, http.MethodGet, "/api/v1/budgets?at=yesterday", "finops"); code != http.StatusBadRequest {
 		t.Errorf("at=yesterday: %d", code)
 	}
+	// September asked on October 2nd: ended, nothing spent, final.
+	if code, bs := budgets("ml-dash", "&month=2026-09"); code != http.StatusOK || len(bs) != 1 || bs[0].MonthToDateMicros != 0 || !bs[0].Final {
+		t.Errorf("ml's September: %d %+v", code, bs)
+	}
 }

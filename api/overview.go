@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuledger/gpuledger/capacity"
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/reports"
 )
 
 // The overview page at /: this month's cost by team as a chart, the
@@ -35,6 +36,7 @@ h1{font-size:1.5em;margin:0}h2{font-size:1.1em;margin:2em 0 .5em}
 .sub{color:#5a6472;margin:.2em 0 1.5em}table{border-collapse:collapse;width:100%}
 th,td{text-align:left;padding:.3em .6em;border-bottom:1px solid #e3e6ea}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .warn{color:#a15c00}.bad{color:#b3261e}.ok{color:#1e7a3c}svg text{font:12px system-ui,sans-serif}
+tr.over td{background:#fdecea}
 nav a{margin-right:1em}
 </style></head><body>
 <h1>GPU cost, {{.Month}}</h1>
@@ -53,9 +55,9 @@ nav a{margin-right:1em}
 {{range .Teams}}<tr><td>{{.Team}}</td><td class="n">{{.Cost}}</td><td class="n">{{.Idle}}</td><td class="n">{{printf "%.1f" .GPUHours}}</td><td class="n">{{.Active}}</td></tr>
 {{end}}<tr><th>TOTAL</th><th class="n" id="total">{{.Total}}</th><th></th><th></th><th></th></tr></table>
 {{end}}
-{{if .Budgets}}<h2>Budgets</h2>
-<table id="budgets"><tr><th>team</th><th class="n">budget</th><th class="n">spent</th><th class="n">spent %</th><th class="n">month-end forecast</th><th class="n">forecast %</th></tr>
-{{range .Budgets}}<tr><td>{{.Team}}</td><td class="n">{{.Budget}}</td><td class="n">{{.Spent}}</td><td class="n {{.Class}}">{{.SpentPct}}</td><td class="n">{{.Forecast}}</td><td class="n {{.ForecastClass}}">{{.ForecastPct}}</td></tr>
+{{if .Budgets}}<h2>Budgets{{if .BudgetsFinal}}, final{{end}}</h2>
+<table id="budgets"><tr><th>team</th><th class="n">budget</th><th class="n">spent</th><th class="n">spent %</th><th class="n">{{if .BudgetsFinal}}month's spend{{else}}month-end forecast{{end}}</th><th class="n">forecast %</th></tr>
+{{range .Budgets}}<tr{{if .Over}} class="over"{{end}}><td>{{.Team}}</td><td class="n">{{.Budget}}</td><td class="n">{{.Spent}}</td><td class="n {{.Class}}">{{.SpentPct}}</td><td class="n">{{.Forecast}}</td><td class="n {{.ForecastClass}}">{{.ForecastPct}}</td></tr>
 {{end}}</table>{{end}}
 {{if .Idle}}<h2>Idle leaderboard</h2>
 <table id="idle"><tr><th>team</th><th>workload</th><th class="n">GPU-hours</th><th class="n">efficiency</th><th class="n">idle cost</th></tr>
@@ -84,6 +86,25 @@ type overviewTeam struct {
 
 type overviewBudget struct {
 	Team, Budget, Spent, SpentPct, Forecast, ForecastPct, Class, ForecastClass string
+	// Over is set when the team's spend (or its forecast) is past its
+	// budget: the row is highlighted.
+	Over bool
+}
+
+// roundColumn formats one money column of rows and its TOTAL (last) in
+// cents, rounded as the chargeback's table is: the rows add up to the
+// TOTAL shown.
+func roundColumn(rows []ledger.Row, f func(*ledger.Row) int64) []string {
+	col := make([]int64, len(rows)+1)
+	for i := range rows {
+		col[i] = f(&rows[i])
+		col[len(rows)] += col[i]
+	}
+	out := make([]string, len(col))
+	for i, c := range reports.RoundCents(col) {
+		out[i] = ledger.FormatCents(c * ledger.MicrosPerCent)
+	}
+	return out
 }
 
 type overviewWorkload struct {
@@ -129,6 +150,10 @@ func (s *Server) overview(c echo.Context) error {
 		total += r.CostMicros
 		top = max(top, r.CostMicros)
 	}
+	// The rows and the TOTAL are rounded as the chargeback's table is
+	// (reports.RoundCents): the rows add up to the TOTAL shown.
+	costs, idles := roundColumn(rows, func(r *ledger.Row) int64 { return r.CostMicros }),
+		roundColumn(rows, func(r *ledger.Row) int64 { return r.IdleCostMicros })
 	var teams []overviewTeam
 	for i, r := range rows {
 		w := 0
@@ -143,12 +168,12 @@ func (s *Server) overview(c echo.Context) error {
 		if measured := r.GPUSeconds - r.UnmeasuredGPUSeconds; measured > 0 && r.Team != ledger.TeamUnallocated {
 			active = fmt.Sprintf("%.0f%%", 100*r.ActiveGPUSeconds/measured)
 		}
-		teams = append(teams, overviewTeam{Team: r.Team, Cost: ledger.FormatCents(r.CostMicros), Idle: ledger.FormatCents(r.IdleCostMicros),
+		teams = append(teams, overviewTeam{Team: r.Team, Cost: costs[i], Idle: idles[i],
 			Active: active, Color: color, GPUHours: r.GPUSeconds / 3600, Y: 8 + 26*i, Width: w, LabelX: 158 + w})
 	}
-	data["Teams"], data["Total"], data["ChartHeight"] = teams, ledger.FormatCents(total), 16+26*len(teams)
+	data["Teams"], data["Total"], data["ChartHeight"] = teams, costs[len(rows)], 16+26*len(teams)
 	if len(rows) > 0 {
-		budgets, err := capacity.Budgets(ctx, s.opts.Store, o.Cluster, o.Budgets, at)
+		budgets, err := capacity.BudgetsFor(ctx, s.opts.Store, o.Cluster, o.Budgets, month, now)
 		if err != nil {
 			return err
 		}
@@ -164,14 +189,17 @@ func (s *Server) overview(c echo.Context) error {
 			}
 			return fmt.Sprintf("%.0f%%", 100*p), class
 		}
+		final := false
 		for _, b := range budgets {
 			ob := overviewBudget{Team: b.Team, Budget: ledger.FormatCents(b.BudgetMicros), Spent: ledger.FormatCents(b.MonthToDateMicros),
 				Forecast: ledger.FormatCents(b.ForecastMicros)}
 			ob.SpentPct, ob.Class = pct(b.MonthToDateMicros, b.BudgetMicros)
 			ob.ForecastPct, ob.ForecastClass = pct(b.ForecastMicros, b.BudgetMicros)
+			ob.Over = b.ForecastMicros > b.BudgetMicros
 			bs = append(bs, ob)
+			final = final || b.Final
 		}
-		data["Budgets"] = bs
+		data["Budgets"], data["BudgetsFinal"] = bs, final
 		wl, err := s.opts.Store.TopWorkloads(ctx, ledger.Query{From: month, To: end, Cluster: o.Cluster}, 10)
 		if err != nil {
 			return err

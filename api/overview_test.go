@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,33 @@ func TestOverviewInChromium(t *testing.T) {
 		if !strings.Contains(w.text, w.want) {
 			t.Errorf("%s lacks %q: %q", w.what, w.want, w.text)
 		}
+	}
+}
+
+// TestOverviewFinishedMonth: October shown on November 15th: the budgets
+// are October's whole spend (final), not the empty month after it; and
+// the teams' rows add up to the TOTAL shown, rounded as the chargeback's
+// table rounds them.
+func TestOverviewFinishedMonth(t *testing.T) {
+	srv := overviewServer(t)
+	srv.opts.Capacity.Now = func() time.Time { return time.Date(2026, 11, 15, 9, 0, 0, 0, time.UTC) }
+	code, _, body := callH(t, srv, "/?month=2026-10", "finops")
+	if code != http.StatusOK {
+		t.Fatalf("%d %s", code, body)
+	}
+	// ml: 48 hours of one H100 at 6.88: 330.24 of 500, 66%.
+	i := strings.Index(body, `id="budgets"`)
+	if i < 0 || !strings.Contains(body, "Budgets, final") || !strings.Contains(body[i:], "330.24") || !strings.Contains(body[i:], "66%") {
+		t.Errorf("October's budgets on November 15th: %s", body[max(i, 0):])
+	}
+}
+
+// TestRoundColumn: three rows of 1.005 show 1.01, 1.01 and 1.00 under a
+// TOTAL of 3.02 (each rounded alone: 1.00 three times, under 3.02).
+func TestRoundColumn(t *testing.T) {
+	rows := []ledger.Row{{CostMicros: 1_005_000}, {CostMicros: 1_005_000}, {CostMicros: 1_005_000}}
+	got := roundColumn(rows, func(r *ledger.Row) int64 { return r.CostMicros })
+	if want := []string{"1.01", "1.01", "1.00", "3.02"}; !slices.Equal(got, want) {
+		t.Errorf("%v, want %v", got, want)
 	}
 }

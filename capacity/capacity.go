@@ -288,37 +288,57 @@ func Evaluate(ctx context.Context, s ledger.Store, cluster string, now time.Time
 // BudgetLevels are the shares of a budget that raise an alert.
 var BudgetLevels = []int{50, 80, 100}
 
-// Budget is one team's spend this month against its budget.
+// Budget is one team's spend in a month against its budget.
 type Budget struct {
 	Team                                            string
 	BudgetMicros, MonthToDateMicros, ForecastMicros int64
 	// Level is the highest of BudgetLevels the month-to-date spend has
 	// reached (0: none); ForecastLevel the same for the forecast.
 	Level, ForecastLevel int
+	// Final is set for a month that has ended: MonthToDateMicros is its
+	// whole spend, and the forecast is it.
+	Final bool
 }
 
-// Budgets reads each budgeted team's month-to-date cost at now from the
-// ledger and forecasts the month's end linearly from the hours elapsed.
+// Budgets is BudgetsFor the month now is in.
 func Budgets(ctx context.Context, s ledger.Store, cluster string, budgets map[string]int64, now time.Time) ([]Budget, error) {
-	month := ledger.StepMonth.Truncate(now)
+	return BudgetsFor(ctx, s, cluster, budgets, ledger.StepMonth.Truncate(now), now)
+}
+
+// BudgetsFor reads each budgeted team's spend in month as of now from the
+// ledger: for the month now is in, the month to date and a forecast of
+// its end, linear in the hours elapsed; for a month that has ended, its
+// whole spend, which is the forecast too (Final); for one to come,
+// nothing.
+func BudgetsFor(ctx context.Context, s ledger.Store, cluster string, budgets map[string]int64, month, now time.Time) ([]Budget, error) {
+	month = ledger.StepMonth.Truncate(month)
+	end := month.AddDate(0, 1, 0)
 	to := now.UTC().Truncate(time.Hour)
-	rows, err := s.Query(ctx, ledger.Query{From: month, To: to, Step: ledger.StepMonth, Cluster: cluster, GroupBy: []ledger.Dimension{ledger.DimTeam}})
-	if err != nil {
-		return nil, fmt.Errorf("read the teams' month-to-date cost from the ledger: %w", err)
+	if to.After(end) {
+		to = end
 	}
 	spent := map[string]int64{}
-	for _, r := range rows {
-		spent[r.Team] += r.CostMicros
+	if to.After(month) {
+		rows, err := s.Query(ctx, ledger.Query{From: month, To: to, Step: ledger.StepMonth, Cluster: cluster, GroupBy: []ledger.Dimension{ledger.DimTeam}})
+		if err != nil {
+			return nil, fmt.Errorf("read the teams' cost in %s from the ledger: %w", month.Format("2006-01"), err)
+		}
+		for _, r := range rows {
+			spent[r.Team] += r.CostMicros
+		}
 	}
-	elapsed := to.Sub(month).Hours()
-	total := month.AddDate(0, 1, 0).Sub(month).Hours()
+	elapsed := max(to.Sub(month).Hours(), 0)
+	total := end.Sub(month).Hours()
 	var out []Budget
 	for team, limit := range budgets {
 		if limit <= 0 {
 			continue
 		}
-		b := Budget{Team: team, BudgetMicros: limit, MonthToDateMicros: spent[team]}
-		if elapsed > 0 {
+		b := Budget{Team: team, BudgetMicros: limit, MonthToDateMicros: spent[team], Final: !to.Before(end)}
+		switch {
+		case b.Final:
+			b.ForecastMicros = b.MonthToDateMicros
+		case elapsed > 0:
 			b.ForecastMicros = int64(math.Round(float64(b.MonthToDateMicros) * total / elapsed))
 		}
 		b.Level, b.ForecastLevel = level(b.MonthToDateMicros, limit), level(b.ForecastMicros, limit)

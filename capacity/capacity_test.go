@@ -153,3 +153,39 @@ func TestReadFactsAndBudgets(t *testing.T) {
 		t.Errorf("budget alerts %+v", alerts)
 	}
 }
+
+// TestBudgetsForAnyMonth: a month's budgets read right whenever they are
+// asked: before it (nothing), in it (to date, and a forecast), at its end
+// and after (its whole spend, final, the forecast the same). (The
+// overview asked for a finished month with the next month's start and
+// showed every budget at 0.00.)
+func TestBudgetsForAnyMonth(t *testing.T) {
+	// The ledger has November 2026 to the 30th, 12:00: 58 H100s at 6.88.
+	s := embeddedtest.Open(t, saturated("prod", 31)...)
+	nov := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	budgets := map[string]int64{"nlp": 300_000_000_000}
+	hourly := int64(58 * 6_880_000)
+	whole := int64(29*24+12) * hourly // what the ledger has of November
+	for _, c := range []struct {
+		name          string
+		now           time.Time
+		spent, fcast  int64
+		final         bool
+		level, flevel int
+	}{
+		{"before the month", nov.Add(-time.Hour), 0, 0, false, 0, 0},
+		{"its first hour", nov, 0, 0, false, 0, 0},
+		{"the 15th, noon", nov.Add(14*24*time.Hour + 12*time.Hour), (14*24 + 12) * hourly, int64(math.Round(float64((14*24+12)*hourly) * 720 / 348)), false, 0, 80},
+		{"its end", nov.AddDate(0, 1, 0), whole, whole, true, 80, 80},
+		{"two months on", nov.AddDate(0, 3, 0), whole, whole, true, 80, 80},
+	} {
+		got, err := BudgetsFor(context.Background(), s, "prod", budgets, nov, c.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := got[0]
+		if b.MonthToDateMicros != c.spent || b.ForecastMicros != c.fcast || b.Final != c.final || b.Level != c.level || b.ForecastLevel != c.flevel {
+			t.Errorf("%s: %+v; want spent %d, forecast %d, final %v, levels %d/%d", c.name, b, c.spent, c.fcast, c.final, c.level, c.flevel)
+		}
+	}
+}
