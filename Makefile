@@ -11,7 +11,7 @@ FUZZMINIMIZE ?= 5s
 
 .PHONY: run build static test bench bench-ingest policy-eval sim-to-real lint fuzz clean
 
-# Simulates last month of examples/cluster.yaml through the whole loop, writes
+# Simulates October 2026 (the README's month) of examples/cluster.yaml through the whole loop, writes
 # gpuledger-demo/chargeback-YYYY-MM.{csv,xlsx}, then serves the API on
 # 127.0.0.1:8080 until interrupted. `make run RUNARGS=-serve=false` exits
 # after the reports.

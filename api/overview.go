@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"html/template"
@@ -112,7 +113,8 @@ type overviewWorkload struct {
 	GPUHours                                          float64
 }
 
-// overview answers GET /?month=YYYY-MM (default: this month).
+// overview answers GET /?month=YYYY-MM (default: the newest month the
+// ledger has hours of, in the last year).
 func (s *Server) overview(c echo.Context) error {
 	v, err := params(c, "month")
 	if err != nil {
@@ -127,6 +129,8 @@ func (s *Server) overview(c echo.Context) error {
 		if month, err = time.Parse("2006-01", m); err != nil {
 			return badf("month=%q is not a month; want YYYY-MM such as 2026-10", m)
 		}
+	} else if month, err = s.newestMonth(c.Request().Context(), month); err != nil {
+		return err
 	}
 	end := month.AddDate(0, 1, 0)
 	at := end
@@ -223,6 +227,23 @@ func (s *Server) overview(c echo.Context) error {
 		return err
 	}
 	return c.HTMLBlob(http.StatusOK, b.Bytes())
+}
+
+// newestMonth is the newest month, of the year to current (the month now
+// is in), that the ledger has hours of: the page opens on it. current
+// when it has none.
+func (s *Server) newestMonth(ctx context.Context, current time.Time) (time.Time, error) {
+	rows, err := s.opts.Store.Query(ctx, ledger.Query{From: current.AddDate(-1, 0, 0), To: current.AddDate(0, 1, 0), Step: ledger.StepMonth,
+		Cluster: s.opts.Capacity.Cluster})
+	if err != nil {
+		return current, err
+	}
+	for i := len(rows) - 1; i >= 0; i-- {
+		if rows[i].GPUSeconds > 0 || rows[i].CostMicros != 0 {
+			return rows[i].Hour, nil
+		}
+	}
+	return current, nil
 }
 
 // browserToken lets the overview page authenticate by the cookie the sign-in

@@ -210,3 +210,15 @@ func TestRoundColumn(t *testing.T) {
 		t.Errorf("%v, want %v", got, want)
 	}
 }
+
+// TestOverviewOpensOnNewestMonth: without a month, the page opens on the
+// newest month the ledger has hours of (October, asked in November), not
+// on an empty current month.
+func TestOverviewOpensOnNewestMonth(t *testing.T) {
+	srv := overviewServer(t)
+	srv.opts.Capacity.Now = func() time.Time { return time.Date(2026, 11, 15, 9, 0, 0, 0, time.UTC) }
+	code, _, body := callH(t, srv, "/", "finops")
+	if code != http.StatusOK || !strings.Contains(body, "GPU cost, 2026-10") || !strings.Contains(body, `id="cost-chart"`) {
+		t.Errorf("/ on November 15th: %d %s", code, body)
+	}
+}

@@ -12,10 +12,14 @@ import (
 
 	"github.com/gpuledger/gpuledger/api"
 	"github.com/gpuledger/gpuledger/ingest"
-	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/reports"
 )
+
+// demoMonth is the month the demo simulates unless told another: the one
+// the README's tour and API examples show (a fixed month, not the one
+// before today, so that they stay what `make run` gives).
+const demoMonth = "2026-10"
 
 func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("demo", `Simulates a month of the configured cluster as fast as the machine allows: a job mix goes
@@ -29,7 +33,7 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	cluster := fs.String("cluster", "", "cluster of the configuration to simulate; empty for the only one")
 	out := fs.String("out", "gpuledger-demo", "folder for the reports and, unless -ledger.path is set, the ledger")
 	ledgerPath := fs.String("ledger.path", "", "embedded ledger directory (default <out>/ledger); it is cleared first")
-	monthFlag := fs.String("month", "", "month to simulate, YYYY-MM (default: the previous calendar month)")
+	monthFlag := fs.String("month", demoMonth, "month to simulate, YYYY-MM: by default the month the README's output and examples show, so that they are what a newcomer gets; any month works")
 	seed := fs.Uint64("seed", 1, "random seed of the job mix; the same seed gives the same ledger")
 	load := fs.Float64("load", 0.85, "offered load as a fraction of each queue's nominal quota")
 	interval := fs.Duration("scrape.interval", 15*time.Second, "exporter scrape interval")
@@ -40,11 +44,9 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	if err != nil {
 		return fmt.Errorf("%w\nfix the file, or run from the repository root so that examples/cluster.yaml is found", err)
 	}
-	month := ledger.StepMonth.Truncate(time.Now().UTC()).AddDate(0, -1, 0)
-	if *monthFlag != "" {
-		if month, err = time.Parse("2006-01", *monthFlag); err != nil {
-			return usageError{fmt.Sprintf("-month=%q is not a month; want YYYY-MM such as 2026-10", *monthFlag)}
-		}
+	month, err := time.Parse("2006-01", *monthFlag)
+	if err != nil {
+		return usageError{fmt.Sprintf("-month=%q is not a month; want YYYY-MM such as 2026-10", *monthFlag)}
 	}
 	if *interval < time.Second {
 		return usageError{fmt.Sprintf("-scrape.interval=%s is too short; want at least 1s", *interval)}
