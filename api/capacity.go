@@ -47,24 +47,26 @@ func (o CapacityOptions) waitRule() capacity.WaitRule {
 // QueueWaitPoint is the wait trigger's verdict on one ClusterQueue. Waits
 // are seconds, absent when nothing was admitted or pending.
 type QueueWaitPoint struct {
-	ClusterQueue      string     `json:"clusterQueue"`
-	Flavor            string     `json:"flavor"`
-	Fired             bool       `json:"fired"`
-	Why               string     `json:"why"`
-	From              time.Time  `json:"from"`
-	To                time.Time  `json:"to"`
-	Hours             int        `json:"hours"`
-	HoursWithData     int        `json:"hoursWithData"`
-	WaitSeconds       *float64   `json:"waitSeconds,omitempty"`
-	LastDaySeconds    *float64   `json:"lastDayWaitSeconds,omitempty"`
-	Admitted          float64    `json:"admitted"`
-	Pending           float64    `json:"pending"`
-	PendingGPUs       float64    `json:"pendingGpus"`
-	Daily             []DayPoint `json:"daily"`
-	Forecast          string     `json:"forecast,omitempty"`
-	PurchaseGPUs      int        `json:"purchaseGpus"`
-	MonthlyCostMicros int64      `json:"monthlyCostMicros"`
-	MonthlyCost       string     `json:"monthlyCost"`
+	ClusterQueue      string        `json:"clusterQueue"`
+	Flavor            string        `json:"flavor"`
+	Fired             bool          `json:"fired"`
+	Action            string        `json:"action,omitempty"`
+	Reclaim           *ReclaimPoint `json:"reclaim,omitempty"`
+	Why               string        `json:"why"`
+	From              time.Time     `json:"from"`
+	To                time.Time     `json:"to"`
+	Hours             int           `json:"hours"`
+	HoursWithData     int           `json:"hoursWithData"`
+	WaitSeconds       *float64      `json:"waitSeconds,omitempty"`
+	LastDaySeconds    *float64      `json:"lastDayWaitSeconds,omitempty"`
+	Admitted          float64       `json:"admitted"`
+	Pending           float64       `json:"pending"`
+	PendingGPUs       float64       `json:"pendingGpus"`
+	Daily             []DayPoint    `json:"daily"`
+	Forecast          string        `json:"forecast,omitempty"`
+	PurchaseGPUs      int           `json:"purchaseGpus"`
+	MonthlyCostMicros int64         `json:"monthlyCostMicros"`
+	MonthlyCost       string        `json:"monthlyCost"`
 }
 
 // EndpointPoint is scale-to-zero's recommendation for one inference
@@ -141,6 +143,39 @@ type DayPoint struct {
 	Admitted    float64  `json:"admitted"`
 }
 
+// ReclaimPoint is the evidence of a reclaim verdict.
+type ReclaimPoint struct {
+	IdleGPUs              float64       `json:"idleGpus"`
+	HeldActive            float64       `json:"heldActiveShare"`
+	IdleCostMonthlyMicros int64         `json:"idleCostMonthlyMicros"`
+	IdleCostMonthly       string        `json:"idleCostMonthly"`
+	Holders               []HolderPoint `json:"holders"`
+}
+
+// HolderPoint is a namespace holding GPUs idle.
+type HolderPoint struct {
+	Team                  string  `json:"team"`
+	Namespace             string  `json:"namespace"`
+	ClusterQueue          string  `json:"clusterQueue,omitempty"`
+	IdleGPUs              float64 `json:"idleGpus"`
+	HeldGPUs              float64 `json:"heldGpus"`
+	IdleCostMonthlyMicros int64   `json:"idleCostMonthlyMicros"`
+	IdleCostMonthly       string  `json:"idleCostMonthly"`
+}
+
+func reclaimPoint(rc *capacity.Reclaim) *ReclaimPoint {
+	if rc == nil {
+		return nil
+	}
+	p := &ReclaimPoint{IdleGPUs: rc.IdleGPUs, HeldActive: rc.HeldActive, IdleCostMonthlyMicros: rc.IdleCostMonthlyMicros,
+		IdleCostMonthly: ledger.FormatMicros(rc.IdleCostMonthlyMicros), Holders: []HolderPoint{}}
+	for _, h := range rc.Holders {
+		p.Holders = append(p.Holders, HolderPoint{Team: h.Team, Namespace: h.Namespace, ClusterQueue: h.ClusterQueue, IdleGPUs: h.IdleGPUs,
+			HeldGPUs: h.HeldGPUs, IdleCostMonthlyMicros: h.IdleCostMonthlyMicros, IdleCostMonthly: ledger.FormatMicros(h.IdleCostMonthlyMicros)})
+	}
+	return p
+}
+
 func seconds(v float64) *float64 {
 	if math.IsNaN(v) {
 		return nil
@@ -150,22 +185,26 @@ func seconds(v float64) *float64 {
 
 // ExpansionPoint is the expansion trigger's verdict on one flavor.
 type ExpansionPoint struct {
-	Flavor            string    `json:"flavor"`
-	Fired             bool      `json:"fired"`
-	Why               string    `json:"why"`
-	From              time.Time `json:"from"`
-	To                time.Time `json:"to"`
-	Hours             int       `json:"hours"`
-	HoursWithData     int       `json:"hoursWithData"`
-	GPUs              float64   `json:"gpus"`
-	Allocated         float64   `json:"allocatedShare"`
-	Active            float64   `json:"activeShare"`
-	DailyMin          float64   `json:"dailyAllocatedMin"`
-	DailyMax          float64   `json:"dailyAllocatedMax"`
-	Forecast          string    `json:"forecast,omitempty"`
-	PurchaseGPUs      int       `json:"purchaseGpus"`
-	MonthlyCostMicros int64     `json:"monthlyCostMicros"`
-	MonthlyCost       string    `json:"monthlyCost"`
+	Flavor string `json:"flavor"`
+	Fired  bool   `json:"fired"`
+	// Action is buy, reclaim (held but not busy: give the idle GPUs
+	// back before buying), or absent.
+	Action            string        `json:"action,omitempty"`
+	Reclaim           *ReclaimPoint `json:"reclaim,omitempty"`
+	Why               string        `json:"why"`
+	From              time.Time     `json:"from"`
+	To                time.Time     `json:"to"`
+	Hours             int           `json:"hours"`
+	HoursWithData     int           `json:"hoursWithData"`
+	GPUs              float64       `json:"gpus"`
+	Allocated         float64       `json:"allocatedShare"`
+	Active            float64       `json:"activeShare"`
+	DailyMin          float64       `json:"dailyAllocatedMin"`
+	DailyMax          float64       `json:"dailyAllocatedMax"`
+	Forecast          string        `json:"forecast,omitempty"`
+	PurchaseGPUs      int           `json:"purchaseGpus"`
+	MonthlyCostMicros int64         `json:"monthlyCostMicros"`
+	MonthlyCost       string        `json:"monthlyCost"`
 }
 
 // BudgetPoint is one team's spend this month against its budget.
@@ -213,7 +252,7 @@ func (s *Server) capacity(c echo.Context) error {
 	}
 	out := []ExpansionPoint{}
 	for _, r := range recs {
-		p := ExpansionPoint{Flavor: r.Flavor, Fired: r.Fired, Why: r.Why, From: r.From, To: r.To, Hours: r.Hours, HoursWithData: r.HoursWithData,
+		p := ExpansionPoint{Flavor: r.Flavor, Fired: r.Fired, Action: r.Action, Reclaim: reclaimPoint(r.Reclaim), Why: r.Why, From: r.From, To: r.To, Hours: r.Hours, HoursWithData: r.HoursWithData,
 			GPUs: r.GPUs, Allocated: r.Allocated, Active: r.Active, DailyMin: r.DailyMin, DailyMax: r.DailyMax, PurchaseGPUs: r.PurchaseGPUs,
 			MonthlyCostMicros: r.MonthlyCostMicros, MonthlyCost: ledger.FormatMicros(r.MonthlyCostMicros)}
 		if !r.Forecast.IsZero() {
@@ -228,7 +267,7 @@ func (s *Server) capacity(c echo.Context) error {
 	}
 	queues := []QueueWaitPoint{}
 	for _, w := range waits {
-		p := QueueWaitPoint{ClusterQueue: w.ClusterQueue, Flavor: w.Flavor, Fired: w.Fired, Why: w.Why, From: w.From, To: w.To, Hours: w.Hours,
+		p := QueueWaitPoint{ClusterQueue: w.ClusterQueue, Flavor: w.Flavor, Fired: w.Fired, Action: w.Action, Reclaim: reclaimPoint(w.Reclaim), Why: w.Why, From: w.From, To: w.To, Hours: w.Hours,
 			HoursWithData: w.HoursWithData, WaitSeconds: seconds(w.Wait), LastDaySeconds: seconds(w.LastDay), Admitted: w.Admitted,
 			Pending: w.Pending, PendingGPUs: w.PendingGPUs, Daily: []DayPoint{}, PurchaseGPUs: w.PurchaseGPUs,
 			MonthlyCostMicros: w.MonthlyCostMicros, MonthlyCost: ledger.FormatMicros(w.MonthlyCostMicros)}
@@ -246,7 +285,7 @@ func (s *Server) capacity(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"cluster": o.Cluster, "at": at.UTC(), "currency": s.opts.Report.Currency,
-		"thresholdShare": rule.Threshold, "windowDays": rule.Window.Hours() / 24, "flavors": out,
+		"thresholdShare": rule.Threshold, "measure": rule.Measure, "windowDays": rule.Window.Hours() / 24, "flavors": out,
 		"waitQuantile": wr.Quantile, "waitThresholdSeconds": wr.Threshold.Seconds(), "waitWindowDays": wr.Window.Hours() / 24, "queues": queues,
 		"endpoints": eps})
 }

@@ -66,7 +66,7 @@ nav a{margin-right:1em}
 {{end}}</table>{{end}}
 {{if .Capacity}}<h2>Capacity</h2>
 <table id="capacity"><tr><th>flavor</th><th class="n">GPUs</th><th class="n">allocated</th><th class="n">active</th><th>verdict</th></tr>
-{{range .Capacity}}<tr><td>{{.Flavor}}</td><td class="n">{{printf "%.0f" .GPUs}}</td><td class="n">{{pct .Allocated}}</td><td class="n">{{pct .Active}}</td><td{{if .Fired}} class="warn"{{end}}>{{if .Fired}}buy {{.PurchaseGPUs}} GPUs: {{end}}{{.Why}}</td></tr>
+{{range .Capacity}}<tr><td>{{.Flavor}}</td><td class="n">{{printf "%.0f" .GPUs}}</td><td class="n">{{pct .Allocated}}</td><td class="n">{{pct .Active}}</td><td{{if .Action}} class="warn"{{end}}>{{if .Fired}}buy {{.PurchaseGPUs}} GPUs: {{else if .Reclaim}}reclaim {{printf "%.1f" .Reclaim.IdleGPUs}} idle GPUs{{range $i, $h := .Reclaim.Holders}}{{if lt $i 3}}{{if $i}},{{else}} (most idle:{{end}} {{$h.Team}}/{{$h.Namespace}} {{printf "%.1f" $h.IdleGPUs}}{{end}}{{end}}{{if .Reclaim.Holders}}){{end}}: {{end}}{{.Why}}</td></tr>
 {{end}}</table>{{end}}
 </body></html>
 `))

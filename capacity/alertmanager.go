@@ -33,6 +33,7 @@ const Generator = "gpuledger"
 // Alert names.
 const (
 	AlertExpansion      = "GPUCapacityExpansion"
+	AlertReclaim        = "GPUCapacityReclaim"
 	AlertBudget         = "TeamBudgetSpent"
 	AlertBudgetForecast = "TeamBudgetForecast"
 )
@@ -42,6 +43,12 @@ const (
 func ExpansionAlerts(cluster, currency string, recs []Recommendation) []Alert {
 	var out []Alert
 	for _, r := range recs {
+		if r.Action == ActionReclaim {
+			out = append(out, reclaimAlert(cluster, currency, r.Flavor, "", "utilization", r.Verdict,
+				fmt.Sprintf("Reclaim %.1f idle %s GPUs before buying: %.1f%% of them were held but %.1f%% busy over the last %d days",
+					r.Reclaim.IdleGPUs, r.Flavor, 100*r.Allocated, 100*r.Active, r.Hours/24)))
+			continue
+		}
 		if !r.Fired {
 			continue
 		}
@@ -49,9 +56,10 @@ func ExpansionAlerts(cluster, currency string, recs []Recommendation) []Alert {
 			Labels: map[string]string{"alertname": AlertExpansion, "generator": Generator, "cluster": cluster, "flavor": r.Flavor,
 				"trigger": "utilization", "severity": "warning", "action": "expand"},
 			Annotations: map[string]string{
-				"summary": fmt.Sprintf("Buy %d more %s GPUs: %.1f%% of them were allocated over the last %d days", r.PurchaseGPUs, r.Flavor, 100*r.Allocated, r.Hours/24),
-				"evidence": fmt.Sprintf("%s; active %.1f%% of the GPU time; %.0f GPUs in the last hour; series: ledger hours of cluster %s, flavor %s, allocated / existing GPU-seconds, %s to %s",
-					r.Why, 100*r.Active, r.GPUs, cluster, r.Flavor, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339)),
+				"summary": fmt.Sprintf("Buy %d more %s GPUs: they were %.1f%% busy (%.1f%% held) over the last %d days", r.PurchaseGPUs, r.Flavor,
+					100*r.Active, 100*r.Allocated, r.Hours/24),
+				"evidence": fmt.Sprintf("%s; %.0f GPUs in the last hour; series: ledger hours of cluster %s, flavor %s, allocated and active / existing GPU-seconds, %s to %s",
+					r.Why, r.GPUs, cluster, r.Flavor, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339)),
 				"recommendation": fmt.Sprintf("%d %s GPUs, %s %s a month at the flavor's price", r.PurchaseGPUs, r.Flavor, ledger.FormatCents(r.MonthlyCostMicros), currency),
 				"what_if":        r.WhatIf,
 				"allocated":      strconv.FormatFloat(r.Allocated, 'f', 4, 64),
@@ -70,6 +78,12 @@ func ExpansionAlerts(cluster, currency string, recs []Recommendation) []Alert {
 func WaitAlerts(cluster, currency string, waits []QueueWait) []Alert {
 	var out []Alert
 	for _, w := range waits {
+		if w.Action == ActionReclaim {
+			out = append(out, reclaimAlert(cluster, currency, w.Flavor, w.ClusterQueue, "queue_wait", w.Verdict,
+				fmt.Sprintf("Reclaim %.1f idle %s GPUs of %s: its workloads waited %s for admission (p90) while its own GPUs were %.1f%% busy",
+					w.Reclaim.IdleGPUs, w.Flavor, w.ClusterQueue, Duration(w.Wait), 100*w.Reclaim.HeldActive)))
+			continue
+		}
 		if !w.Fired {
 			continue
 		}
@@ -99,6 +113,32 @@ func WaitAlerts(cluster, currency string, waits []QueueWait) []Alert {
 		dropEmpty(out[len(out)-1].Annotations)
 	}
 	return out
+}
+
+// reclaimAlert is the alert of a reclaim verdict on a flavor (or a
+// ClusterQueue): the GPUs held idle, what they cost a month, who holds
+// them.
+func reclaimAlert(cluster, currency, flavor, queue, trigger string, v Verdict, summary string) Alert {
+	var holders []string
+	for _, h := range v.Reclaim.Holders {
+		holders = append(holders, fmt.Sprintf("%s/%s %.1f idle of %.1f held (%s %s a month)", h.Team, h.Namespace, h.IdleGPUs, h.HeldGPUs,
+			ledger.FormatCents(h.IdleCostMonthlyMicros), currency))
+	}
+	a := Alert{
+		Labels: map[string]string{"alertname": AlertReclaim, "generator": Generator, "cluster": cluster, "flavor": flavor, "cluster_queue": queue,
+			"trigger": trigger, "severity": "warning", "action": "reclaim"},
+		Annotations: map[string]string{
+			"summary":  summary,
+			"evidence": fmt.Sprintf("%s; window %s to %s", v.Why, v.From.Format(time.RFC3339), v.To.Format(time.RFC3339)),
+			"recommendation": fmt.Sprintf("give back %.1f GPUs held idle (%s %s a month) before buying; most idle: %s", v.Reclaim.IdleGPUs,
+				ledger.FormatCents(v.Reclaim.IdleCostMonthlyMicros), currency, strings.Join(holders, "; ")),
+			"idle_gpus":    strconv.FormatFloat(v.Reclaim.IdleGPUs, 'f', 2, 64),
+			"window_start": v.From.Format(time.RFC3339),
+			"window_end":   v.To.Format(time.RFC3339),
+		}}
+	dropEmpty(a.Labels)
+	dropEmpty(a.Annotations)
+	return a
 }
 
 // BudgetAlerts makes an alert of every team at or past a budget level

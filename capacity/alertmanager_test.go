@@ -21,7 +21,7 @@ func evaluate(t *testing.T, am *Alertmanager, cluster string, days int) []Recomm
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := Expansion(facts, now, DefaultRule, prices)
+	recs := Expansion(facts, nil, now, DefaultRule, prices)
 	budgets, err := Budgets(ctx, s, cluster, nil, now)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestExpansionAlertInAlertmanager(t *testing.T) {
 		}
 	}
 	ev := a.Annotations["evidence"]
-	for _, want := range []string{"90.6% of h100's GPU time allocated from 2026-10-31 to 2026-11-30", "720 of 720 hours", "active 62.5%", "64 GPUs"} {
+	for _, want := range []string{"h100's GPU time 90.6% allocated (daily 90.6%-90.6%) and 87.5% active from 2026-10-31 to 2026-11-30", "720 of 720 hours", "64 GPUs"} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("evidence %q lacks %q", ev, want)
 		}

@@ -21,9 +21,9 @@ import (
 // existed (held or not), what pods held (Kubernetes' allocation) and
 // what was busy (DCGM's activity).
 type FlavorHour struct {
-	Hour                        time.Time
-	Flavor                      string
-	Existing, Allocated, Active float64
+	Hour                                    time.Time
+	Flavor                                  string
+	Existing, Allocated, Active, Unmeasured float64
 }
 
 // ReadFacts reads each flavor's hours in [from, to) of the cluster from
@@ -49,6 +49,7 @@ func ReadFacts(ctx context.Context, s ledger.Store, cluster string, from, to tim
 		}
 		fh.Existing += r.GPUSeconds
 		fh.Active += r.ActiveGPUSeconds
+		fh.Unmeasured += r.UnmeasuredGPUSeconds
 		if r.Team != ledger.TeamUnallocated {
 			fh.Allocated += r.GPUSeconds
 		}
@@ -66,22 +67,46 @@ func ReadFacts(ctx context.Context, s ledger.Store, cluster string, from, to tim
 	return out, nil
 }
 
-// Rule is the expansion trigger: fire when a flavor's allocated share of
-// its GPUs, over the whole Window, is at least Threshold, provided the
-// ledger has the flavor from before the window began and for MinCoverage
-// of its hours (a cluster with 3 days of history cannot fire a 30-day
-// rule, nor can one whose exporter was down for a week of it).
+// Rule is the expansion trigger: buy when a flavor's GPUs, over the whole
+// Window, were both held (allocated, as Kubernetes says) and busy (active,
+// as DCGM says) for at least Threshold of their time, by Measure; provided
+// the ledger has the flavor from before the window began and for
+// MinCoverage of its hours (a cluster with 3 days of history cannot fire
+// a 30-day rule, nor can one whose exporter was down for a week of it).
+// A flavor held at least Threshold of its time but busy less than that is
+// not short of GPUs but of idle ones given back: the verdict is reclaim,
+// with the namespaces that hold them idle.
 type Rule struct {
 	Threshold   float64
 	Window      time.Duration
 	MinCoverage float64
+	// Measure is what Threshold is of: MeasureActive (the default, the
+	// design's "utilisation": the GPUs busy) or MeasureAllocated (held,
+	// busy or not: what rules that rewarded holding GPUs idle bought on).
+	Measure Measure
 	// PurchaseGPUs is the block an expansion buys.
 	PurchaseGPUs int
 }
 
-// DefaultRule is the rule of the product's design: 80% over 30 days, 95%
-// of the hours present, blocks of 72 GPUs (nine 8-GPU nodes).
-var DefaultRule = Rule{Threshold: 0.8, Window: 30 * 24 * time.Hour, MinCoverage: 0.95, PurchaseGPUs: 72}
+// Measure is what a rule's threshold is of.
+type Measure string
+
+// Measures of a Rule.
+const (
+	MeasureActive    Measure = "active"
+	MeasureAllocated Measure = "allocated"
+)
+
+// Actions a verdict calls for.
+const (
+	ActionBuy     = "buy"
+	ActionReclaim = "reclaim"
+)
+
+// DefaultRule is the rule of the product's design: 80% utilisation (busy)
+// over 30 days, 95% of the hours present, blocks of 72 GPUs (nine 8-GPU
+// nodes).
+var DefaultRule = Rule{Threshold: 0.8, Window: 30 * 24 * time.Hour, MinCoverage: 0.95, Measure: MeasureActive, PurchaseGPUs: 72}
 
 // HoursPerMonth prices a month: 8,760 hours a year over 12.
 const HoursPerMonth = 730
@@ -90,7 +115,12 @@ const HoursPerMonth = 730
 // and the block it would buy: the part the utilisation and the wait
 // rules share.
 type Verdict struct {
+	// Fired is set when the verdict is to buy (Action is ActionBuy).
 	Fired bool
+	// Action is ActionBuy, ActionReclaim or empty (nothing to do).
+	Action string
+	// Reclaim is the evidence of a reclaim verdict.
+	Reclaim *Reclaim
 	// Why says what fired it, or what kept it from firing.
 	Why string
 	// From and To bound the window evaluated; Hours is its length in
@@ -120,6 +150,28 @@ func newVerdict(to time.Time, window time.Duration, first time.Time, gpus int, p
 		MonthlyCostMicros: int64(gpus) * priceMicrosPerGPUHour * HoursPerMonth}
 }
 
+// Reclaim is what a reclaim verdict rests on: GPUs held and idle.
+type Reclaim struct {
+	// IdleGPUs is how many GPUs were held and idle on average over the
+	// window (busy neither per DCGM, nor unmeasured): what giving them
+	// back would free. HeldActive is the busy share of the GPU time held.
+	IdleGPUs, HeldActive float64
+	// IdleCostMonthlyMicros is what the idle GPUs cost a month at the
+	// flavor's price.
+	IdleCostMonthlyMicros int64
+	// Holders are the namespaces that held the most idle GPU time in the
+	// window, most first (at most five).
+	Holders []IdleHolder
+}
+
+// IdleHolder is a namespace's GPUs held and idle on a flavor over a window.
+type IdleHolder struct {
+	Team, Namespace, ClusterQueue string
+	// IdleGPUs is the idle GPUs it held on average; HeldGPUs all it held.
+	IdleGPUs, HeldGPUs    float64
+	IdleCostMonthlyMicros int64
+}
+
 // Recommendation is the trigger's verdict on one flavor.
 type Recommendation struct {
 	Flavor string
@@ -134,8 +186,13 @@ type Recommendation struct {
 }
 
 // Expansion evaluates the rule for every flavor in facts at now (the
-// window ends at now's hour), with each flavor's price per GPU-hour.
-func Expansion(facts []FlavorHour, now time.Time, r Rule, priceMicrosPerGPUHour map[string]int64) []Recommendation {
+// window ends at now's hour), with each flavor's price per GPU-hour and,
+// for a reclaim verdict, the namespaces holding each flavor idle over the
+// window (ReadHolders; nil: none named).
+func Expansion(facts []FlavorHour, holders map[string][]IdleHolder, now time.Time, r Rule, priceMicrosPerGPUHour map[string]int64) []Recommendation {
+	if r.Measure == "" {
+		r.Measure = MeasureActive
+	}
 	to := now.UTC().Truncate(time.Hour)
 	from := to.Add(-r.Window)
 	byFlavor := map[string][]FlavorHour{}
@@ -155,7 +212,7 @@ func Expansion(facts []FlavorHour, now time.Time, r Rule, priceMicrosPerGPUHour 
 		sort.Slice(hours, func(i, j int) bool { return hours[i].Hour.Before(hours[j].Hour) })
 		rec := Recommendation{Flavor: flavor, Verdict: newVerdict(to, r.Window, hours[0].Hour, r.PurchaseGPUs, priceMicrosPerGPUHour[flavor]),
 			DailyMin: math.Inf(1), DailyMax: math.Inf(-1)}
-		var existing, allocated, active float64
+		var existing, allocated, active, unmeasured float64
 		seen := map[time.Time]bool{}
 		days := map[time.Time]*[2]float64{}
 		for _, h := range hours {
@@ -173,6 +230,7 @@ func Expansion(facts []FlavorHour, now time.Time, r Rule, priceMicrosPerGPUHour 
 			existing += h.Existing
 			allocated += h.Allocated
 			active += h.Active
+			unmeasured += h.Unmeasured
 			seen[h.Hour] = true
 			rec.GPUs = h.Existing / 3600
 		}
@@ -192,23 +250,91 @@ func Expansion(facts []FlavorHour, now time.Time, r Rule, priceMicrosPerGPUHour 
 		if rec.HoursWithData == 0 {
 			rec.DailyMin, rec.DailyMax = 0, 0
 		}
+		util := rec.Active
+		if r.Measure == MeasureAllocated {
+			util = rec.Allocated
+		}
+		span := fmt.Sprintf("from %s to %s (%d of %d hours with data)", from.Format(time.DateOnly), to.Format(time.DateOnly), rec.HoursWithData, rec.Hours)
 		switch short := rec.notEnough(flavor, r.MinCoverage); {
 		case short != "":
 			rec.Why = short
+		case util >= r.Threshold:
+			rec.Fired, rec.Action = true, ActionBuy
+			rec.Why = fmt.Sprintf("%s's GPU time %.1f%% allocated (daily %.1f%%-%.1f%%) and %.1f%% active %s: %s at or above %.0f%%",
+				flavor, 100*rec.Allocated, 100*rec.DailyMin, 100*rec.DailyMax, 100*rec.Active, span, r.Measure, 100*r.Threshold)
 		case rec.Allocated >= r.Threshold:
-			rec.Fired = true
-			rec.Why = fmt.Sprintf("%.1f%% of %s's GPU time allocated from %s to %s (daily %.1f%%-%.1f%%, %d of %d hours with data), at or above %.0f%%",
-				100*rec.Allocated, flavor, from.Format(time.DateOnly), to.Format(time.DateOnly), 100*rec.DailyMin, 100*rec.DailyMax,
-				rec.HoursWithData, rec.Hours, 100*r.Threshold)
+			rec.Action = ActionReclaim
+			rec.Reclaim = reclaimOf(allocated, active, unmeasured, rec.HoursWithData, holders[flavor], priceMicrosPerGPUHour[flavor])
+			rec.Why = fmt.Sprintf("%s's GPU time %.1f%% allocated but %.1f%% active %s: held, not busy; %.1f GPUs held idle on average, %s a month",
+				flavor, 100*rec.Allocated, 100*rec.Active, span, rec.Reclaim.IdleGPUs, ledger.FormatCents(rec.Reclaim.IdleCostMonthlyMicros))
 		default:
-			rec.Why = fmt.Sprintf("%.1f%% of %s's GPU time allocated over the window, below %.0f%%", 100*rec.Allocated, flavor, 100*r.Threshold)
+			rec.Why = fmt.Sprintf("%s's GPU time %.1f%% allocated and %.1f%% active over the window: %s below %.0f%%", flavor, 100*rec.Allocated,
+				100*rec.Active, r.Measure, 100*r.Threshold)
 		}
-		if !rec.Fired {
+		if !rec.Fired && rec.Action != ActionReclaim {
 			rec.Forecast = forecast(xs, ys, r.Threshold, from, to)
 		}
 		out = append(out, rec)
 	}
 	return out
+}
+
+// reclaimOf is the evidence of a reclaim verdict from the window's GPU
+// time held, busy and unmeasured (seconds) over hours with data, its idle
+// holders and the price.
+func reclaimOf(allocated, active, unmeasured float64, hours int, holders []IdleHolder, price int64) *Reclaim {
+	rc := &Reclaim{}
+	if hours > 0 {
+		rc.IdleGPUs = max(allocated-active-unmeasured, 0) / 3600 / float64(hours)
+	}
+	if measured := allocated - unmeasured; measured > 0 {
+		rc.HeldActive = active / measured
+	}
+	rc.IdleCostMonthlyMicros = int64(math.Round(rc.IdleGPUs * float64(price) * HoursPerMonth))
+	rc.Holders = holders[:min(len(holders), 5)]
+	return rc
+}
+
+// ReadHolders reads, per flavor, the namespaces that held its GPUs idle in
+// [from, to): held GPU time neither busy nor unmeasured, as average GPUs
+// over the span, with what that costs a month at the flavor's price; most
+// idle first.
+func ReadHolders(ctx context.Context, s ledger.Store, cluster string, from, to time.Time, priceMicrosPerGPUHour map[string]int64) (map[string][]IdleHolder, error) {
+	rows, err := s.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepMonth, Cluster: cluster,
+		GroupBy: []ledger.Dimension{ledger.DimTeam, ledger.DimNamespace, ledger.DimClusterQueue, ledger.DimFlavor}})
+	if err != nil {
+		return nil, fmt.Errorf("read the idle holders from the ledger: %w", err)
+	}
+	type key struct{ team, ns, cq, flavor string }
+	idle, held := map[key]float64{}, map[key]float64{}
+	for _, r := range rows {
+		if r.Team == ledger.TeamUnallocated {
+			continue
+		}
+		k := key{r.Team, r.Namespace, r.ClusterQueue, r.Flavor}
+		idle[k] += max(r.GPUSeconds-r.ActiveGPUSeconds-r.UnmeasuredGPUSeconds, 0)
+		held[k] += r.GPUSeconds
+	}
+	span := to.Sub(from).Seconds()
+	out := map[string][]IdleHolder{}
+	for k, v := range idle {
+		if v <= 0 || span <= 0 {
+			continue
+		}
+		gpus := v / span
+		out[k.flavor] = append(out[k.flavor], IdleHolder{Team: k.team, Namespace: k.ns, ClusterQueue: k.cq, IdleGPUs: gpus, HeldGPUs: held[k] / span,
+			IdleCostMonthlyMicros: int64(math.Round(gpus * float64(priceMicrosPerGPUHour[k.flavor]) * HoursPerMonth))})
+	}
+	for f := range out {
+		sort.Slice(out[f], func(i, j int) bool {
+			a, b := out[f][i], out[f][j]
+			if a.IdleGPUs != b.IdleGPUs {
+				return a.IdleGPUs > b.IdleGPUs
+			}
+			return a.Team+"/"+a.Namespace+"/"+a.ClusterQueue < b.Team+"/"+b.Namespace+"/"+b.ClusterQueue
+		})
+	}
+	return out, nil
 }
 
 // notEnough says why the ledger cannot support the verdict on what (a
@@ -282,7 +408,12 @@ func Evaluate(ctx context.Context, s ledger.Store, cluster string, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	return Expansion(facts, now, r, priceMicrosPerGPUHour), nil
+	to := now.UTC().Truncate(time.Hour)
+	holders, err := ReadHolders(ctx, s, cluster, to.Add(-r.Window), to, priceMicrosPerGPUHour)
+	if err != nil {
+		return nil, err
+	}
+	return Expansion(facts, holders, now, r, priceMicrosPerGPUHour), nil
 }
 
 // BudgetLevels are the shares of a budget that raise an alert.

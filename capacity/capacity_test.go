@@ -18,12 +18,17 @@ var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 // now's hour, each hour with the allocated share share(day) (day 0 the
 // first) and half of it active.
 func hours(flavor string, gpus float64, days int, share func(day int) float64) []FlavorHour {
+	return busyHours(flavor, gpus, days, share, 0.5)
+}
+
+// busyHours is hours with busy of the allocated time active.
+func busyHours(flavor string, gpus float64, days int, share func(day int) float64, busy float64) []FlavorHour {
 	end := now.Truncate(time.Hour)
 	start := end.Add(-time.Duration(days) * 24 * time.Hour)
 	var out []FlavorHour
 	for h := start; h.Before(end); h = h.Add(time.Hour) {
 		s := share(int(h.Sub(start).Hours() / 24))
-		out = append(out, FlavorHour{Hour: h, Flavor: flavor, Existing: gpus * 3600, Allocated: s * gpus * 3600, Active: s / 2 * gpus * 3600})
+		out = append(out, FlavorHour{Hour: h, Flavor: flavor, Existing: gpus * 3600, Allocated: s * gpus * 3600, Active: s * busy * gpus * 3600})
 	}
 	return out
 }
@@ -32,29 +37,41 @@ func constant(s float64) func(int) float64 { return func(int) float64 { return s
 
 var prices = map[string]int64{"h100": 6_880_000, "t4": 526_000}
 
+// TestExpansionFiresOnlyOverAWholeWindow: the trigger buys when the GPUs
+// were held and busy at least 80% of the time over the whole window, says
+// reclaim when they were held but not busy, and nothing without enough
+// history. (It bought 72 H100s for MIG slices 80% held and 12.8% busy.)
 func TestExpansionFiresOnlyOverAWholeWindow(t *testing.T) {
+	allocatedRule := DefaultRule
+	allocatedRule.Measure = MeasureAllocated
 	for _, tc := range []struct {
 		name    string
 		facts   []FlavorHour
-		fired   bool
+		rule    Rule
+		action  string
 		why     string
 		forcast bool
 	}{
-		{"31 days at 90%", hours("h100", 64, 31, constant(0.9)), true, "90.0% of h100's GPU time allocated", false},
-		{"exactly 30 days at 90%", hours("h100", 64, 30, constant(0.9)), true, "at or above 80%", false},
-		{"29 days at 90%", hours("h100", 64, 29, constant(0.9)), false, "not enough history", false},
-		{"3 days at 100%", hours("h100", 64, 3, constant(1)), false, "3.0 days; the rule needs 30", false},
-		{"31 days at 79%", hours("h100", 64, 31, constant(0.79)), false, "79.0% of h100's GPU time allocated over the window, below 80%", false},
-		{"31 days rising from 50%", hours("h100", 64, 31, func(d int) float64 { return 0.5 + 0.005*float64(d) }), false, "below 80%", true},
+		{"31 days at 90%, 95% busy", busyHours("h100", 64, 31, constant(0.9), 0.95), DefaultRule, ActionBuy, "90.0% allocated (daily 90.0%-90.0%) and 85.5% active", false},
+		{"exactly 30 days at 90%, 95% busy", busyHours("h100", 64, 30, constant(0.9), 0.95), DefaultRule, ActionBuy, "active at or above 80%", false},
+		{"31 days at 90%, half busy", hours("h100", 64, 31, constant(0.9)), DefaultRule, ActionReclaim, "90.0% allocated but 45.0% active", false},
+		{"31 days at 90%, half busy, by allocation", hours("h100", 64, 31, constant(0.9)), allocatedRule, ActionBuy, "allocated at or above 80%", false},
+		{"29 days at 90%", busyHours("h100", 64, 29, constant(0.9), 0.95), DefaultRule, "", "not enough history", false},
+		{"3 days at 100%", hours("h100", 64, 3, constant(1)), DefaultRule, "", "3.0 days; the rule needs 30", false},
+		{"31 days at 79%", busyHours("h100", 64, 31, constant(0.79), 1), DefaultRule, "", "79.0% allocated and 79.0% active over the window: active below 80%", false},
+		{"31 days rising from 50%", busyHours("h100", 64, 31, func(d int) float64 { return 0.5 + 0.005*float64(d) }, 1), DefaultRule, "", "below 80%", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			recs := Expansion(tc.facts, now, DefaultRule, prices)
+			recs := Expansion(tc.facts, nil, now, tc.rule, prices)
 			if len(recs) != 1 {
 				t.Fatalf("%d recommendations, want 1", len(recs))
 			}
 			r := recs[0]
-			if r.Fired != tc.fired || !strings.Contains(r.Why, tc.why) {
-				t.Errorf("fired %v (%s), want %v (%q)", r.Fired, r.Why, tc.fired, tc.why)
+			if r.Action != tc.action || r.Fired != (tc.action == ActionBuy) || !strings.Contains(r.Why, tc.why) {
+				t.Errorf("action %q, fired %v (%s), want %q (%q)", r.Action, r.Fired, r.Why, tc.action, tc.why)
+			}
+			if (r.Reclaim != nil) != (tc.action == ActionReclaim) {
+				t.Errorf("reclaim evidence %+v", r.Reclaim)
 			}
 			if !r.Forecast.IsZero() != tc.forcast {
 				t.Errorf("forecast %v, want one: %v", r.Forecast, tc.forcast)
@@ -69,12 +86,12 @@ func TestExpansionFiresOnlyOverAWholeWindow(t *testing.T) {
 // TestExpansionForecast: a share rising half a point a day from 50% on
 // day 0 reaches 80% on day 60 of the fit, 30 days after the window's end.
 func TestExpansionForecast(t *testing.T) {
-	r := Expansion(hours("h100", 8, 30, func(d int) float64 { return 0.5 + 0.005*float64(d) }), now, DefaultRule, prices)[0]
+	r := Expansion(busyHours("h100", 8, 30, func(d int) float64 { return 0.5 + 0.005*float64(d) }, 1), nil, now, DefaultRule, prices)[0]
 	want := now.Truncate(time.Hour).Add(-30 * 24 * time.Hour).Add(60 * 24 * time.Hour).Truncate(24 * time.Hour)
 	if math.Abs(r.Forecast.Sub(want).Hours()) > 24 {
 		t.Errorf("forecast %s, want about %s", r.Forecast, want)
 	}
-	if math.Abs(r.Allocated-(0.5+0.005*14.5)) > 1e-9 || math.Abs(r.Active-r.Allocated/2) > 1e-9 {
+	if math.Abs(r.Allocated-(0.5+0.005*14.5)) > 1e-9 || math.Abs(r.Active-r.Allocated) > 1e-9 {
 		t.Errorf("allocated %g active %g", r.Allocated, r.Active)
 	}
 }
@@ -88,7 +105,7 @@ func TestExpansionNeedsCoverage(t *testing.T) {
 			facts = append(facts, h)
 		}
 	}
-	r := Expansion(facts, now, DefaultRule, prices)[0]
+	r := Expansion(facts, nil, now, DefaultRule, prices)[0]
 	if r.Fired || !strings.Contains(r.Why, "not enough data") {
 		t.Errorf("fired %v: %s", r.Fired, r.Why)
 	}
@@ -106,13 +123,14 @@ func TestBudgetLevels(t *testing.T) {
 }
 
 // saturated is days of ledger hours of a ClusterQueue of 64 H100s whose
-// team holds 58 (90.6%) and leaves 6 unallocated, ending at now's hour.
+// team holds 58 (90.6%), 56 of them busy (87.5%), and leaves 6
+// unallocated, ending at now's hour.
 func saturated(cluster string, days int) []ledger.Row {
 	var rows []ledger.Row
 	end := now.Truncate(time.Hour)
 	for h := end.Add(-time.Duration(days) * 24 * time.Hour); h.Before(end); h = h.Add(time.Hour) {
 		k := ledger.Key{Hour: h, Cluster: cluster, Team: "nlp", Namespace: "nlp", LocalQueue: "q", ClusterQueue: "train", Flavor: "h100"}
-		rows = append(rows, ledger.Row{Key: k, GPUSeconds: 58 * 3600, ActiveGPUSeconds: 40 * 3600, CostMicros: 58 * 6_880_000})
+		rows = append(rows, ledger.Row{Key: k, GPUSeconds: 58 * 3600, ActiveGPUSeconds: 56 * 3600, CostMicros: 58 * 6_880_000})
 		k.Team, k.Namespace, k.LocalQueue, k.ClusterQueue = ledger.TeamUnallocated, "", "", ""
 		rows = append(rows, ledger.Row{Key: k, GPUSeconds: 6 * 3600, CostMicros: 6 * 6_880_000, UnallocatedCostMicros: 6 * 6_880_000})
 	}
@@ -130,7 +148,7 @@ func TestReadFactsAndBudgets(t *testing.T) {
 	if len(facts) != 31*24 {
 		t.Fatalf("%d hours, want %d", len(facts), 31*24)
 	}
-	if f := facts[0]; f.Existing != 64*3600 || f.Allocated != 58*3600 || f.Active != 40*3600 || f.Flavor != "h100" {
+	if f := facts[0]; f.Existing != 64*3600 || f.Allocated != 58*3600 || f.Active != 56*3600 || f.Flavor != "h100" {
 		t.Errorf("first hour %+v", f)
 	}
 	// November to now (the 30th, 12:00): 29.5 days of 58 H100s at 6.88.
@@ -186,6 +204,36 @@ func TestBudgetsForAnyMonth(t *testing.T) {
 		b := got[0]
 		if b.MonthToDateMicros != c.spent || b.ForecastMicros != c.fcast || b.Final != c.final || b.Level != c.level || b.ForecastLevel != c.flevel {
 			t.Errorf("%s: %+v; want spent %d, forecast %d, final %v, levels %d/%d", c.name, b, c.spent, c.fcast, c.final, c.level, c.flevel)
+		}
+	}
+}
+
+// TestReclaimVerdict: MIG slices 80% held and 12.8% busy over 30 days (the
+// demo's h100-mig) are not a reason to buy 72 GPUs: the verdict and its
+// alert say reclaim, with the GPUs held idle, what they cost a month and
+// the namespaces that hold them.
+func TestReclaimVerdict(t *testing.T) {
+	facts := busyHours("h100-mig", 8, 31, constant(0.8), 0.16)
+	holders := map[string][]IdleHolder{"h100-mig": {
+		{Team: "data-science", Namespace: "ds-notebooks", ClusterQueue: "notebooks", IdleGPUs: 3.5, HeldGPUs: 4, IdleCostMonthlyMicros: 17_582_800_000},
+		{Team: "nlp", Namespace: "nlp-serving", ClusterQueue: "nlp-serving", IdleGPUs: 1.9, HeldGPUs: 2.4, IdleCostMonthlyMicros: 9_544_000_000},
+	}}
+	r := Expansion(facts, holders, now, DefaultRule, map[string]int64{"h100-mig": 6_880_000})[0]
+	if r.Action != ActionReclaim || r.Fired || r.Reclaim == nil {
+		t.Fatalf("%s: %s", r.Action, r.Why)
+	}
+	// 8 GPUs 80% held, 16% of that busy: 5.376 held idle on average.
+	if math.Abs(r.Reclaim.IdleGPUs-5.376) > 1e-9 || r.Reclaim.IdleCostMonthlyMicros != int64(math.Round(5.376*6_880_000*730)) || len(r.Reclaim.Holders) != 2 {
+		t.Errorf("reclaim %+v", r.Reclaim)
+	}
+	alerts := ExpansionAlerts("prod", "USD", []Recommendation{r})
+	if len(alerts) != 1 || alerts[0].Labels["alertname"] != AlertReclaim || alerts[0].Labels["action"] != "reclaim" {
+		t.Fatalf("alerts %+v", alerts)
+	}
+	for k, want := range map[string]string{"summary": "Reclaim 5.4 idle h100-mig GPUs before buying: 80.0% of them were held but 12.8% busy",
+		"recommendation": "give back 5.4 GPUs held idle (27000.42 USD a month) before buying; most idle: data-science/ds-notebooks 3.5 idle of 4.0 held (17582.80 USD a month)"} {
+		if got := alerts[0].Annotations[k]; !strings.Contains(got, want) {
+			t.Errorf("%s %q lacks %q", k, got, want)
 		}
 	}
 }

@@ -26,13 +26,20 @@ type WaitRule struct {
 	Threshold   time.Duration
 	Window      time.Duration
 	MinCoverage float64
+	// Busy is the share of the GPU time the queue's own pods held that
+	// must have been busy for its waits to call for buying: a queue that
+	// waits while its own GPUs sit idle (notebooks left open) needs them
+	// given back, not more (the verdict is reclaim). Default 0.8, the
+	// utilisation rule's threshold.
+	Busy float64
 	// PurchaseGPUs is the block an expansion buys.
 	PurchaseGPUs int
 }
 
 // DefaultWaitRule: the p90 wait over 30 minutes over a week and its last
-// day, 95% of the hours present, blocks of 72 GPUs.
-var DefaultWaitRule = WaitRule{Quantile: 0.9, Threshold: 30 * time.Minute, Window: 7 * 24 * time.Hour, MinCoverage: 0.95, PurchaseGPUs: 72}
+// day, 95% of the hours present, the queue's own GPUs 80% busy, blocks
+// of 72 GPUs.
+var DefaultWaitRule = WaitRule{Quantile: 0.9, Threshold: 30 * time.Minute, Window: 7 * 24 * time.Hour, MinCoverage: 0.95, Busy: 0.8, PurchaseGPUs: 72}
 
 // QueueWait is the wait trigger's verdict on one ClusterQueue.
 type QueueWait struct {
@@ -67,9 +74,21 @@ type dayWaits struct {
 	lastHour          time.Time
 }
 
+// QueueUse is what a ClusterQueue's pods held of its flavor over the
+// window, and how they used it (GPU-seconds).
+type QueueUse struct {
+	Flavor                   string
+	Held, Active, Unmeasured float64
+	Holders                  []IdleHolder
+}
+
 // Waits evaluates the wait rule at now for every ClusterQueue in rows,
-// with the flavor each queue runs on and each flavor's price per GPU-hour.
-func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time, r WaitRule, priceMicrosPerGPUHour map[string]int64) []QueueWait {
+// with the flavor each queue runs on and what its pods held of it over the
+// window, and each flavor's price per GPU-hour.
+func Waits(rows []ledger.QueueRow, use map[string]QueueUse, now time.Time, r WaitRule, priceMicrosPerGPUHour map[string]int64) []QueueWait {
+	if r.Busy == 0 {
+		r.Busy = DefaultWaitRule.Busy
+	}
 	to := now.UTC().Truncate(time.Hour)
 	from := to.Add(-r.Window)
 	byQueue := map[string][]ledger.QueueRow{}
@@ -82,8 +101,9 @@ func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time,
 	for _, cq := range slices.Sorted(maps.Keys(byQueue)) {
 		hours := byQueue[cq]
 		sort.Slice(hours, func(i, j int) bool { return hours[i].Hour.Before(hours[j].Hour) })
-		w := QueueWait{ClusterQueue: cq, Flavor: queueFlavor[cq],
-			Verdict: newVerdict(to, r.Window, hours[0].Hour, r.PurchaseGPUs, priceMicrosPerGPUHour[queueFlavor[cq]])}
+		u := use[cq]
+		w := QueueWait{ClusterQueue: cq, Flavor: u.Flavor,
+			Verdict: newVerdict(to, r.Window, hours[0].Hour, r.PurchaseGPUs, priceMicrosPerGPUHour[u.Flavor])}
 		// The window's admitted waits, and its last day's.
 		var window, lastDayWaits ledger.Histogram
 		var last ledger.QueueRow
@@ -142,10 +162,18 @@ func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time,
 		case short != "":
 			w.Why = short
 		case w.Wait > threshold && w.LastDay > threshold:
-			w.Fired = true
-			w.Why = fmt.Sprintf("p%.0f wait for admission in %s %s from %s to %s (%s on the last day; %.0f admitted, %.0f still pending), over %s",
+			waited := fmt.Sprintf("p%.0f wait for admission in %s %s from %s to %s (%s on the last day; %.0f admitted, %.0f still pending), over %s",
 				100*r.Quantile, cq, Duration(w.Wait), from.Format(time.DateOnly), to.Format(time.DateOnly), Duration(w.LastDay), w.Admitted, w.Pending,
 				Duration(threshold))
+			if measured := u.Held - u.Unmeasured; measured > 0 && u.Active/measured < r.Busy {
+				w.Action = ActionReclaim
+				w.Reclaim = reclaimOf(u.Held, u.Active, u.Unmeasured, int(r.Window/time.Hour), u.Holders, priceMicrosPerGPUHour[u.Flavor])
+				w.Why = fmt.Sprintf("%s, while its own %s GPUs were %.1f%% busy (%.1f held idle on average, %s a month): give those back first",
+					waited, u.Flavor, 100*w.Reclaim.HeldActive, w.Reclaim.IdleGPUs, ledger.FormatCents(w.Reclaim.IdleCostMonthlyMicros))
+				break
+			}
+			w.Fired, w.Action = true, ActionBuy
+			w.Why = waited
 		case w.Wait > threshold:
 			w.Why = fmt.Sprintf("p%.0f wait %s over the window, but %s on its last day: the queue has caught up", 100*r.Quantile,
 				Duration(w.Wait), Duration(w.LastDay))
@@ -157,7 +185,7 @@ func Waits(rows []ledger.QueueRow, queueFlavor map[string]string, now time.Time,
 		if w.Flavor == "" && w.Fired {
 			w.Why += "; no flavor is known for the queue (none of its workloads ran in the window), so no price"
 		}
-		if !w.Fired {
+		if w.Action == "" {
 			w.Forecast = forecast(xs, ys, threshold, from, to)
 		}
 		out = append(out, w)
@@ -176,27 +204,44 @@ func Duration(s float64) string {
 	return fmt.Sprintf("%.0f min", s/60)
 }
 
-// QueueFlavors reads from the ledger the flavor each ClusterQueue's
-// workloads held the most GPU time on in [from, to).
-func QueueFlavors(ctx context.Context, s ledger.Store, cluster string, from, to time.Time) (map[string]string, error) {
+// QueueUses reads from the ledger, for each ClusterQueue, the flavor its
+// workloads held the most GPU time on in [from, to), what they held of
+// it, how busy it was, and the namespaces holding it idle (holders, by
+// flavor, from ReadHolders).
+func QueueUses(ctx context.Context, s ledger.Store, cluster string, from, to time.Time, holders map[string][]IdleHolder) (map[string]QueueUse, error) {
 	rows, err := s.Query(ctx, ledger.Query{From: from, To: to, Step: ledger.StepMonth, Cluster: cluster,
 		GroupBy: []ledger.Dimension{ledger.DimClusterQueue, ledger.DimFlavor}})
 	if err != nil {
 		return nil, fmt.Errorf("read the queues' flavors from the ledger: %w", err)
 	}
-	held := map[[2]string]float64{}
+	type key struct{ cq, flavor string }
+	use := map[key]QueueUse{}
 	for _, r := range rows {
-		if r.ClusterQueue != "" {
-			held[[2]string{r.ClusterQueue, r.Flavor}] += r.GPUSeconds
+		if r.ClusterQueue == "" || r.Team == ledger.TeamUnallocated {
+			continue
+		}
+		k := key{r.ClusterQueue, r.Flavor}
+		u := use[k]
+		u.Flavor = r.Flavor
+		u.Held += r.GPUSeconds
+		u.Active += r.ActiveGPUSeconds
+		u.Unmeasured += r.UnmeasuredGPUSeconds
+		use[k] = u
+	}
+	best := map[string]QueueUse{}
+	for k, u := range use {
+		cur, ok := best[k.cq]
+		if !ok || u.Held > cur.Held || u.Held == cur.Held && u.Flavor < cur.Flavor {
+			best[k.cq] = u
 		}
 	}
-	best := map[string]string{}
-	for k, v := range held {
-		cq, flavor := k[0], k[1]
-		cur, ok := best[cq]
-		if !ok || v > held[[2]string{cq, cur}] || v == held[[2]string{cq, cur}] && flavor < cur {
-			best[cq] = flavor
+	for cq, u := range best {
+		for _, h := range holders[u.Flavor] {
+			if h.ClusterQueue == cq {
+				u.Holders = append(u.Holders, h)
+			}
 		}
+		best[cq] = u
 	}
 	return best, nil
 }
@@ -210,9 +255,13 @@ func EvaluateWaits(ctx context.Context, s ledger.Store, cluster string, now time
 	if err != nil {
 		return nil, fmt.Errorf("read the queues' hours from the ledger: %w", err)
 	}
-	flavors, err := QueueFlavors(ctx, s, cluster, to.Add(-r.Window), to)
+	holders, err := ReadHolders(ctx, s, cluster, to.Add(-r.Window), to, priceMicrosPerGPUHour)
 	if err != nil {
 		return nil, err
 	}
-	return Waits(rows, flavors, now, r, priceMicrosPerGPUHour), nil
+	use, err := QueueUses(ctx, s, cluster, to.Add(-r.Window), to, holders)
+	if err != nil {
+		return nil, err
+	}
+	return Waits(rows, use, now, r, priceMicrosPerGPUHour), nil
 }

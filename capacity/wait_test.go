@@ -89,7 +89,7 @@ func TestWaitRule(t *testing.T) {
 		{"rising waits", queueHours("cq", 21, func(d int) float64 { return float64(d+1) * minute }, constant(0)), false, "not over 30 min", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ws := Waits(tc.rows, map[string]string{"cq": "h100"}, now, DefaultWaitRule, prices)
+			ws := Waits(tc.rows, map[string]QueueUse{"cq": {Flavor: "h100"}}, now, DefaultWaitRule, prices)
 			if len(ws) != 1 {
 				t.Fatalf("%d verdicts, want 1", len(ws))
 			}
@@ -104,6 +104,29 @@ func TestWaitRule(t *testing.T) {
 				t.Errorf("flavor %q, monthly cost %d", w.Flavor, w.MonthlyCostMicros)
 			}
 		})
+	}
+}
+
+// TestWaitWhileOwnGPUsIdle: a queue whose workloads wait 50 minutes while
+// the GPUs its own pods hold are 13% busy (notebooks left open) is told to
+// reclaim them, with the namespaces that hold them idle, not to buy 72;
+// with its GPUs 90% busy it is told to buy.
+func TestWaitWhileOwnGPUsIdle(t *testing.T) {
+	rows := queueHours("notebooks", 8, constant(50*60), constant(0))
+	week := DefaultWaitRule.Window.Seconds()
+	holder := IdleHolder{Team: "data-science", Namespace: "ds-notebooks", ClusterQueue: "notebooks", IdleGPUs: 11.9, HeldGPUs: 13.7}
+	idle := QueueUse{Flavor: "h100", Held: 13.7 * week, Active: 0.13 * 13.7 * week, Holders: []IdleHolder{holder}}
+	w := Waits(rows, map[string]QueueUse{"notebooks": idle}, now, DefaultWaitRule, prices)[0]
+	if w.Fired || w.Action != ActionReclaim || w.Reclaim == nil || len(w.Reclaim.Holders) != 1 || !strings.Contains(w.Why, "while its own h100 GPUs were 13.0% busy") {
+		t.Fatalf("waits with idle GPUs: %s %+v", w.Action, w)
+	}
+	if g := w.Reclaim.IdleGPUs; math.Abs(g-0.87*13.7) > 0.01 {
+		t.Errorf("%g GPUs held idle, want %g", g, 0.87*13.7)
+	}
+	busy := idle
+	busy.Active = 0.9 * 13.7 * week
+	if w := Waits(rows, map[string]QueueUse{"notebooks": busy}, now, DefaultWaitRule, prices)[0]; !w.Fired || w.Action != ActionBuy {
+		t.Errorf("waits with busy GPUs: %s %s", w.Action, w.Why)
 	}
 }
 
@@ -146,7 +169,7 @@ func TestWaitAlertInAlertmanager(t *testing.T) {
 		alerts  int
 	}{{"young", 6, 0}, {"prod", 8, 1}} {
 		s := embeddedtest.Open(t, ledger.Row{Key: ledger.Key{Hour: now.Truncate(time.Hour).Add(-2 * time.Hour), Cluster: tc.cluster, Team: "nlp",
-			ClusterQueue: "cq-nlp", Flavor: "h100"}, GPUSeconds: 3600, CostMicros: 6_880_000})
+			ClusterQueue: "cq-nlp", Flavor: "h100"}, GPUSeconds: 3600, ActiveGPUSeconds: 3600, CostMicros: 6_880_000})
 		rows := queueHours("cq-nlp", tc.days, constant(50*60), constant(0))
 		for i := range rows {
 			rows[i].Cluster = tc.cluster

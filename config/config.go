@@ -47,9 +47,15 @@ type Capacity struct {
 	// PurchaseGPUs is the block of GPUs an expansion buys. Default 72
 	// (nine 8-GPU nodes).
 	PurchaseGPUs int `yaml:"purchaseGPUs"`
-	// UtilizationPercent is the allocated share of a flavor's GPU time,
-	// over WindowDays, that fires the trigger. Default 80.
+	// UtilizationPercent is the share of a flavor's GPU time, over
+	// WindowDays, that fires the trigger: busy (Measure active, the
+	// default) or held (allocated). Default 80. A flavor held this much
+	// but busy less says reclaim, not buy; it is also how busy a
+	// ClusterQueue's own GPUs must be for its waits to say buy.
 	UtilizationPercent int `yaml:"utilizationPercent"`
+	// Measure is what UtilizationPercent is of: active (DCGM's busy time,
+	// the default) or allocated (what pods held, busy or not).
+	Measure string `yaml:"measure"`
 	// WindowDays is how long the share must hold. Default 30.
 	WindowDays int `yaml:"windowDays"`
 	// WaitMinutes is the wait for admission that fires the trigger for

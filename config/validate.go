@@ -284,6 +284,9 @@ func (c *Config) validate(d *decoder) {
 		if cp.PurchaseGPUs < 0 {
 			d.add(nil, "capacity.purchaseGPUs", "%d is negative; want the GPUs an expansion buys, such as 72", cp.PurchaseGPUs)
 		}
+		if cp.Measure != "" && cp.Measure != "active" && cp.Measure != "allocated" {
+			d.add(nil, "capacity.measure", "%q; want active (DCGM's busy time, the default) or allocated (what pods held)", cp.Measure)
+		}
 		if cp.UtilizationPercent < 0 || cp.UtilizationPercent > 100 {
 			d.add(nil, "capacity.utilizationPercent", "%d is not a percentage; want 1-100, such as 80", cp.UtilizationPercent)
 		}

@@ -232,14 +232,14 @@ func (cb *Chargeback) writeCapacity(f *excelize.File) error {
 		return err
 	}
 	header := []string{"flavor", "gpus", "allocated_pct", "active_pct", "daily_allocated_min_pct", "daily_allocated_max_pct", "hours_with_data",
-		"window_hours", "window_start", "window_end", "expand_gpus", "monthly_cost_of_expansion", "forecast", "why"}
+		"window_hours", "window_start", "window_end", "action", "expand_gpus (negative: held idle, to reclaim)", "monthly_cost (of the block, or of the idle GPUs)", "forecast", "why"}
 	if err := f.SetSheetRow(s, "A1", &header); err != nil {
 		return err
 	}
 	for i, r := range cb.Capacity {
 		expand, cost, forecast := verdictCells(&r.Verdict)
 		vals := []any{r.Flavor, round1(r.GPUs), round1(100 * r.Allocated), round1(100 * r.Active), round1(100 * r.DailyMin), round1(100 * r.DailyMax),
-			r.HoursWithData, r.Hours, r.From.Format("2006-01-02 15:04"), r.To.Format("2006-01-02 15:04"), expand, cost, forecast, r.Why}
+			r.HoursWithData, r.Hours, r.From.Format("2006-01-02 15:04"), r.To.Format("2006-01-02 15:04"), r.Action, expand, cost, forecast, r.Why}
 		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
 			return err
 		}
@@ -297,7 +297,7 @@ func (cb *Chargeback) writeEndpoints(f *excelize.File, s string, row int) error 
 // writeQueues writes the queue-wait table from row on.
 func (cb *Chargeback) writeQueues(f *excelize.File, s string, row int) error {
 	header := []string{"cluster_queue", "flavor", "wait_p90_minutes", "last_day_wait_p90_minutes", "admitted", "pending", "pending_gpus",
-		"hours_with_data", "window_hours", "window_start", "window_end", "expand_gpus", "monthly_cost_of_expansion", "forecast", "why"}
+		"hours_with_data", "window_hours", "window_start", "window_end", "action", "expand_gpus (negative: held idle, to reclaim)", "monthly_cost (of the block, or of the idle GPUs)", "forecast", "why"}
 	if err := f.SetSheetRow(s, cell(1, row), &header); err != nil {
 		return err
 	}
@@ -310,7 +310,7 @@ func (cb *Chargeback) writeQueues(f *excelize.File, s string, row int) error {
 	for i, q := range cb.Queues {
 		expand, cost, forecast := verdictCells(&q.Verdict)
 		vals := []any{q.ClusterQueue, q.Flavor, minutes(q.Wait), minutes(q.LastDay), q.Admitted, q.Pending, round1(q.PendingGPUs),
-			q.HoursWithData, q.Hours, q.From.Format("2006-01-02 15:04"), q.To.Format("2006-01-02 15:04"), expand, cost, forecast, q.Why}
+			q.HoursWithData, q.Hours, q.From.Format("2006-01-02 15:04"), q.To.Format("2006-01-02 15:04"), q.Action, expand, cost, forecast, q.Why}
 		if err := f.SetSheetRow(s, cell(1, row+1+i), &vals); err != nil {
 			return err
 		}
@@ -319,10 +319,14 @@ func (cb *Chargeback) writeQueues(f *excelize.File, s string, row int) error {
 }
 
 // verdictCells are a verdict's GPUs to buy and their monthly cost (0
-// unless it fired) and its forecast day (empty for none).
-func verdictCells(v *capacity.Verdict) (expand int, cost float64, forecast string) {
-	if v.Fired {
-		expand, cost = v.PurchaseGPUs, ledger.MicrosToFloat(v.MonthlyCostMicros)
+// unless it fired; for a reclaim verdict, minus the GPUs held idle and
+// what they cost a month) and its forecast day (empty for none).
+func verdictCells(v *capacity.Verdict) (expand float64, cost float64, forecast string) {
+	switch {
+	case v.Fired:
+		expand, cost = float64(v.PurchaseGPUs), ledger.MicrosToFloat(v.MonthlyCostMicros)
+	case v.Reclaim != nil:
+		expand, cost = -round1(v.Reclaim.IdleGPUs), -ledger.MicrosToFloat(v.Reclaim.IdleCostMonthlyMicros)
 	}
 	if !v.Forecast.IsZero() {
 		forecast = v.Forecast.Format("2006-01-02")

@@ -21,16 +21,19 @@ import (
 
 func runCapacity(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("capacity", `Reads the ledger and says, per GPU flavor, whether to buy more: the expansion
-trigger fires when the flavor's GPUs were allocated (held by pods, as Kubernetes
-says) for at least capacity.utilizationPercent (80) of their time over the last
-capacity.windowDays (30), with the ledger holding the flavor since before the
-window and for 95% of its hours. A recommendation names the block to buy
-(capacity.purchaseGPUs, 72), its monthly cost at the flavor's price, the evidence,
-and, when the trigger has not fired but the daily share rises, when its trend
-crosses the threshold. It fires too for a ClusterQueue whose workloads wait for
-admission: their capacity.waitPercentile (90th) wait over capacity.waitMinutes
-(30) over capacity.waitWindowDays (7) and over its last day, counting the
-workloads still pending at their wait so far (Kueue's
+trigger buys when the flavor's GPUs were busy (DCGM's activity; capacity.measure
+allocated: held by pods, as Kubernetes says) for at least
+capacity.utilizationPercent (80) of their time over the last capacity.windowDays
+(30), with the ledger holding the flavor since before the window and for 95% of
+its hours. A flavor held that much but busy less is told to reclaim: the GPUs
+held idle, what they cost a month, and the namespaces that hold them. A buy
+names the block (capacity.purchaseGPUs, 72), its monthly cost at the flavor's
+price, the evidence, and, when the trigger has not fired but the daily share
+rises, when its trend crosses the threshold. It buys too for a ClusterQueue
+whose workloads wait for admission while the GPUs its own pods hold are busy
+(else it says reclaim): their capacity.waitPercentile (90th) wait over
+capacity.waitMinutes (30) over capacity.waitWindowDays (7) and over its last
+day, counting the workloads still pending at their wait so far (Kueue's
 kueue_admission_wait_time_seconds and pending workloads, with the pending ages
 gpuledger controller exports, ingested like DCGM's series); it names the flavor
 the queue runs on. It also shows each budgeted team's month-to-date and
@@ -176,6 +179,9 @@ func waitRule(c *config.Capacity) capacity.WaitRule {
 	if c.WaitWindowDays > 0 {
 		r.Window = time.Duration(c.WaitWindowDays) * 24 * time.Hour
 	}
+	if c.UtilizationPercent > 0 {
+		r.Busy = float64(c.UtilizationPercent) / 100
+	}
 	return r
 }
 
@@ -228,6 +234,9 @@ func capacityRule(c *config.Capacity) capacity.Rule {
 	if c.WindowDays > 0 {
 		r.Window = time.Duration(c.WindowDays) * 24 * time.Hour
 	}
+	if c.Measure != "" {
+		r.Measure = capacity.Measure(c.Measure)
+	}
 	return r
 }
 
@@ -251,20 +260,18 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 		return err
 	}
 	cur := cfg.Currency
-	fmt.Fprintf(w, "Cluster %s as of %s: expansion when a flavor's GPUs are %.0f%% allocated over %.0f days, in blocks of %d GPUs\n\n",
-		cluster, now.UTC().Format(time.RFC3339), 100*rule.Threshold, rule.Window.Hours()/24, rule.PurchaseGPUs)
+	fmt.Fprintf(w, "Cluster %s as of %s: buy when a flavor's GPUs are %.0f%% %s over %.0f days, in blocks of %d GPUs; reclaim when held that much but busy less\n\n",
+		cluster, now.UTC().Format(time.RFC3339), 100*rule.Threshold, rule.Measure, rule.Window.Hours()/24, rule.PurchaseGPUs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "flavor\tGPUs\tallocated\tactive\tdaily allocated\thours with data\texpand\tcost a month\tforecast\twhy")
+	fmt.Fprintln(tw, "flavor\tGPUs\tallocated\tactive\tdaily allocated\thours with data\tverdict\tcost a month\tforecast\twhy")
 	for _, r := range recs {
-		expand, cost, forecast := "no", "", ""
-		if r.Fired {
-			expand, cost = fmt.Sprintf("+%d GPUs", r.PurchaseGPUs), ledger.FormatCents(r.MonthlyCostMicros)+" "+cur
-		}
+		verdict, cost := verdictCells(&r.Verdict, cur)
+		forecast := ""
 		if !r.Forecast.IsZero() {
 			forecast = r.Forecast.Format(time.DateOnly)
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%.1f%%\t%.1f%%\t%.1f%%-%.1f%%\t%d/%d\t%s\t%s\t%s\t%s\n", r.Flavor, r.GPUs, 100*r.Allocated, 100*r.Active,
-			100*r.DailyMin, 100*r.DailyMax, r.HoursWithData, r.Hours, expand, cost, forecast, r.Why)
+			100*r.DailyMin, 100*r.DailyMax, r.HoursWithData, r.Hours, verdict, cost, forecast, r.Why)
 	}
 	if len(recs) == 0 {
 		fmt.Fprintf(tw, "(no hours of cluster %s in the ledger)\n", cluster)
@@ -275,17 +282,15 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 	fmt.Fprintf(w, "\nExpansion when a ClusterQueue's p%.0f wait for admission is over %s over %.0f days and their last day:\n",
 		100*wr.Quantile, capacity.Duration(wr.Threshold.Seconds()), wr.Window.Hours()/24)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "cluster queue	flavor	wait	last day	admitted	pending	pending GPUs	hours with data	expand	cost a month	forecast	why")
+	fmt.Fprintln(tw, "cluster queue	flavor	wait	last day	admitted	pending	pending GPUs	hours with data	verdict	cost a month	forecast	why")
 	for _, q := range waits {
-		expand, cost, forecast := "no", "", ""
-		if q.Fired {
-			expand, cost = fmt.Sprintf("+%d GPUs", q.PurchaseGPUs), ledger.FormatCents(q.MonthlyCostMicros)+" "+cur
-		}
+		verdict, cost := verdictCells(&q.Verdict, cur)
+		forecast := ""
 		if !q.Forecast.IsZero() {
 			forecast = q.Forecast.Format(time.DateOnly)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.1f\t%d/%d\t%s\t%s\t%s\t%s\n", q.ClusterQueue, q.Flavor, capacity.Duration(q.Wait),
-			capacity.Duration(q.LastDay), q.Admitted, q.Pending, q.PendingGPUs, q.HoursWithData, q.Hours, expand, cost, forecast, q.Why)
+			capacity.Duration(q.LastDay), q.Admitted, q.Pending, q.PendingGPUs, q.HoursWithData, q.Hours, verdict, cost, forecast, q.Why)
 	}
 	if len(waits) == 0 {
 		fmt.Fprintf(tw, "(no queue hours of cluster %s in the ledger: ingest Kueue's metrics, and run gpuledger controller for the pending workloads)\n", cluster)
@@ -293,6 +298,7 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	reclaimHolders(w, recs, waits, cur)
 	if len(whatIfs) > 0 {
 		fmt.Fprintf(w, "\nWhat-if, the last %d days' workloads replayed through the admission core with the block:\n", int(whatIfWindow.Hours()/24))
 		for _, line := range whatIfs {
@@ -334,6 +340,47 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 	}
 	fmt.Fprintf(w, "\nAlertmanager %s: %d alerts sent (%s), %d resolved\n", am.URL, sent, strings.Join(names, ", "), resolved)
 	return nil
+}
+
+// verdictCells are a verdict's column and its cost a month: the block to
+// buy and its price, or the GPUs held idle to reclaim and what they cost.
+func verdictCells(v *capacity.Verdict, currency string) (string, string) {
+	switch {
+	case v.Fired:
+		return fmt.Sprintf("buy +%d GPUs", v.PurchaseGPUs), ledger.FormatCents(v.MonthlyCostMicros) + " " + currency
+	case v.Reclaim != nil:
+		return fmt.Sprintf("reclaim %.1f idle GPUs", v.Reclaim.IdleGPUs), ledger.FormatCents(v.Reclaim.IdleCostMonthlyMicros) + " " + currency + " idle"
+	}
+	return "no", ""
+}
+
+// reclaimHolders prints, for each reclaim verdict, the namespaces that
+// hold the most GPUs idle, and what each costs a month.
+func reclaimHolders(w io.Writer, recs []capacity.Recommendation, waits []capacity.QueueWait, currency string) {
+	var vs []*capacity.Verdict
+	var names []string
+	for i := range recs {
+		if recs[i].Reclaim != nil {
+			vs, names = append(vs, &recs[i].Verdict), append(names, "flavor "+recs[i].Flavor)
+		}
+	}
+	for i := range waits {
+		if waits[i].Reclaim != nil {
+			vs, names = append(vs, &waits[i].Verdict), append(names, "ClusterQueue "+waits[i].ClusterQueue)
+		}
+	}
+	if len(vs) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nReclaim before buying: who holds GPUs idle (average over the window; idle: held, neither busy nor unmeasured):\n")
+	for i, v := range vs {
+		fmt.Fprintf(w, "  %s: %.1f GPUs held idle, %.1f%% of the held time busy, %s %s a month\n", names[i], v.Reclaim.IdleGPUs,
+			100*v.Reclaim.HeldActive, ledger.FormatCents(v.Reclaim.IdleCostMonthlyMicros), currency)
+		for _, h := range v.Reclaim.Holders {
+			fmt.Fprintf(w, "    %s/%s (ClusterQueue %s): %.1f idle of %.1f held, %s %s a month\n", h.Team, h.Namespace, h.ClusterQueue,
+				h.IdleGPUs, h.HeldGPUs, ledger.FormatCents(h.IdleCostMonthlyMicros), currency)
+		}
+	}
 }
 
 func runRules(ctx context.Context, args []string, stdout io.Writer) error {

@@ -218,6 +218,17 @@ func TestDemoMonth(t *testing.T) {
 	if !strings.Contains(words, "720/720") || !strings.Contains(words, "nlp 60000.00 "+ledger.FormatCents(nlp)) {
 		t.Errorf("capacity output lacks the window's 720 hours or nlp's %s spent", ledger.FormatCents(nlp))
 	}
+	// The MIG slices are held over 80% of the time and busy a tenth of it:
+	// reclaim, naming who holds them idle, never +72 GPUs; nothing buys.
+	for _, want := range []string{"h100-mig 8", "reclaim", "held, not busy", "Reclaim before buying",
+		"data-science/ds-notebooks (ClusterQueue notebooks)", "GPUCapacityReclaim{h100-mig}"} {
+		if !strings.Contains(words, want) {
+			t.Errorf("capacity output on Oct 31 lacks %q", want)
+		}
+	}
+	if strings.Contains(words, "buy +72") || strings.Contains(words, "GPUCapacityExpansion{h100-mig") {
+		t.Errorf("capacity output on Oct 31 buys GPUs that are held idle:\n%s", stdout.String())
+	}
 	// On Oct 20 the research queue's workloads have waited hours for a
 	// week: the wait trigger fires for it, on the flavor it runs on, and
 	// the what-if says the block would have ended the waits.
