@@ -78,22 +78,27 @@ type EndpointPoint struct {
 	Workload  string `json:"workload"`
 	// SLAClass is the endpoint's class (capacity.slaClasses); empty for
 	// the default.
-	SLAClass         string   `json:"slaClass"`
-	GPUsPerReplica   float64  `json:"gpusPerReplica"`
-	LoadSeconds      float64  `json:"loadSeconds"`
-	BusyShare        float64  `json:"busyShare"`
-	Requests         float64  `json:"requests"`
-	IdleGPUHours     float64  `json:"idleGpuHours"`
-	IdleCostMicros   int64    `json:"idleCostMicros"`
-	IdleCost         string   `json:"idleCost"`
-	MinReplicas      int      `json:"minReplicas"`
-	CooldownSeconds  float64  `json:"cooldownSeconds"`
-	PreWarmUTC       []string `json:"preWarmUtc"`
-	SavedGPUHours    float64  `json:"savedGpuHours"`
-	ColdStartsPerDay float64  `json:"coldStartsPerDay"`
-	// P95ExtraSeconds is a lower bound (one waiting request per cold
-	// start).
-	P95ExtraSeconds       float64 `json:"p95ExtraSecondsAtLeast"`
+	SLAClass        string   `json:"slaClass"`
+	GPUsPerReplica  float64  `json:"gpusPerReplica"`
+	LoadSeconds     float64  `json:"loadSeconds"`
+	BusyShare       float64  `json:"busyShare"`
+	Requests        float64  `json:"requests"`
+	IdleGPUHours    float64  `json:"idleGpuHours"`
+	IdleCostMicros  int64    `json:"idleCostMicros"`
+	IdleCost        string   `json:"idleCost"`
+	MinReplicas     int      `json:"minReplicas"`
+	CooldownSeconds float64  `json:"cooldownSeconds"`
+	PreWarmUTC      []string `json:"preWarmUtc"`
+	SavedGPUHours   float64  `json:"savedGpuHours"`
+	// ColdStartsPerDay is over DaysReported, the days the endpoint
+	// reported.
+	ColdStartsPerDay float64 `json:"coldStartsPerDay"`
+	DaysReported     int     `json:"daysReported"`
+	// P95ExtraSeconds and WaitingRequests are upper bounds (what the
+	// ledger counted within the load after each gap it scales down in;
+	// every request where it counted none).
+	P95ExtraSeconds       float64 `json:"p95ExtraSecondsAtMost"`
+	WaitingRequests       float64 `json:"waitingRequestsAtMost"`
 	NetSavingMicros       int64   `json:"netSavingMicros"`
 	NetSaving             string  `json:"netSaving"`
 	KEDADefaultSaved      float64 `json:"kedaDefaultSavedGpuHours"`
@@ -117,7 +122,7 @@ func (s *Server) endpointPoints(c echo.Context, from, to time.Time) ([]EndpointP
 		p := EndpointPoint{Namespace: a.Namespace, Model: a.Model, SLAClass: a.Class, GPUsPerReplica: r.ColdStart.GPUsPerReplica, LoadSeconds: r.ColdStart.Load.Seconds(),
 			Requests: a.Requests, IdleGPUHours: a.IdleGPUSeconds / 3600, IdleCostMicros: a.IdleCostMicros, IdleCost: ledger.FormatMicros(a.IdleCostMicros),
 			MinReplicas: r.MinReplicas, PreWarmUTC: []string{}, SavedGPUHours: r.Best.SavedGPUHours, ColdStartsPerDay: r.Best.ColdStartsPerDay,
-			P95ExtraSeconds: r.Best.P95ExtraLatency.Seconds(), NetSavingMicros: r.Best.NetSavingMicros, NetSaving: ledger.FormatMicros(r.Best.NetSavingMicros),
+			DaysReported: a.Days, P95ExtraSeconds: r.Best.P95ExtraLatency.Seconds(), WaitingRequests: r.Best.AffectedRequests, NetSavingMicros: r.Best.NetSavingMicros, NetSaving: ledger.FormatMicros(r.Best.NetSavingMicros),
 			KEDADefaultSaved: r.Default.SavedGPUHours, KEDADefaultColdPerDay: r.Default.ColdStartsPerDay, KEDADefaultNetSaving: ledger.FormatMicros(r.Default.NetSavingMicros)}
 		if a.Name != "" {
 			p.Workload = a.Kind + "/" + a.Name

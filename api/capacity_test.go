@@ -42,7 +42,9 @@ func TestCapacityRoutes(t *testing.T) {
 		case hod < 8:
 			e.IdleSince = time.Date(2026, 10, 1, h-hod, 0, 0, 0, time.UTC).Add(-time.Minute)
 		case hod == 8:
+			// 12 requests within 2 minutes of the night's end.
 			e.Gaps.Add(8*3600 + 60)
+			e.Gaps.AddWoken(ledger.Bucket(8*3600+60), []float64{3, 6, 12, 20, 40})
 			fallthrough
 		default:
 			e.BusySeconds, e.Requests = 900, 400
@@ -63,9 +65,12 @@ func TestCapacityRoutes(t *testing.T) {
 		t.Fatalf("capacity: %d %s", code, body)
 	}
 	// Scale to zero with the shortest cooldown: two nights of 8 h, each
-	// down 8 h + 1 min less 30 s and the 2-minute load.
+	// down 8 h + 1 min less 30 s and twice the 2-minute load (the load,
+	// and the work it delays): one cold start a day reported, 12 requests
+	// waiting at most each, 24 of 8,000.
 	if e := cp.Endpoints[0]; e.Namespace != "serve" || e.Model != "llama" || e.MinReplicas != 0 || e.CooldownSeconds != 30 ||
-		math.Abs(e.SavedGPUHours-2*(8*3600+60-30-120)/3600.0) > 1e-9 || math.Abs(e.BusyShare-0.25*20/36) > 1e-12 || e.P95ExtraSeconds != 0 {
+		math.Abs(e.SavedGPUHours-2*(8*3600+60-30-2*120)/3600.0) > 1e-9 || math.Abs(e.BusyShare-0.25*20/36) > 1e-12 || e.P95ExtraSeconds != 0 ||
+		e.WaitingRequests != 24 || e.DaysReported != 2 || e.ColdStartsPerDay != 1 {
 		t.Errorf("endpoint: %+v", e)
 	}
 	if q := cp.Queues[0]; q.ClusterQueue != "cq-ml" || q.Fired || !strings.Contains(q.Why, "not enough history") || q.Admitted != 192 ||

@@ -35,13 +35,43 @@ type EndpointState struct {
 	// LastBusyMs is its last activity (its first report before any);
 	// IdleFromMs its first idle report after that, 0 when none.
 	LastBusyMs, IdleFromMs int64
+	// LastBusyPrevMs is the report before LastBusyMs of the pod busy
+	// then: its last request may have ended right after it.
+	LastBusyPrevMs int64
+	// Wakes are the gaps that ended less than the longest of
+	// ledger.WakeBounds ago (by the pods' reports), whose requests are
+	// still being counted; CheckedMs the report at which they were last
+	// checked for their end.
+	Wakes     []*Wake
+	CheckedMs int64
+}
+
+// Wake counts the requests that came as an idle gap ended: from the
+// endpoint's last idle report to each of ledger.WakeBounds after the
+// gap's end, an upper bound at scrape resolution. Each pod counts the
+// requests it finished (vllm:request_success_total's increase) in reports
+// up to its first report at or past the bound, and those running or
+// waiting at that report: a request that arrived in the window either
+// finished by then or was still there. The gap's hour is held until every
+// pod still reporting has reported past the longest bound.
+type Wake struct {
+	// HourMs is the hour whose row counted the gap, Bucket the bucket of
+	// its longest possible length, EndMs its end.
+	HourMs, EndMs int64
+	Bucket        int
+	// Requests are the counts so far, one per bound.
+	Requests []float64
+	// PassMs is, per pod, its first report at or past each bound's end;
+	// 0 until then.
+	PassMs map[string][]int64
 }
 
 // EndpointPod is one pod's latest report and its counters' last values.
 type EndpointPod struct {
-	Ms       int64
-	Busy     bool
-	Counters map[string]QueueLast // metric and series
+	// Ms is its latest report, PrevMs the one before.
+	Ms, PrevMs int64
+	Busy       bool
+	Counters   map[string]QueueLast // metric and series
 }
 
 // EndpointHour is one hour of one endpoint in the making.
@@ -57,6 +87,9 @@ type EndpointHour struct {
 	// IdleSinceMs is, at the hour's latest report, the start of the idle
 	// gap the endpoint was in; 0 when it was busy.
 	IdleSinceMs int64
+	// OpenWakes counts the gaps of the hour whose requests are still
+	// being counted: the hour's rows wait for them.
+	OpenWakes int
 }
 
 const endpointStaleMs = int64(ledger.EndpointStale / time.Millisecond)
@@ -124,7 +157,99 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 	default:
 		busy = inc > 0
 	}
-	a.endpointReport(e, key, id, pod, q.Pod, q.TimeMs, busy, h)
+	longest, end := a.endpointReport(e, key, id, pod, q.Pod, q.TimeMs, busy, h)
+	if b := ledger.Bucket(longest); longest > 0 && b > 0 {
+		// A gap no cooldown can scale down in (the shortest is the first
+		// bucket's bound) has no requests to count.
+		e.Wakes = append(e.Wakes, &Wake{HourMs: floorHour(q.TimeMs), EndMs: end, Bucket: b,
+			Requests: make([]float64, len(ledger.WakeBounds)), PassMs: map[string][]int64{}})
+		h.OpenWakes++
+	}
+	if len(e.Wakes) > 0 {
+		a.countWakes(key, e, q, inc)
+	}
+}
+
+// countWakes counts a sample of an endpoint's pod into its open wakes, and
+// closes those every pod still reporting has reported past.
+func (a *Attributor) countWakes(key string, e *EndpointState, q *QueueSample, inc float64) {
+	var v float64
+	switch q.Metric {
+	case EndpointRequests:
+		v = inc
+	case EndpointRunning, EndpointWaiting:
+		v = q.Value
+	default:
+		return
+	}
+	for _, w := range e.Wakes {
+		pass := w.PassMs[q.Pod]
+		if pass == nil {
+			pass = make([]int64, len(ledger.WakeBounds))
+			w.PassMs[strings.Clone(q.Pod)] = pass
+		}
+		for j, b := range ledger.WakeBounds {
+			if pass[j] == 0 && q.TimeMs >= w.EndMs+int64(b*1000) {
+				pass[j] = q.TimeMs
+			}
+			switch {
+			case pass[j] != 0 && q.TimeMs > pass[j]:
+			case q.Metric == EndpointRequests:
+				w.Requests[j] += v
+			case pass[j] == q.TimeMs:
+				// In flight at the pod's first report past the bound.
+				w.Requests[j] += v
+			}
+		}
+	}
+	if q.TimeMs <= e.CheckedMs {
+		return
+	}
+	e.CheckedMs = q.TimeMs
+	last := len(ledger.WakeBounds) - 1
+	e.Wakes = slices.DeleteFunc(e.Wakes, func(w *Wake) bool {
+		for name, p := range e.Pods {
+			if p.Ms < q.TimeMs-endpointStaleMs {
+				continue // gone: it reports nothing more
+			}
+			if pass := w.PassMs[name]; pass == nil || pass[last] == 0 || p.Ms <= pass[last] {
+				return false
+			}
+		}
+		a.closeWake(key, w, true)
+		return true
+	})
+}
+
+// closeWake books a wake's requests in the row of its gap (measured; else
+// the gap stays without them) and releases the hour.
+func (a *Attributor) closeWake(key string, w *Wake, measured bool) {
+	h := a.queues.Endpoints.Hours[w.HourMs][key]
+	if h == nil {
+		return
+	}
+	if !measured {
+		h.Gaps.AddUnmeasured(w.Bucket)
+	} else {
+		for j := len(w.Requests) - 1; j >= 0; j-- {
+			// A longer window's count bounds a shorter one's too (a
+			// request in flight at one pass may have stopped without
+			// success by the next); the activity that ended the gap was
+			// at least one request, though vLLM may count none (tokens of
+			// one still running when it went).
+			if j+1 < len(w.Requests) {
+				w.Requests[j] = min(w.Requests[j], w.Requests[j+1])
+			}
+			w.Requests[j] = max(w.Requests[j], 1)
+		}
+		h.Gaps.AddWoken(w.Bucket, w.Requests)
+	}
+	h.OpenWakes--
+	if w.HourMs < a.emittedUntilMs {
+		// Its hour has closed and waits for its wakes: out when none is
+		// left.
+		a.releaseEndpointHours(w.HourMs, false)
+	}
 }
 
 // endpointState returns the timeline of the endpoint key and the state of
@@ -161,13 +286,16 @@ type endpointID struct{ namespace, model, kind, name string }
 // pods at t, busy or not, h being t's hour: the span since its previous
 // report is booked (busy when it was busy then), the pod's state is set,
 // and an idle gap that this activity ends is counted.
-func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID, pod *EndpointPod, podName string, t int64, busy bool, h *EndpointHour) {
+//
+// It returns the longest length the gap counted may have had, if any (0
+// else), and the activity that ended it, in ms.
+func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID, pod *EndpointPod, podName string, t int64, busy bool, h *EndpointHour) (longest float64, endMs int64) {
 	if !h.Pods[podName] {
 		h.Pods[strings.Clone(podName)] = true
 	}
 	if t < e.LastMs {
 		// Another pod has reported later: the timeline has moved on.
-		return
+		return 0, 0
 	}
 	if t > e.LastMs {
 		if t-e.LastMs <= endpointStaleMs {
@@ -177,9 +305,14 @@ func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID,
 			// away is neither reported nor a gap; an idle stretch
 			// before it is a gap that ended when it went.
 			if e.IdleFromMs != 0 && e.LastMs > e.LastBusyMs {
-				h.Gaps.Add(float64(e.LastMs-e.LastBusyMs) / 1000)
+				// Its requests came while it was away: not counted.
+				gap := float64(e.LastMs-e.LastBusyMs) / 1000
+				h.Gaps.Add(gap)
+				if b := ledger.Bucket(gap); b > 0 {
+					h.Gaps.AddUnmeasured(b)
+				}
 			}
-			e.LastBusyMs, e.IdleFromMs = t, 0
+			e.LastBusyMs, e.LastBusyPrevMs, e.IdleFromMs = t, t, 0
 			for name, p := range e.Pods {
 				if p.Ms < t-endpointStaleMs && p != pod {
 					delete(e.Pods, name)
@@ -189,7 +322,7 @@ func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID,
 		e.LastMs = t
 	}
 	if t > pod.Ms {
-		pod.Ms, pod.Busy = t, busy
+		pod.PrevMs, pod.Ms, pod.Busy = pod.Ms, t, busy
 	} else if t == pod.Ms {
 		pod.Busy = pod.Busy || busy
 	}
@@ -197,18 +330,28 @@ func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID,
 	// is busy when one of its pods is, and its activity is the latest of
 	// theirs.
 	e.Busy = false
-	busyAt := int64(0)
+	busyAt, busyPrev := int64(0), int64(0)
 	for _, p := range e.Pods {
-		if p.Busy && p.Ms >= t-endpointStaleMs {
-			e.Busy, busyAt = true, max(busyAt, p.Ms)
+		if p.Busy && p.Ms >= t-endpointStaleMs && p.Ms > busyAt {
+			e.Busy, busyAt, busyPrev = true, p.Ms, p.PrevMs
 		}
+	}
+	if busyPrev == 0 {
+		busyPrev = busyAt
 	}
 	switch {
 	case e.Busy && e.IdleFromMs != 0 && e.IdleFromMs < busyAt:
 		h.Gaps.Add(float64(busyAt-e.LastBusyMs) / 1000)
-		e.LastBusyMs, e.IdleFromMs = busyAt, 0
+		longest, endMs = float64(busyAt-min(e.LastBusyPrevMs, e.LastBusyMs))/1000, busyAt
+		if e.LastBusyPrevMs == 0 {
+			longest = float64(busyAt-e.LastBusyMs) / 1000
+		}
+		e.LastBusyMs, e.LastBusyPrevMs, e.IdleFromMs = busyAt, busyPrev, 0
 	case e.Busy:
-		e.LastBusyMs, e.IdleFromMs = max(e.LastBusyMs, busyAt), 0
+		if busyAt >= e.LastBusyMs {
+			e.LastBusyMs, e.LastBusyPrevMs = busyAt, busyPrev
+		}
+		e.IdleFromMs = 0
 	case e.IdleFromMs == 0:
 		e.IdleFromMs = t
 	}
@@ -216,6 +359,7 @@ func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID,
 	if !e.Busy {
 		h.IdleSinceMs = e.LastBusyMs
 	}
+	return longest, endMs
 }
 
 // DCGMBusyActivity is the device activity (DCGM's GR engine active, or
@@ -248,7 +392,13 @@ func (a *Attributor) servingActivity(in *instance) {
 		id := endpointID{namespace: hd.namespace, kind: o.kind, name: o.name}
 		key := hd.namespace + "\x00\x00" + o.kind + "/" + o.name
 		e, pod := a.endpointState(key, hd.pod, in.t)
-		a.endpointReport(e, key, id, pod, hd.pod, in.t, act >= DCGMBusyActivity, a.endpointHour(in.t, key, id))
+		h := a.endpointHour(in.t, key, id)
+		if longest, _ := a.endpointReport(e, key, id, pod, hd.pod, in.t, act >= DCGMBusyActivity, h); longest > 0 {
+			// No request counts: the gap's are not known.
+			if b := ledger.Bucket(longest); b > 0 {
+				h.Gaps.AddUnmeasured(b)
+			}
+		}
 	}
 }
 
@@ -295,36 +445,90 @@ func (a *Attributor) bookEndpointSpan(key string, id endpointID, from, to int64,
 }
 
 // appendEndpointHours emits the endpoint rows of hour h and of any open
-// hour before it.
+// hour before it; an hour whose gaps' requests are still being counted
+// waits for them, for an hour at most (then they are closed without
+// them).
 func (a *Attributor) appendEndpointHours(h int64) {
+	a.releaseEndpointHours(h, true)
+	// An endpoint gone for a day is forgotten: it comes back as new.
+	for key, e := range a.queues.Endpoints.Eps {
+		if e.LastMs < h-24*3_600_000 {
+			for _, w := range e.Wakes {
+				a.closeWake(key, w, false)
+			}
+			delete(a.queues.Endpoints.Eps, key)
+		}
+	}
+}
+
+// CloseEndpoints counts what the data has of every gap's requests and
+// emits every endpoint hour that is closed: at the end of a finite
+// stream, after its last Emit.
+func (a *Attributor) CloseEndpoints() {
+	for key, e := range a.queues.Endpoints.Eps {
+		for _, w := range e.Wakes {
+			a.closeWake(key, w, true)
+		}
+		e.Wakes = nil
+	}
+	if a.emittedUntilMs > 0 {
+		a.releaseEndpointHours(a.emittedUntilMs-hourMs, false)
+	}
+}
+
+// releaseEndpointHours emits the rows of the endpoint hours up to h (the
+// closed ones) with no wake open; with force, those of the hours before h
+// whatever their wakes (left without their requests).
+func (a *Attributor) releaseEndpointHours(h int64, force bool) {
 	b := &a.queues.Endpoints
 	for _, hour := range slices.Sorted(maps.Keys(b.Hours)) {
 		if hour > h {
-			continue
+			break
 		}
 		byEp := b.Hours[hour]
+		open := false
+		for _, eh := range byEp {
+			open = open || eh.OpenWakes > 0
+			if eh.Name == "" {
+				// The owner as of the hour's end, while its pods are
+				// remembered.
+				eh.Kind, eh.Name = a.podsOwner(eh.Namespace, eh.Pods, hour+hourMs-1)
+			}
+		}
+		if open && force && hour < h {
+			a.dropWakes(hour)
+			open = false
+		}
+		if open {
+			break
+		}
 		delete(b.Hours, hour)
-		end := hour + 3_600_000
 		for _, key := range slices.Sorted(maps.Keys(byEp)) {
 			eh := byEp[key]
 			r := ledger.EndpointRow{Hour: time.UnixMilli(hour).UTC(), Cluster: a.model.Cluster, Namespace: eh.Namespace, Model: eh.Model,
 				Pods: len(eh.Pods), ReportedSeconds: min(eh.Reported, 3600), BusySeconds: min(eh.Busy, eh.Reported, 3600),
 				Requests: eh.Requests, GenerationTokens: eh.Tokens, Gaps: eh.Gaps}
 			r.Kind, r.Name = eh.Kind, eh.Name
-			if r.Name == "" {
-				r.Kind, r.Name = a.podsOwner(eh.Namespace, eh.Pods, end-1)
-			}
 			if eh.IdleSinceMs != 0 {
 				r.IdleSince = time.UnixMilli(eh.IdleSinceMs).UTC()
 			}
 			b.Out = append(b.Out, r)
 		}
 	}
-	// An endpoint gone for a day is forgotten: it comes back as new.
-	for key, e := range b.Eps {
-		if e.LastMs < h-24*3_600_000 {
-			delete(b.Eps, key)
-		}
+}
+
+// dropWakes closes the wakes of the gaps of hour, without their requests.
+func (a *Attributor) dropWakes(hour int64) {
+	for key, e := range a.queues.Endpoints.Eps {
+		e.Wakes = slices.DeleteFunc(e.Wakes, func(w *Wake) bool {
+			if w.HourMs > hour {
+				return false
+			}
+			if h := a.queues.Endpoints.Hours[w.HourMs][key]; h != nil {
+				h.OpenWakes--
+			}
+			return true
+		})
 	}
 }
 

@@ -80,9 +80,17 @@ func TestEndpointRows(t *testing.T) {
 			Kind: "ReplicaSet", Name: "llama-7d9f8b6c5", Pods: 2, ReportedSeconds: reported, BusySeconds: busy,
 			Requests: requests, GenerationTokens: tokens, Gaps: g, IdleSince: t0.Add(idleSince)}
 	}
+	// The requests that came as each gap ended, within 30 s to 600 s:
+	// pod b's tokens at 0:25 came with no request counted (one, the
+	// least that ends a gap); pod a's from 1:20 are one a scrape, plus
+	// the one running at its first scrape past the bound (none at 1:30,
+	// past its last): the upper bound counts from 1:19:30.
+	g0, g1 := gaps(930), gaps(3300)
+	g0.AddWoken(ledger.Bucket(930), []float64{1, 1, 1, 1, 1})
+	g1.AddWoken(ledger.Bucket(3300), []float64{1 + 1 + 1, 3 + 1, 5 + 1, 11 + 1, 20})
 	want := []ledger.EndpointRow{
-		row(0, 3600, 630, 19, 1950, gaps(930), 25*time.Minute),
-		row(1, 3600, 600, 20, 2000, gaps(3300), 89*time.Minute+30*time.Second),
+		row(0, 3600, 630, 19, 1950, g0, 25*time.Minute),
+		row(1, 3600, 600, 20, 2000, g1, 89*time.Minute+30*time.Second),
 		row(2, 3570, 0, 0, 0, ledger.Gaps{}, 89*time.Minute+30*time.Second),
 	}
 	if diff := cmp.Diff(want, a.EndpointRows()); diff != "" {
@@ -140,11 +148,16 @@ func TestEndpointRowsSnapshot(t *testing.T) {
 	}
 	// Gone from 0:40 to 1:00, idle since 0:25 before it.
 	got := run(-1, func(sec int) bool { return sec >= 2400 && sec < 3600 })
-	if got[0].ReportedSeconds != 2370 || !cmp.Equal(got[0].Gaps, gapsOf(930)) {
+	g0 := gapsOf(930)
+	g0.AddWoken(ledger.Bucket(930), []float64{1, 1, 1, 1, 1})
+	if got[0].ReportedSeconds != 2370 || !cmp.Equal(got[0].Gaps, g0) {
 		t.Errorf("hour 0: reported %g s, gaps %+v; want 2370 s (to its last report at 0:39:30), the 930 s gap", got[0].ReportedSeconds, got[0].Gaps)
 	}
-	if !cmp.Equal(got[1].Gaps, gapsOf(870, 1200)) {
-		t.Errorf("hour 1: gaps %+v; want the 870 s before it went, booked when it came back, and 1200 s from its return to 1:20", got[1].Gaps)
+	g1 := gapsOf(870, 1200)
+	g1.AddWoken(ledger.Bucket(1200), []float64{3, 4, 6, 12, 20})
+	g1.AddUnmeasured(ledger.Bucket(870))
+	if !cmp.Equal(got[1].Gaps, g1) {
+		t.Errorf("hour 1: gaps %+v; want the 870 s before it went, booked when it came back (no requests counted: they came while it was away), and 1200 s from its return to 1:20", got[1].Gaps)
 	}
 }
 
@@ -190,7 +203,9 @@ func TestServingFromGPUActivity(t *testing.T) {
 		if err := r.Check(); err != nil {
 			t.Errorf("hour %d: %v", i, err)
 		}
+		// No request counts from a GPU: the gap is unmeasured.
 		want := gapsOf(3030)
+		want.AddUnmeasured(ledger.Bucket(3030))
 		if i == 0 {
 			want = ledger.Gaps{}
 		}

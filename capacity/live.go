@@ -174,23 +174,31 @@ func LiveEndpoints(rows []ledger.EndpointRow, workloads []ledger.WorkloadRow, fr
 
 // ReplayGaps plays a policy on the endpoint's gaps: with cooldown C (one
 // of ledger.GapBounds) the replica is down for every gap's part beyond C,
-// less the model's load after each such gap (the first request waits for
-// it, and the work it delays runs that much later). A gap whose end falls
-// in an hour of a pre-warm window ends warm, with no cold start: it is
-// down from C after its start until the pre-warm began (a lower bound:
-// its end is known to the hour), and each day's pre-warm loads the model
-// once. The open
-// gap at the window's end is down beyond C with no cold start. The p95
-// extra latency is the load when the requests that wait for one are over
-// 5% of all; 0 otherwise. Those requests are counted as one per cold
-// start (the one that woke it): a lower bound, since the ledger keeps no
-// arrival times, and those arriving during the load wait too. An endpoint
-// known from GPU activity alone has no request counts: each busy minute
-// stands for a request.
+// less twice the model's load after each such gap: once for the load
+// itself (the GPUs are held while it loads), once for the work it delays,
+// which runs a load later and so shortens the idle gap after it by up to
+// that much (counted in full: the saving is never more than the replay
+// gives). A gap whose end falls in an hour of a pre-warm window ends
+// warm, with no cold start: it is down from C after its start until the
+// pre-warm began (a lower bound: its end is known to the hour), and each
+// day's pre-warm loads the model once. The open gap at the window's end is
+// down beyond C with no cold start.
+//
+// The latency figures are upper bounds: the requests that wait for a load
+// are, per cold start, those the ledger counted from the endpoint's last
+// idle report before the gap's end to the smallest of ledger.WakeBounds at
+// or past the load after it (vLLM's finished requests and those in
+// flight, at scrape resolution). The p95 extra latency is 0 when they are
+// at most 5% of the requests, else the load. Where a cold start's gap has
+// no count (rows from before the ledger kept them, an endpoint that
+// stopped reporting, a load longer than the longest bound, or an endpoint
+// known from GPU activity alone, with no request counts) every request is
+// counted as waiting.
+//
+// Per-day figures are over the days the endpoint reported.
 func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour int64) Outcome {
 	gpus := cs.GPUsPerReplica
-	o := Outcome{Policy: p, AlwaysOnGPUHours: e.ReportedSeconds / 3600 * gpus, Days: max(e.To.Sub(e.From).Hours()/24, 1.0/24),
-		Requests: e.Requests}
+	o := Outcome{Policy: p, AlwaysOnGPUHours: e.ReportedSeconds / 3600 * gpus, Days: float64(max(e.Days, 1)), Requests: e.Requests}
 	// warmFrom[h] is, for an hour of the day in a pre-warm window, when
 	// the window starts (seconds into the day); -1 outside them.
 	var warmFrom [24]float64
@@ -204,12 +212,19 @@ func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour i
 	}
 	c := p.Cooldown.Seconds()
 	load := cs.Load.Seconds()
-	var downSec float64
+	wake, bounded := ledger.WakeIndex(load)
+	bounded = bounded && !e.FromGPUActivity()
+	var downSec, waiting float64
 	for h := range e.GapsByHour {
 		if warmFrom[h] < 0 {
 			n, beyond := e.GapsByHour[h].Over(c)
 			o.ColdStarts += int(n)
-			downSec += beyond - float64(n)*load
+			downSec += beyond - 2*float64(n)*load
+			if n > 0 && bounded {
+				w, unmeasured := e.GapsByHour[h].WokenOver(c, wake)
+				waiting += w
+				bounded = unmeasured == 0
+			}
 			continue
 		}
 		// A gap that ended in a pre-warm window's hour h was down from C
@@ -237,15 +252,17 @@ func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour i
 	o.SavedGPUHours = downSec / 3600 * gpus
 	o.HeldGPUHours = o.AlwaysOnGPUHours - o.SavedGPUHours
 	o.ColdStartsPerDay = float64(o.ColdStarts) / o.Days
+	o.LatencyBound = true
 	if o.ColdStarts > 0 {
 		requests := e.Requests
-		if e.FromGPUActivity() {
-			// No request counts: a busy minute stands for a request.
-			requests = e.BusySeconds / 60
-		}
-		o.AffectedRequests = min(float64(o.ColdStarts), requests)
-		if requests <= 0 || o.AffectedRequests > 0.05*requests {
+		if !bounded || requests <= 0 {
+			o.AffectedRequests = requests
 			o.P95ExtraLatency = cs.Load
+		} else {
+			o.AffectedRequests = min(waiting, requests)
+			if o.AffectedRequests > 0.05*requests {
+				o.P95ExtraLatency = cs.Load
+			}
 		}
 	}
 	o.NetSavingMicros = int64(math.Round(o.SavedGPUHours*float64(priceMicrosPerGPUHour))) - int64(o.ColdStarts)*cs.PenaltyMicros

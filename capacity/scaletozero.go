@@ -242,6 +242,10 @@ type Outcome struct {
 	P95ExtraLatency  time.Duration
 	AffectedRequests float64
 	Requests         float64
+	// LatencyBound says the two figures above are upper bounds (the
+	// replay on the ledger's gaps), not the replay's own count (on
+	// request times).
+	LatencyBound bool
 	// NetSavingMicros is the GPU time saved at the price, less the
 	// cold starts' penalties.
 	NetSavingMicros int64

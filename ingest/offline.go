@@ -86,6 +86,7 @@ func IngestScrapes(ctx context.Context, model *attribution.Model, store ledger.S
 			rows, workloads = att.Ready()
 		} else {
 			rows, workloads = att.Emit(until.UnixMilli())
+			att.CloseEndpoints()
 		}
 		st.Rows += len(rows)
 		if err := writeSideHours(ctx, store, att); err != nil {

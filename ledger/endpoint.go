@@ -70,22 +70,85 @@ var GapBounds = []float64{30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400}
 type Gaps struct {
 	Counts  []int64   `json:"n"`
 	Seconds []float64 `json:"s"`
+	// Woken bounds from above the requests that came as gaps ended, by
+	// the bucket of each gap's longest possible length (from the busy
+	// pod's report before its last activity to the report that ended the
+	// gap: the idle time between the last request's end and the next
+	// one's arrival is known to a scrape interval). Woken[i*len(WakeBounds)+j]
+	// is, summed over those gaps, the requests that arrived from the
+	// endpoint's last idle report before the gap's end to WakeBounds[j]
+	// after it: the requests a replica scaled down in the gap makes wait
+	// while its model loads, when the load takes at most WakeBounds[j].
+	// Measured[i] counts those gaps; Unmeasured[i] the gaps of bucket i
+	// with no count (the endpoint stopped reporting before the window
+	// ended, or came back after being away). A gap whose longest length
+	// is within the first bucket (no cooldown scales down in it) has
+	// neither. All three nil in rows from before the ledger kept them:
+	// every gap of theirs is unmeasured.
+	Woken      []float64 `json:"w,omitempty"`
+	Measured   []int64   `json:"m,omitempty"`
+	Unmeasured []int64   `json:"u,omitempty"`
+}
+
+// WakeBounds are the windows after a gap's end, in seconds, whose
+// requests Gaps.Woken bounds: a model's load time is rounded up to one of
+// them.
+var WakeBounds = []float64{30, 60, 120, 300, 600}
+
+// WakeIndex is the smallest of WakeBounds at or above a load of sec
+// seconds; false when the load is longer than all of them.
+func WakeIndex(sec float64) (int, bool) {
+	for j, w := range WakeBounds {
+		if sec <= w {
+			return j, true
+		}
+	}
+	return 0, false
+}
+
+// Bucket is the index of the bucket of a gap of sec seconds.
+func Bucket(sec float64) int {
+	for j, b := range GapBounds {
+		if sec <= b {
+			return j
+		}
+	}
+	return len(GapBounds)
 }
 
 // Add counts one gap of sec seconds.
 func (g *Gaps) Add(sec float64) {
+	g.alloc()
+	i := Bucket(sec)
+	g.Counts[i]++
+	g.Seconds[i] += sec
+}
+
+func (g *Gaps) alloc() {
 	if g.Counts == nil {
 		g.Counts, g.Seconds = make([]int64, len(GapBounds)+1), make([]float64, len(GapBounds)+1)
 	}
-	i := len(GapBounds)
-	for j, b := range GapBounds {
-		if sec <= b {
-			i = j
-			break
-		}
+	if g.Woken == nil {
+		g.Woken, g.Measured, g.Unmeasured = make([]float64, (len(GapBounds)+1)*len(WakeBounds)), make([]int64, len(GapBounds)+1), make([]int64, len(GapBounds)+1)
 	}
-	g.Counts[i]++
-	g.Seconds[i] += sec
+}
+
+// AddWoken records, for one gap already counted by Add whose longest
+// possible length is in bucket i, the requests that arrived within each
+// of WakeBounds of its end.
+func (g *Gaps) AddWoken(i int, woken []float64) {
+	g.alloc()
+	g.Measured[i]++
+	for j, n := range woken {
+		g.Woken[i*len(WakeBounds)+j] += n
+	}
+}
+
+// AddUnmeasured records one gap already counted by Add, in bucket i,
+// whose requests are not known.
+func (g *Gaps) AddUnmeasured(i int) {
+	g.alloc()
+	g.Unmeasured[i]++
 }
 
 // Merge adds o's gaps to g.
@@ -100,6 +163,41 @@ func (g *Gaps) Merge(o Gaps) {
 		g.Counts[i] += o.Counts[i]
 		g.Seconds[i] += o.Seconds[i]
 	}
+	g.alloc()
+	if o.Woken == nil {
+		// A row from before the ledger counted requests: none of its
+		// gaps is measured.
+		for i, n := range o.Counts {
+			g.Unmeasured[i] += n
+		}
+		return
+	}
+	for i := range o.Woken {
+		g.Woken[i] += o.Woken[i]
+	}
+	for i := range o.Measured {
+		g.Measured[i] += o.Measured[i]
+		g.Unmeasured[i] += o.Unmeasured[i]
+	}
+}
+
+// WokenOver bounds from above the requests that waited for a load of at
+// most WakeBounds[j] after the gaps that may have been longer than bound
+// (one of GapBounds, or 0 for all), over the measured gaps; unmeasured is
+// how many such gaps have no count.
+func (g Gaps) WokenOver(bound float64, j int) (requests float64, unmeasured int64) {
+	for i := range g.Counts {
+		if i < len(GapBounds) && GapBounds[i] <= bound {
+			continue
+		}
+		if g.Woken == nil {
+			unmeasured += g.Counts[i]
+			continue
+		}
+		unmeasured += g.Unmeasured[i]
+		requests += g.Woken[i*len(WakeBounds)+j]
+	}
+	return requests, unmeasured
 }
 
 // Over returns how many gaps were longer than bound (one of GapBounds, or
@@ -118,11 +216,40 @@ func (g Gaps) Over(bound float64) (count int64, beyond float64) {
 
 // Check says what is wrong with g, if anything.
 func (g Gaps) Check() error {
-	if g.Counts == nil && g.Seconds == nil {
+	if g.Counts == nil && g.Seconds == nil && g.Woken == nil && g.Measured == nil && g.Unmeasured == nil {
 		return nil
 	}
 	if len(g.Counts) != len(GapBounds)+1 || len(g.Seconds) != len(GapBounds)+1 {
 		return fmt.Errorf("gaps have %d counts and %d sums; want %d of each (GapBounds and one above)", len(g.Counts), len(g.Seconds), len(GapBounds)+1)
+	}
+	if g.Woken != nil || g.Measured != nil || g.Unmeasured != nil {
+		if len(g.Measured) != len(GapBounds)+1 || len(g.Unmeasured) != len(GapBounds)+1 || len(g.Woken) != len(g.Measured)*len(WakeBounds) {
+			return fmt.Errorf("gaps have %d measured and %d unmeasured counts and %d woken requests; want %d, %d and %d (a count per bucket, a sum per bucket and WakeBounds)",
+				len(g.Measured), len(g.Unmeasured), len(g.Woken), len(GapBounds)+1, len(GapBounds)+1, (len(GapBounds)+1)*len(WakeBounds))
+		}
+		// A gap's longest possible length is at least its length: every
+		// gap above a bound has a count or a mark above it.
+		var gaps, marked int64
+		for i := len(g.Counts) - 1; i > 0; i-- {
+			gaps += g.Counts[i]
+			marked += g.Measured[i] + g.Unmeasured[i]
+			if marked < gaps {
+				return fmt.Errorf("gaps have %d longer than %g s and %d measured or unmeasured ones that long; want at least as many (a gap is counted, or marked unmeasured, by its longest possible length)",
+					gaps, GapBounds[i-1], marked)
+			}
+		}
+		for i, m := range g.Measured {
+			if m < 0 || g.Unmeasured[i] < 0 {
+				return fmt.Errorf("gap bucket %d has %d measured and %d unmeasured gaps; want at least 0 of each", i, m, g.Unmeasured[i])
+			}
+			for j := range WakeBounds {
+				w := g.Woken[i*len(WakeBounds)+j]
+				if !(w >= 0) || math.IsInf(w, 0) || j > 0 && w < g.Woken[i*len(WakeBounds)+j-1]*(1-1e-9) {
+					return fmt.Errorf("gap bucket %d has %g requests woken within %g s; want a finite number of at least 0, and at least those within %g s",
+						i, w, WakeBounds[j], WakeBounds[max(j-1, 0)])
+				}
+			}
+		}
 	}
 	for i := range g.Counts {
 		lo, hi := 0.0, math.Inf(1)
@@ -145,13 +272,16 @@ func (g Gaps) Check() error {
 // UnmarshalJSON reads {"n": counts, "s": seconds}, and checks it.
 func (g *Gaps) UnmarshalJSON(b []byte) error {
 	var j struct {
-		Counts  []int64   `json:"n"`
-		Seconds []float64 `json:"s"`
+		Counts     []int64   `json:"n"`
+		Seconds    []float64 `json:"s"`
+		Woken      []float64 `json:"w"`
+		Measured   []int64   `json:"m"`
+		Unmeasured []int64   `json:"u"`
 	}
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	out := Gaps{Counts: j.Counts, Seconds: j.Seconds}
+	out := Gaps{Counts: j.Counts, Seconds: j.Seconds, Woken: j.Woken, Measured: j.Measured, Unmeasured: j.Unmeasured}
 	if err := out.Check(); err != nil {
 		return err
 	}

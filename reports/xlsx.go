@@ -44,7 +44,7 @@ var methodText = []string{
 	"Variance: budget - cost, per team; positive means under budget. The TOTAL's budget and variance cover the teams with budgets only: platform overhead (_unowned, _unallocated) is in no budget.",
 	"Capacity: per flavor, the share of its GPU time that pods held (allocated, from Kubernetes) and that was busy (active, from DCGM) over the window before the month's end. Expansion is recommended when the allocated share is at or above the threshold over the whole window, and only when the ledger has the flavor from before the window and for 95% of its hours; the cost of the block is its GPUs x the flavor's price x 730 hours. The forecast is where a line fitted to the daily allocated shares crosses the threshold.",
 	"Capacity, queues: per ClusterQueue, the 90th percentile of its workloads' waits for admission (Kueue's kueue_admission_wait_time_seconds, and the workloads still pending at their wait so far) over the wait window and over its last day, interpolated within Kueue's buckets. Expansion of the flavor the queue's workloads held most is recommended when both are over the threshold, with the same history and coverage conditions.",
-	"Capacity, endpoints (scale to zero): per inference endpoint (a namespace's vLLM servers of one model), from vLLM's series over the month: its idle gaps (from one request running, waiting or generating tokens to the next, known to a scrape interval) in buckets at the cooldowns. A cooldown C scales the replica down for every gap's part beyond C, less the model's load, and each such gap is a cold start; the choice saves the most (GPU time at the workload's price, less a penalty per cold start) within the p95 extra latency allowed (a lower bound: one waiting request per cold start). KEDA's default cooldown (300 s) is beside it. Idle GPU-hours and cost are DCGM's, of the endpoint's Deployment or LeaderWorkerSet.",
+	"Capacity, endpoints (scale to zero): per inference endpoint (a namespace's vLLM servers of one model), from vLLM's series over the month: its idle gaps (from one request running, waiting or generating tokens to the next, known to a scrape interval) in buckets at the cooldowns. A cooldown C scales the replica down for every gap's part beyond C, less twice the model's load (the load, and the work it delays), and each such gap is a cold start; the choice saves the most (GPU time at the workload's price, less a penalty per cold start) within the p95 extra latency allowed (an upper bound: the requests the ledger counted within the load after each such gap's end, every request where it counted none; 0 when at most 5% wait, else the load). Per-day figures are over the days the endpoint reported. KEDA's default cooldown (300 s) is beside it. Idle GPU-hours and cost are DCGM's, of the endpoint's Deployment or LeaderWorkerSet.",
 }
 
 // WriteXLSX writes the workbook: Summary (one row per team, a TOTAL row and
@@ -262,7 +262,7 @@ func (cb *Chargeback) writeCapacity(f *excelize.File) error {
 func (cb *Chargeback) writeEndpoints(f *excelize.File, s string, row int) error {
 	header := []string{"namespace", "model", "workload", "sla_class", "gpus_per_replica", "load_seconds", "busy_percent", "requests", "idle_gpu_hours_dcgm", "idle_cost_dcgm",
 		"keda_300s_saved_gpu_hours", "keda_300s_cold_starts_per_day", "min_replicas", "cooldown_seconds", "prewarm_utc", "saved_gpu_hours", "cold_starts_per_day",
-		"p95_extra_seconds_at_least", "net_saving"}
+		"p95_extra_seconds_at_most", "waiting_requests_at_most", "days_reported", "net_saving"}
 	if err := f.SetSheetRow(s, cell(1, row), &header); err != nil {
 		return err
 	}
@@ -286,7 +286,7 @@ func (cb *Chargeback) writeEndpoints(f *excelize.File, s string, row int) error 
 		vals := []any{e.Namespace, e.Model, workload, e.Class, round3(r.ColdStart.GPUsPerReplica), r.ColdStart.Load.Seconds(), busy, e.Requests,
 			round1(e.IdleGPUSeconds / 3600), ledger.MicrosToFloat(e.IdleCostMicros), round1(r.Default.SavedGPUHours), round1(r.Default.ColdStartsPerDay),
 			r.MinReplicas, cooldown, strings.Join(pre, " "), round1(r.Best.SavedGPUHours), round1(r.Best.ColdStartsPerDay), r.Best.P95ExtraLatency.Seconds(),
-			ledger.MicrosToFloat(r.Best.NetSavingMicros)}
+			round1(r.Best.AffectedRequests), e.Days, ledger.MicrosToFloat(r.Best.NetSavingMicros)}
 		if err := f.SetSheetRow(s, cell(1, row+1+i), &vals); err != nil {
 			return err
 		}

@@ -48,11 +48,11 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 		return err
 	}
 	defer csv.Close()
-	fmt.Fprintln(csv, "cluster,namespace,model,workload,sla_class,gpus_per_replica,price_per_gpu_hour,reported_hours,busy_hours,requests,idle_gaps,always_on_gpu_hours,idle_gpu_hours_dcgm,idle_cost_dcgm,min_replicas,cooldown_s,prewarm,saved_gpu_hours,cold_starts_per_day,p95_extra_latency_s,net_saving,keda_default_saved_gpu_hours,keda_default_cold_starts_per_day,keda_default_p95_extra_latency_s,keda_default_net_saving")
+	fmt.Fprintln(csv, "cluster,namespace,model,workload,sla_class,gpus_per_replica,price_per_gpu_hour,reported_hours,busy_hours,requests,idle_gaps,always_on_gpu_hours,idle_gpu_hours_dcgm,idle_cost_dcgm,min_replicas,cooldown_s,prewarm,saved_gpu_hours,cold_starts_per_day,p95_extra_latency_s,net_saving,waiting_requests_max,keda_default_saved_gpu_hours,keda_default_cold_starts_per_day,keda_default_p95_extra_latency_s,keda_default_waiting_requests_max,keda_default_net_saving,days_reported")
 	days := o.to.Sub(o.from).Hours() / 24
 	fmt.Fprintf(stdout, "gpuledger scale-to-zero, %s to %s (%.0f days), from the ledger's endpoint hours (vLLM's series)\n\n", o.from.Format("2006-01-02"), o.to.Format("2006-01-02"), days)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "endpoint\tworkload\tclass\tGPUs×load\tbusy\tidle GPU-h (DCGM)\tidle cost\tgaps >5m\tKEDA 300 s: saved GPU-h\tcold/day\tp95 (≥)\tgpuledger: cooldown\tpre-warm\tsaved GPU-h\tcold/day\tp95 (≥)\tmin replicas\tnet saving\t")
+	fmt.Fprintln(tw, "endpoint\tworkload\tclass\tGPUs×load\tdays\tbusy\tidle GPU-h (DCGM)\tidle cost\tgaps >5m\tKEDA 300 s: saved GPU-h\tcold/day\twait (≤)\tp95 (≤)\tgpuledger: cooldown\tpre-warm\tsaved GPU-h\tcold/day\twait (≤)\tp95 (≤)\tmin replicas\tnet saving\t")
 	var totalSaved, totalDefault float64
 	var totalNet int64
 	for i := range advice {
@@ -66,16 +66,16 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 		if rec.MinReplicas == 1 {
 			cooldown = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f×%s\t%s\t%.1f\t%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%d\t%s\t\n", e.ID(), workloadName(e.Kind, e.Name), dash(class),
-			cs.GPUsPerReplica, cs.Load, busy, e.IdleGPUSeconds/3600, ledger.FormatCents(e.IdleCostMicros), long,
-			rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay, rec.Default.P95ExtraLatency, cooldown, dash(prewarmText(rec.Best.Policy.PreWarm)),
-			rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, rec.Best.P95ExtraLatency, rec.MinReplicas, ledger.FormatCents(rec.Best.NetSavingMicros))
-		fmt.Fprintf(csv, "%s,%s,%s,%s,%s,%.4f,%s,%.2f,%.2f,%.0f,%d,%.2f,%.2f,%s,%d,%.0f,%s,%.2f,%.2f,%.0f,%s,%.2f,%.2f,%.0f,%s\n", e.Cluster, e.Namespace, e.Model,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f×%s\t%d\t%s\t%.1f\t%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%d\t%s\t\n", e.ID(), workloadName(e.Kind, e.Name), dash(class),
+			cs.GPUsPerReplica, cs.Load, e.Days, busy, e.IdleGPUSeconds/3600, ledger.FormatCents(e.IdleCostMicros), long,
+			rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay, waitShare(rec.Default), rec.Default.P95ExtraLatency, cooldown, dash(prewarmText(rec.Best.Policy.PreWarm)),
+			rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, waitShare(rec.Best), rec.Best.P95ExtraLatency, rec.MinReplicas, ledger.FormatCents(rec.Best.NetSavingMicros))
+		fmt.Fprintf(csv, "%s,%s,%s,%s,%s,%.4f,%s,%.2f,%.2f,%.0f,%d,%.2f,%.2f,%s,%d,%.0f,%s,%.2f,%.2f,%.0f,%s,%.0f,%.2f,%.2f,%.0f,%.0f,%s,%d\n", e.Cluster, e.Namespace, e.Model,
 			workloadName(e.Kind, e.Name), class, cs.GPUsPerReplica, ledger.FormatCents(price), e.ReportedSeconds/3600, e.BusySeconds/3600, e.Requests, long,
 			rec.Best.AlwaysOnGPUHours, e.IdleGPUSeconds/3600, ledger.FormatCents(e.IdleCostMicros), rec.MinReplicas, rec.Best.Policy.Cooldown.Seconds(),
 			prewarmText(rec.Best.Policy.PreWarm), rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, rec.Best.P95ExtraLatency.Seconds(),
-			ledger.FormatCents(rec.Best.NetSavingMicros), rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay, rec.Default.P95ExtraLatency.Seconds(),
-			ledger.FormatCents(rec.Default.NetSavingMicros))
+			ledger.FormatCents(rec.Best.NetSavingMicros), rec.Best.AffectedRequests, rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay,
+			rec.Default.P95ExtraLatency.Seconds(), rec.Default.AffectedRequests, ledger.FormatCents(rec.Default.NetSavingMicros), e.Days)
 		totalDefault += rec.Default.SavedGPUHours
 		if rec.MinReplicas == 0 {
 			totalSaved += rec.Best.SavedGPUHours
@@ -112,9 +112,21 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "\ngaps >5m: idle gaps longer than KEDA's default cooldown; saved and cold starts over the window; p95: what the 95th percentile request waits for a load (a lower bound); net saving: the saved GPU time at the workload's price in the ledger less -penalty per cold start.\nPer endpoint: %s; KEDA objects: %s\n",
+	fmt.Fprintf(stdout, "\ndays: the days the endpoint reported (per-day figures are over them); gaps >5m: idle gaps longer than KEDA's default cooldown; saved over the window, less two loads a cold start (the load, and the work it delays); wait (≤): at most this share of the requests waits for a load (those the ledger counted within the load after each gap's end, at scrape resolution; all of them where it has no count); p95 (≤): the 95th percentile request waits at most this (0 when at most 5%% wait, else the load); net saving: the saved GPU time at the workload's price in the ledger less -penalty per cold start.\nPer endpoint: %s; KEDA objects: %s\n",
 		csvPath, filepath.Join(o.out, "keda"))
 	return nil
+}
+
+// waitShare is the share of the requests that wait for a load, an upper
+// bound, as a percentage.
+func waitShare(o capacity.Outcome) string {
+	if o.Requests <= 0 {
+		if o.ColdStarts > 0 {
+			return "all"
+		}
+		return "0%"
+	}
+	return fmt.Sprintf("%.1f%%", 100*o.AffectedRequests/o.Requests)
 }
 
 func workloadName(kind, name string) string {

@@ -183,7 +183,10 @@ CREATE TABLE IF NOT EXISTS gpuledger.endpoint_rows ON CLUSTER gpuledger (
     generation_tokens Float64,
     gaps_n Array(Int64),
     gaps_s Array(Float64),
-    idle_since_ms Int64
+    idle_since_ms Int64,
+    gaps_woken Array(Float64),
+    gaps_measured Array(Int64),
+    gaps_unmeasured Array(Int64)
 ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/endpoint_rows', '{replica}', version)
 PARTITION BY toYYYYMM(hour)
 ORDER BY (cluster, hour, namespace, model, kind, name);

@@ -425,17 +425,14 @@ func (s *Store) insertQueues(ctx context.Context, rec *record) error {
 func (s *Store) insertEndpoints(ctx context.Context, rec *record) error {
 	for start := 0; start < len(rec.Endpoints); start += s.opts.BatchRows {
 		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.EndpointTable)+` (hour, cluster, namespace, model, version, kind, name,
-			pods, reported_seconds, busy_seconds, requests, generation_tokens, gaps_n, gaps_s, idle_since_ms)`)
+			pods, reported_seconds, busy_seconds, requests, generation_tokens, gaps_n, gaps_s, idle_since_ms, gaps_woken, gaps_measured, gaps_unmeasured)`)
 		if err != nil {
 			return fmt.Errorf("prepare endpoint insert: %w", err)
 		}
 		for _, r := range rec.Endpoints[start:min(start+s.opts.BatchRows, len(rec.Endpoints))] {
-			counts := r.Gaps.Counts
-			if counts == nil {
-				counts = []int64{}
-			}
 			if err := b.Append(r.Hour.UTC(), r.Cluster, r.Namespace, r.Model, rec.Version, r.Kind, r.Name, int64(r.Pods), r.ReportedSeconds,
-				r.BusySeconds, r.Requests, r.GenerationTokens, counts, floats(r.Gaps.Seconds), ledger.MilliOrZero(r.IdleSince)); err != nil {
+				r.BusySeconds, r.Requests, r.GenerationTokens, ints(r.Gaps.Counts), floats(r.Gaps.Seconds), ledger.MilliOrZero(r.IdleSince),
+				floats(r.Gaps.Woken), ints(r.Gaps.Measured), ints(r.Gaps.Unmeasured)); err != nil {
 				b.Abort()
 				return fmt.Errorf("append endpoint row: %w", err)
 			}
@@ -474,6 +471,13 @@ func (s *Store) insertTimes(ctx context.Context, rec *record) error {
 func floats(v []float64) []float64 {
 	if v == nil {
 		return []float64{}
+	}
+	return v
+}
+
+func ints(v []int64) []int64 {
+	if v == nil {
+		return []int64{}
 	}
 	return v
 }

@@ -148,6 +148,12 @@ var migrations = []string{
 		at_ms Int64
 	) ENGINE = MergeTree
 	ORDER BY (cluster, from_hour, to_hour, reason, detail)`,
+	// The requests that came as gaps ended, within each of
+	// ledger.WakeBounds (flattened), and how many gaps have them and how
+	// many have none, by bucket: an upper bound on the requests a cold
+	// start makes wait (ledger.Gaps).
+	15: `ALTER TABLE {db}.endpoint_rows ADD COLUMN gaps_woken Array(Float64),
+		ADD COLUMN gaps_measured Array(Int64), ADD COLUMN gaps_unmeasured Array(Int64)`,
 }
 
 // backfill is rollupSelect over every row of table, at version 1: every
