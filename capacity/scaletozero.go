@@ -443,3 +443,194 @@ func preWarm(arr []Arrival, span time.Duration) []DailyWindow {
 	}
 	return dailyWindows(busy)
 }
+
+// Request is one request of a per-request log: when it came (from the
+// log's start), and how long the model server took to answer it.
+type Request struct {
+	At, Service time.Duration
+}
+
+// RequestLog is a per-request log (a gateway's access log) by endpoint,
+// each endpoint's requests in order of arrival, over [Start, Start+Span).
+type RequestLog struct {
+	Start     time.Time
+	Span      time.Duration
+	Endpoints map[string][]Request
+}
+
+// requestLogHeader is the CSV header ParseRequests reads.
+const requestLogHeader = "timestamp,endpoint,service_seconds"
+
+// ParseRequests reads a per-request log as CSV with the header
+// timestamp,endpoint,service_seconds: the arrival as RFC 3339 or Unix
+// seconds (fractions allowed), the endpoint's name, and the seconds the
+// server took to answer. Lines may come in any order. The log spans whole
+// days from the first request's UTC midnight.
+func ParseRequests(r io.Reader) (RequestLog, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	type raw struct {
+		at      time.Time
+		service time.Duration
+	}
+	byEp := map[string][]raw{}
+	var first, last time.Time
+	line := 0
+	for sc.Scan() {
+		line++
+		text := strings.TrimSpace(sc.Text())
+		if line == 1 {
+			if text != requestLogHeader {
+				return RequestLog{}, fmt.Errorf("line 1: header %q; want %q", text, requestLogHeader)
+			}
+			continue
+		}
+		if text == "" {
+			continue
+		}
+		f := strings.Split(text, ",")
+		if len(f) != 3 {
+			return RequestLog{}, fmt.Errorf("line %d: %d fields; want 3 (%s)", line, len(f), requestLogHeader)
+		}
+		at, err := parseTimestamp(f[0])
+		if err != nil {
+			return RequestLog{}, fmt.Errorf("line %d: timestamp %q: %w", line, f[0], err)
+		}
+		if f[1] == "" {
+			return RequestLog{}, fmt.Errorf("line %d: endpoint is empty; want the endpoint's name", line)
+		}
+		sec, err := strconv.ParseFloat(f[2], 64)
+		if err != nil || !(sec >= 0) || sec > 7*86400 {
+			return RequestLog{}, fmt.Errorf("line %d: service_seconds %q; want seconds from 0 to a week", line, f[2])
+		}
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+		byEp[f[1]] = append(byEp[f[1]], raw{at, time.Duration(sec * float64(time.Second))})
+	}
+	if err := sc.Err(); err != nil {
+		return RequestLog{}, fmt.Errorf("line %d: %w", line+1, err)
+	}
+	if len(byEp) == 0 {
+		return RequestLog{}, fmt.Errorf("no request: want the header %q and a line per request", requestLogHeader)
+	}
+	start := first.UTC().Truncate(24 * time.Hour)
+	log := RequestLog{Start: start, Span: last.Sub(start).Truncate(24*time.Hour) + 24*time.Hour, Endpoints: map[string][]Request{}}
+	for ep, rs := range byEp {
+		slices.SortStableFunc(rs, func(a, b raw) int { return a.at.Compare(b.at) })
+		out := make([]Request, len(rs))
+		for i, r := range rs {
+			out[i] = Request{At: r.at.Sub(start), Service: r.service}
+		}
+		log.Endpoints[ep] = out
+	}
+	return log, nil
+}
+
+// parseTimestamp reads RFC 3339 or Unix seconds, with a fraction or not,
+// from 2000 to 2100.
+func parseTimestamp(s string) (time.Time, error) {
+	var t time.Time
+	if strings.ContainsAny(s, "-T:") {
+		var err error
+		if t, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			return time.Time{}, fmt.Errorf("want RFC 3339 such as 2026-10-01T08:00:00.25Z, or Unix seconds")
+		}
+	} else {
+		sec, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(sec) {
+			return time.Time{}, fmt.Errorf("want Unix seconds such as 1790000000.25, or RFC 3339")
+		}
+		if sec < 946684800 || sec > 4102444800 {
+			return time.Time{}, fmt.Errorf("want a time from 2000 to 2100")
+		}
+		whole := math.Floor(sec)
+		t = time.Unix(int64(whole), int64((sec-whole)*1e9))
+	}
+	if t.Year() < 2000 || t.Year() >= 2100 {
+		return time.Time{}, fmt.Errorf("want a time from 2000 to 2100")
+	}
+	return t.UTC(), nil
+}
+
+// ReplayRequests plays a policy on an endpoint's requests exactly: the
+// replica is up at the start; a request that comes Cooldown or more after
+// the last one ended (the server idle since, as KEDA's HTTP add-on and an
+// in-flight trigger see it), outside a pre-warm window, is a cold start:
+// it and those that come during the load wait for it, the GPUs held from
+// its arrival. Each request runs when the model is up, for its service
+// time, so the work a load delays ends that much later and the cooldown
+// runs from there.
+func ReplayRequests(reqs []Request, span time.Duration, p Policy, cs ColdStart, priceMicrosPerGPUHour int64) Outcome {
+	o := Outcome{Policy: p, AlwaysOnGPUHours: span.Hours() * cs.GPUsPerReplica, Days: span.Hours() / 24, Requests: float64(len(reqs))}
+	pre := preWarmIntervals(p.PreWarm, span, cs.Load)
+	var held []interval
+	var delays []Arrival
+	upFrom, readyAt, lastEnd := time.Duration(0), time.Duration(0), time.Duration(0)
+	for _, r := range reqs {
+		if r.At >= lastEnd+p.Cooldown && r.At >= readyAt {
+			// Down since lastEnd + Cooldown: up again by a pre-warm
+			// window's load, else by this request's.
+			held = append(held, interval{upFrom, min(lastEnd+p.Cooldown, span)})
+			if ok, ready := inWindows(pre, r.At, cs.Load); ok {
+				upFrom, readyAt = r.At, ready
+			} else {
+				o.ColdStarts++
+				upFrom, readyAt = r.At, r.At+cs.Load
+			}
+		}
+		start := max(r.At, readyAt)
+		if start > r.At {
+			o.AffectedRequests++
+			delays = append(delays, Arrival{At: start - r.At, Weight: 1})
+		}
+		lastEnd = max(lastEnd, start+r.Service)
+	}
+	held = append(held, interval{upFrom, min(lastEnd+p.Cooldown, span)})
+	o.HeldGPUHours = union(append(held, pre...)).Hours() * cs.GPUsPerReplica
+	o.SavedGPUHours = o.AlwaysOnGPUHours - o.HeldGPUHours
+	o.ColdStartsPerDay = float64(o.ColdStarts) / o.Days
+	o.P95ExtraLatency = weightedQuantile(delays, o.Requests, 0.95)
+	o.NetSavingMicros = int64(math.Round(o.SavedGPUHours*float64(priceMicrosPerGPUHour))) - int64(o.ColdStarts)*cs.PenaltyMicros
+	return o
+}
+
+// preWarmIntervals are the daily windows over span, each begun a load
+// earlier so that the replica is up at From, in order.
+func preWarmIntervals(ws []DailyWindow, span, load time.Duration) []interval {
+	var pre []interval
+	for day := time.Duration(0); day < span; day += 24 * time.Hour {
+		for _, w := range ws {
+			pre = append(pre, interval{max(day+w.From-load, 0), min(day+w.To, span)})
+		}
+	}
+	sort.Slice(pre, func(i, j int) bool { return pre[i].from < pre[j].from })
+	return pre
+}
+
+// inWindows says whether t falls in one of the pre-warm intervals, and
+// when its replica is up.
+func inWindows(pre []interval, t, load time.Duration) (bool, time.Duration) {
+	i := sort.Search(len(pre), func(i int) bool { return pre[i].to > t })
+	if i < len(pre) && pre[i].from <= t {
+		return true, pre[i].from + load
+	}
+	return false, 0
+}
+
+// RecommendRequests is Recommend on an endpoint's logged requests,
+// replayed exactly.
+func RecommendRequests(name string, reqs []Request, span time.Duration, cs ColdStart, priceMicrosPerGPUHour int64, maxP95 time.Duration) ScaleToZero {
+	rec := ScaleToZero{Endpoint: name, ColdStart: cs, Default: ReplayRequests(reqs, span, Policy{Cooldown: KEDADefaultCooldown}, cs, priceMicrosPerGPUHour)}
+	arr := make([]Arrival, len(reqs))
+	for i, r := range reqs {
+		arr[i] = Arrival{At: r.At, Weight: 1}
+	}
+	pre := preWarm(arr, span)
+	rec.Periodic = len(pre) > 0
+	rec.choose(Cooldowns, pre, span, maxP95, func(p Policy) Outcome { return ReplayRequests(reqs, span, p, cs, priceMicrosPerGPUHour) })
+	return rec
+}

@@ -44,7 +44,15 @@ their Deployment or LeaderWorkerSet held; serving workloads without vLLM's
 series are listed with the idle time DCGM measured. Writes
 scale-to-zero-<month>.csv and KEDA objects.
 
-Without -month, the traffic is ServeGen's production LLM API traces (one
+With -requests, the endpoints are a per-request log's (a gateway's access log
+as CSV: timestamp,endpoint,service_seconds, the timestamp RFC 3339 or Unix
+seconds), each replayed request by request, so that a team can decide before it
+deploys vLLM's series: a request that comes a cooldown or more after the last
+one ended waits for the load, as do those that come during it. Loads come from
+-coldStart (by endpoint, or its name after the last /) or -coldStart.default.
+Writes scale-to-zero-requests.csv and KEDA objects.
+
+Otherwise, the traffic is ServeGen's production LLM API traces (one
 endpoint per client, request counts per 600 s window with the fitted
 inter-arrival distribution; arrivals are drawn from it for each -seeds). Writes
 scale-to-zero.csv and, for
@@ -65,9 +73,10 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 	query := fs.String("keda.query", "", "request rate of an endpoint measured in front of it, %s standing for the endpoint's name, such as sum(rate(gateway_requests_total{service=\"%s\"}[1m])); empty: HTTPScaledObjects")
 	newLogger := logFlags(fs)
 	monthFlag := fs.String("month", "", "read the endpoints of this month, YYYY-MM, from the ledger (vLLM's series, and their workloads' GPU time and cost) instead of ServeGen's traces")
-	coldDefault := fs.String("coldStart.default", "1:120s", "with -month: load time of a model without a -coldStart entry, as GPUs:load (the GPUs are the ledger's, measured per replica)")
+	coldDefault := fs.String("coldStart.default", "1:120s", "with -month or -requests: load time of a model without a -coldStart entry, as GPUs:load (with -month the GPUs are the ledger's, measured per replica)")
 	cluster := fs.String("cluster", "", "with -month: the cluster to read (empty: every cluster)")
 	cfgPath := configFlag(fs, "with -month: the configuration whose capacity section prices cold starts (coldStartSeconds, coldStartModels, coldStartPenalty, slaClasses) and whose flavors price GPU-hours the ledger has no workload rate for; the flags given explicitly override its defaults")
+	requests := fs.String("requests", "", "replay this per-request log (CSV: timestamp,endpoint,service_seconds) instead of ServeGen's traces")
 	gpuActivity := fs.Bool("gpuActivity", false, "with -month: replay every serving workload's timeline from its GPUs' activity (busy at 5% or more), also where vLLM's series exist, to compare the two")
 	openStore := storeFlags(fs, defaultLedgerPath, storeRead)
 	if err := parseFlags(fs, args); err != nil {
@@ -84,6 +93,18 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 	cold, err := parseColdStarts(*classes, penalty)
 	if err != nil {
 		return err
+	}
+	if *requests != "" {
+		if *monthFlag != "" {
+			return usageError{"-requests and -month: pass one (a per-request log, or the ledger's month)"}
+		}
+		def, err := parseColdStarts("default="+*coldDefault, penalty)
+		if err != nil {
+			return usageError{fmt.Sprintf("-coldStart.default=%q: want GPUs:load such as 1:120s", *coldDefault)}
+		}
+		return scaleToZeroRequests(stdout, requestOptions{file: *requests, cold: cold, def: def["default"], price: price, maxP95: *maxP95, out: *out,
+			keda: capacity.KEDATarget{Prometheus: *prom, Threshold: 1, Port: 8000, MaxReplicas: 4, Query: *query}, kedaNS: *namespace,
+			command: "gpuledger scale-to-zero " + strings.Join(args, " ")})
 	}
 	if *monthFlag != "" {
 		month, err := time.Parse("2006-01", *monthFlag)
