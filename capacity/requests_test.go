@@ -13,7 +13,7 @@ import (
 func TestReplayRequestsByHand(t *testing.T) {
 	s := time.Second
 	reqs := []Request{
-		{At: 0, Service: 10 * s},     // ends at 10
+		{At: 0, Service: 10 * s},      // ends at 10
 		{At: 100 * s, Service: 5 * s}, // 90 s idle > 60: cold, up at 130, ends 135
 		{At: 110 * s, Service: 5 * s}, // during the load: waits 20 s, ends 135
 		{At: 190 * s, Service: 5 * s}, // 55 s after 135: warm (it would be cold without the delay)
