@@ -24,7 +24,10 @@ type BackfillOptions struct {
 	Chunk time.Duration
 	// Progress, when set, is called after each chunk.
 	Progress func(p BackfillProgress)
-	Logger   *slog.Logger
+	// SplitProgress, when set, is called every few seconds while a
+	// Preparer source makes its one pass: the bytes read of the total.
+	SplitProgress func(read, total int64)
+	Logger        *slog.Logger
 	// Now is the clock for audit entries; time.Now when nil.
 	Now func() time.Time
 }
@@ -109,6 +112,15 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) 
 		return prog, fmt.Errorf("cost model: %w", err)
 	}
 	prime := time.Duration(aopts.PrimeWindowMs()) * time.Millisecond
+	// The data just after the range decides how long the last observations
+	// before End lasted: the staleness window past it is read too.
+	after := time.Duration(aopts.SettleDelayMs()) * time.Millisecond
+	if pr, ok := o.Source.(Preparer); ok {
+		if err := pr.Prepare(ctx, from.Add(-prime), end.Add(after), o.SplitProgress); err != nil {
+			return prog, err
+		}
+		defer pr.Close()
+	}
 	var p Parser
 	if err := o.Source.Fetch(ctx, from.Add(-prime), from, &p, primer{att}); err != nil {
 		return prog, fmt.Errorf("read the %s before %s: %w", prime, from.Format(time.RFC3339), err)
@@ -167,9 +179,7 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) 
 			o.Progress(prog)
 		}
 	}
-	// The data just after the range decides how long the last observations
-	// before End lasted: read the staleness window past it, then close.
-	after := time.Duration(aopts.SettleDelayMs()) * time.Millisecond
+	// Read the staleness window past End, then close.
 	if err := o.Source.Fetch(ctx, end, end.Add(after), &p, att); err != nil {
 		return prog, fmt.Errorf("read the %s after %s: %w; run the same command again to resume", after, end.Format(time.RFC3339), err)
 	}

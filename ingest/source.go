@@ -86,15 +86,25 @@ func NewSource(from string, client *http.Client, step time.Duration) (Source, er
 
 // FileSource reads a file of text exposition (with timestamps on the lines,
 // or one scrape taken at the start of the range) or export JSON lines.
+// Prepared (Preparer), it reads the file once and each Fetch only its
+// range's part.
 type FileSource struct {
 	Path string
+	// SpillDir is where Prepare writes the file's samples by hour; the
+	// system's temporary directory when empty.
+	SpillDir string
+	split    *split
 }
 
 // Name is file:<path>.
 func (f *FileSource) Name() string { return "file:" + f.Path }
 
-// Fetch reads the file and keeps the range's samples.
-func (f *FileSource) Fetch(_ context.Context, from, to time.Time, p *Parser, sink Sink) error {
+// Fetch reads the range's samples: from what Prepare split when it covers
+// the range, else from the whole file.
+func (f *FileSource) Fetch(ctx context.Context, from, to time.Time, p *Parser, sink Sink) error {
+	if f.split != nil && f.split.covers(from, to) {
+		return f.fetchSplit(ctx, from, to, p, sink)
+	}
 	body, err := os.ReadFile(f.Path)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", f.Path, err)

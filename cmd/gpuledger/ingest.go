@@ -20,7 +20,11 @@ is counted twice.
   -from http://victoriametrics:8428          VictoriaMetrics /api/v1/export (raw samples)
   -from prometheus+http://prometheus:9090    Prometheus /api/v1/query_range (evaluated at -scrape.interval)
   -from file:///path/scrapes.prom            text exposition (timestamps on the lines)
-  -from file:///path/export.jsonl            VictoriaMetrics export JSON lines`, stdout)
+  -from file:///path/export.jsonl            VictoriaMetrics export JSON lines
+
+A file is read once, split by hour into $TMPDIR (room for a copy of the range's
+samples; removed at the end), then each chunk reads its hours: memory stays
+bounded whatever the file's size.`, stdout)
 	cfgPath := configFlag(fs, "business-data configuration file")
 	cluster := fs.String("cluster", "", "cluster of the configuration the telemetry is from; empty for the only one")
 	from := fs.String("from", "", "where to read from (required); see above")
@@ -63,6 +67,16 @@ is counted twice.
 		Source: src, Store: store, Model: model, Logger: log,
 		Attribution: attribution.Options{ScrapeIntervalMs: interval.Milliseconds()},
 		Start:       start, End: end, Chunk: *chunk,
+		SplitProgress: func(read, total int64) {
+			el := time.Since(began)
+			eta := time.Duration(float64(el) * float64(total-read) / float64(max(read, 1)))
+			fmt.Fprintf(os.Stderr, "\rsplitting %s by hour: %.0f of %.0f MiB  %.0f MiB/s  ETA %s ", *from, float64(read)/(1<<20), float64(total)/(1<<20),
+				float64(read)/(1<<20)/max(el.Seconds(), 1e-3), eta.Round(time.Second))
+			if read == total {
+				fmt.Fprintln(os.Stderr)
+				began = time.Now() // the chunks' ETA from here
+			}
+		},
 		Progress: func(p ingest.BackfillProgress) {
 			done := p.Done
 			if !p.Resumed.IsZero() {

@@ -90,8 +90,26 @@ Flags:`)
 	fs.BoolVar(&o.heapProfile, "heapProfile", false, "save gpuledger's heap profile (/debug/pprof/heap, what is in use once the timed phase is drained) into -out")
 	fs.IntVar(&o.profile, "profileSeconds", 0, "take a CPU profile of gpuledger for this many seconds from the start of each timed phase, into -out (/debug/pprof/profile)")
 	fs.StringVar(&o.out, "out", "gpuledger-bench/ingest", "folder for runs.csv and the servers' logs")
+	exportFile := fs.String("exportFile", "", "instead of measuring: write the first -gpus fleet's -days of telemetry, a scrape every -interval, to this file as VictoriaMetrics export JSON lines (gpuledger's series only, series by series), and its configuration to the file's name + .yaml, for gpuledger ingest -from file://")
+	days := fs.Int("days", 31, "with -exportFile: days of telemetry, from 2026-10-01")
+	interval := fs.Duration("interval", 15*time.Second, "with -exportFile: the scrape interval")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *exportFile != "" {
+		g, err := intList("-gpus", *gpus)
+		if err != nil {
+			return err
+		}
+		if *days < 1 || *interval < time.Second {
+			return fmt.Errorf("-days=%d -interval=%s: want at least a day and a second", *days, *interval)
+		}
+		n, err := writeExportFile(*exportFile, g[0], *days, *interval, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), o.seed)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s: %d GPUs, %d days every %s, %d samples; configuration %s.yaml\n", *exportFile, g[0], *days, *interval, n, *exportFile)
+		return nil
 	}
 	var err error
 	if o.gpus, err = intList("-gpus", *gpus); err != nil {
