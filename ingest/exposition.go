@@ -186,6 +186,8 @@ type Parser struct {
 	// rw is the remote-write decoding, its buffers reused between
 	// requests.
 	rw RemoteWrite
+	// scan is an export line's tokens, reused between lines.
+	scan rawExport
 }
 
 // Stats returns the counters so far.

@@ -233,14 +233,23 @@ func splitExport(ctx context.Context, r *bufio.Reader, w *bucketWriters, fromMs,
 		Values     []json.RawMessage `json:"values"`
 		Timestamps []int64           `json:"timestamps"`
 	}
+	var scan rawExport
 	var name struct {
 		Name string `json:"__name__"`
+	}
+	decode := func(line []byte) bool {
+		if scanExport(bytes.TrimSpace(line), &scan) {
+			l.Metric, l.Values, l.Timestamps = scan.metric, scan.values, scan.ts
+			return true
+		}
+		l.Metric, l.Values, l.Timestamps = nil, l.Values[:0], l.Timestamps[:0]
+		return json.Unmarshal(line, &l) == nil
 	}
 	for n := 0; ; n++ {
 		line, err := r.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
-			l.Metric, l.Values, l.Timestamps = nil, l.Values[:0], l.Timestamps[:0]
-			if json.Unmarshal(line, &l) != nil || json.Unmarshal(l.Metric, &name) != nil || len(l.Values) != len(l.Timestamps) {
+			name.Name = ""
+			if !decode(line) || json.Unmarshal(l.Metric, &name) != nil || len(l.Values) != len(l.Timestamps) {
 				b, werr := w.get(0)
 				if werr != nil {
 					return werr

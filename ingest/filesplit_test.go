@@ -133,3 +133,48 @@ func writeExportFile(t testing.TB, scrapes []simScrape) string {
 	}
 	return path
 }
+
+// FuzzScanExport: a line scanExport reads is one encoding/json reads the
+// same: the metric, every value and timestamp (or, where the metric
+// object is not JSON, one both refuse).
+func FuzzScanExport(f *testing.F) {
+	f.Add([]byte(`{"metric":{"__name__":"DCGM_FI_DEV_GPU_UTIL","gpu":"0","Hostname":"n\"1}"},"values":[1,"NaN",-2.5e3,0],"timestamps":[1,2,-3,0]}`))
+	f.Add([]byte(`{"metric":{},"values":[],"timestamps":[]}`))
+	f.Add([]byte(`{"metric":{"a":"b"},"values":[01],"timestamps":[1]}`))
+	f.Add([]byte(`{"metric":{"a":"b"},"values":[1e999],"timestamps":[1e3]}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var scan rawExport
+		if !scanExport(line, &scan) {
+			return
+		}
+		var l exportLine
+		var m map[string]string
+		errM := json.Unmarshal(scan.metric, &m)
+		if err := json.Unmarshal(line, &l); err != nil {
+			// The metric object is left to encoding/json: a line it
+			// refuses is refused there.
+			if errM == nil {
+				t.Fatalf("%s: scanned with a good metric, but encoding/json says %v", line, err)
+			}
+			return
+		}
+		if (errM == nil) != (l.Metric != nil || string(scan.metric) == "null") || errM == nil && fmt.Sprint(m) != fmt.Sprint(l.Metric) {
+			t.Fatalf("%s: metric %v (%v), encoding/json %v", line, m, errM, l.Metric)
+		}
+		if len(scan.values) != len(l.Values) || len(scan.ts) != len(l.Timestamps) {
+			t.Fatalf("%s: %d values, %d timestamps; encoding/json %d, %d", line, len(scan.values), len(scan.ts), len(l.Values), len(l.Timestamps))
+		}
+		for i := range scan.values {
+			a, errA := exportValue(scan.values[i])
+			b, errB := exportValue(l.Values[i])
+			if (errA == nil) != (errB == nil) || errA == nil && a != b && !(a != a && b != b) {
+				t.Fatalf("%s: value %d %g (%v); encoding/json %g (%v)", line, i, a, errA, b, errB)
+			}
+		}
+		for i := range scan.ts {
+			if scan.ts[i] != l.Timestamps[i] {
+				t.Fatalf("%s: timestamp %d %d; encoding/json %d", line, i, scan.ts[i], l.Timestamps[i])
+			}
+		}
+	})
+}
