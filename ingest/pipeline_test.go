@@ -60,6 +60,10 @@ func newLive(t *testing.T, m *attribution.Model, store ledger.Store, dir string,
 	l := &live{t: t, model: m, store: store, dir: dir, clock: &clock{t: now}}
 	l.opts = PipelineOptions{Dir: dir, Now: l.clock.Now}
 	l.open()
+	// The pipeline open at the end stops, as a killed process would,
+	// before the test's directories go: its last snapshot may still be
+	// under way.
+	t.Cleanup(func() { l.pl.c.close() })
 	return l
 }
 

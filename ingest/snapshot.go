@@ -271,6 +271,9 @@ func (pl *Pipeline) snapshot(cut bool) error {
 	if err != nil {
 		return err
 	}
+	if len(snaps) == 0 {
+		return fmt.Errorf("no snapshot in %s after writing one: was the directory removed?", pl.opts.Dir)
+	}
 	if len(snaps) > keepSnapshots {
 		for _, old := range snaps[:len(snaps)-keepSnapshots] {
 			os.Remove(old.path)
