@@ -256,24 +256,7 @@ type interval struct{ from, to time.Duration }
 // Replay plays the arrivals against a policy.
 func Replay(arr []Arrival, span time.Duration, p Policy, cs ColdStart, priceMicrosPerGPUHour int64) Outcome {
 	o := Outcome{Policy: p, AlwaysOnGPUHours: span.Hours() * cs.GPUsPerReplica, Days: span.Hours() / 24}
-	// Pre-warm windows, each started a load earlier so that the replica is
-	// ready at From.
-	var pre []interval
-	for day := time.Duration(0); day < span; day += 24 * time.Hour {
-		for _, w := range p.PreWarm {
-			pre = append(pre, interval{max(day+w.From-cs.Load, 0), min(day+w.To, span)})
-		}
-	}
-	sort.Slice(pre, func(i, j int) bool { return pre[i].from < pre[j].from })
-	// preWarmed says whether t falls in a pre-warm window, and when its
-	// replica is ready.
-	preWarmed := func(t time.Duration) (bool, time.Duration) {
-		i := sort.Search(len(pre), func(i int) bool { return pre[i].to > t })
-		if i < len(pre) && pre[i].from <= t {
-			return true, pre[i].from + cs.Load
-		}
-		return false, 0
-	}
+	pre := preWarmIntervals(p.PreWarm, span, cs.Load)
 	// What the requests hold comes in order of start: merged as it comes.
 	var held []interval
 	hold := func(iv interval) {
@@ -292,7 +275,7 @@ func Replay(arr []Arrival, span time.Duration, p Policy, cs ColdStart, priceMicr
 	for _, a := range arr {
 		o.Requests += a.Weight
 		if a.At >= warmUntil {
-			if ok, ready := preWarmed(a.At); ok {
+			if ok, ready := inWindows(pre, a.At, cs.Load); ok {
 				readyAt = max(readyAt, ready)
 			} else {
 				o.ColdStarts++
@@ -308,12 +291,19 @@ func Replay(arr []Arrival, span time.Duration, p Policy, cs ColdStart, priceMicr
 		hold(interval{start, min(start+p.Cooldown, span)})
 		warmUntil = max(warmUntil, start+p.Cooldown)
 	}
-	o.HeldGPUHours = union(append(held, pre...)).Hours() * cs.GPUsPerReplica
+	o.finish(append(held, pre...), delays, cs, priceMicrosPerGPUHour)
+	return o
+}
+
+// finish sets what follows from the time held (the union of held) and
+// the requests' waits: the GPU-hours held and saved, the cold starts a
+// day, the p95 wait and the net saving.
+func (o *Outcome) finish(held []interval, delays []Arrival, cs ColdStart, priceMicrosPerGPUHour int64) {
+	o.HeldGPUHours = union(held).Hours() * cs.GPUsPerReplica
 	o.SavedGPUHours = o.AlwaysOnGPUHours - o.HeldGPUHours
 	o.ColdStartsPerDay = float64(o.ColdStarts) / o.Days
 	o.P95ExtraLatency = weightedQuantile(delays, o.Requests, 0.95)
 	o.NetSavingMicros = int64(math.Round(o.SavedGPUHours*float64(priceMicrosPerGPUHour))) - int64(o.ColdStarts)*cs.PenaltyMicros
-	return o
 }
 
 // union is the length of the union of the intervals.
@@ -590,11 +580,7 @@ func ReplayRequests(reqs []Request, span time.Duration, p Policy, cs ColdStart, 
 		lastEnd = max(lastEnd, start+r.Service)
 	}
 	held = append(held, interval{upFrom, min(lastEnd+p.Cooldown, span)})
-	o.HeldGPUHours = union(append(held, pre...)).Hours() * cs.GPUsPerReplica
-	o.SavedGPUHours = o.AlwaysOnGPUHours - o.HeldGPUHours
-	o.ColdStartsPerDay = float64(o.ColdStarts) / o.Days
-	o.P95ExtraLatency = weightedQuantile(delays, o.Requests, 0.95)
-	o.NetSavingMicros = int64(math.Round(o.SavedGPUHours*float64(priceMicrosPerGPUHour))) - int64(o.ColdStarts)*cs.PenaltyMicros
+	o.finish(append(held, pre...), delays, cs, priceMicrosPerGPUHour)
 	return o
 }
 
