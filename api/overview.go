@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"sort"
 	"time"
 
@@ -43,7 +44,7 @@ nav a{margin-right:1em}
 <h1>GPU cost, {{.Month}}</h1>
 <p class="sub">Cluster {{if .Cluster}}{{.Cluster}}{{else}}all{{end}} · {{.Currency}} · as of {{.At}} ·
 <nav style="display:inline"><a href="?month={{.Prev}}">← {{.Prev}}</a>{{if .Next}}<a href="?month={{.Next}}">{{.Next}} →</a>{{end}}
-<a href="/api/v1/reports/chargeback/{{.Month}}?format=xlsx">workbook</a></nav></p>
+<a id="csv" href="/reports/chargeback/{{.Month}}?format=csv">CSV</a><a id="xlsx" href="/reports/chargeback/{{.Month}}?format=xlsx">workbook</a></nav></p>
 {{if not .Teams}}<p id="nodata">The ledger has no hours in {{.Month}}.</p>{{else}}
 <h2>Cost by team</h2>
 <svg id="cost-chart" role="img" aria-label="cost by team" width="100%" viewBox="0 0 760 {{.ChartHeight}}">
@@ -53,7 +54,7 @@ nav a{margin-right:1em}
 <text x="{{$t.LabelX}}" y="{{$t.Y}}" dy="14">{{$t.Cost}}</text></g>
 {{end}}</svg>
 <table id="teams"><tr><th>team</th><th class="n">cost</th><th class="n">idle cost</th><th class="n">GPU-hours</th><th class="n">active</th></tr>
-{{range .Teams}}<tr><td>{{.Team}}</td><td class="n">{{.Cost}}</td><td class="n">{{.Idle}}</td><td class="n">{{printf "%.1f" .GPUHours}}</td><td class="n">{{.Active}}</td></tr>
+{{range .Teams}}<tr><td><a href="/team/{{.Team}}?month={{$.Month}}">{{.Team}}</a></td><td class="n">{{.Cost}}</td><td class="n">{{.Idle}}</td><td class="n">{{printf "%.1f" .GPUHours}}</td><td class="n">{{.Active}}</td></tr>
 {{end}}<tr><th>TOTAL</th><th class="n" id="total">{{.Total}}</th><th></th><th></th><th></th></tr></table>
 {{end}}
 {{if .Budgets}}<h2>Budgets{{if .BudgetsFinal}}, final{{end}}</h2>
@@ -119,6 +120,14 @@ func (s *Server) overview(c echo.Context) error {
 	v, err := params(c, "month")
 	if err != nil {
 		return err
+	}
+	if p := principalOf(c); !p.has(ScopeAdmin) && !p.has(ScopeViewer) {
+		// A team's token sees its own team's page, never every team's.
+		q := ""
+		if m := v.Get("month"); m != "" {
+			q = "?month=" + url.QueryEscape(m)
+		}
+		return c.Redirect(http.StatusSeeOther, "/team/"+url.PathEscape(p.teams()[0])+q)
 	}
 	now := time.Now()
 	if s.opts.Capacity.Now != nil {
@@ -246,10 +255,16 @@ func (s *Server) newestMonth(ctx context.Context, current time.Time) (time.Time,
 	return current, nil
 }
 
-// browserToken lets the overview page authenticate by the cookie the sign-in
-// form set, and answers a failed check with the form instead of JSON.
-func (s *Server) browserToken(next echo.HandlerFunc) echo.HandlerFunc {
-	check := s.require(string(ScopeViewer))(next)
+// browser lets the pages authenticate by the cookie the sign-in form set,
+// for tokens of one of scopes, and answers a failed check with the form
+// instead of JSON.
+func (s *Server) browser(scopes ...string) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return s.browserToken(s.require(scopes...)(next))
+	}
+}
+
+func (s *Server) browserToken(check echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if r.Header.Get("Authorization") == "" {
@@ -284,8 +299,8 @@ func (s *Server) login(c echo.Context) error {
 	if err != nil {
 		return s.loginPage(c, http.StatusUnauthorized, err.Error())
 	}
-	if !p.has(ScopeAdmin) && !p.has(ScopeViewer) {
-		return s.loginPage(c, http.StatusForbidden, fmt.Sprintf("token %q has no viewer scope: the overview shows every team; read your team's costs through the API", p.name))
+	if !p.has(ScopeAdmin) && !p.has(ScopeViewer) && len(p.teams()) == 0 {
+		return s.loginPage(c, http.StatusForbidden, fmt.Sprintf("token %q has neither a viewer nor a team scope: it may not read costs", p.name))
 	}
 	c.SetCookie(&http.Cookie{Name: tokenCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: c.Request().TLS != nil, MaxAge: 12 * 3600})

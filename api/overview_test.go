@@ -33,8 +33,9 @@ func overviewServer(t *testing.T) *Server {
 }
 
 // TestOverviewSignIn: the page asks a browser for a token, keeps a viewer
-// token in an HttpOnly cookie, refuses a team's token, and the cookie opens
-// no API route.
+// token in an HttpOnly cookie, refuses a token that may read no costs (a
+// team's goes to its team's page: TestTeamPage), and the cookie opens no
+// API route.
 func TestOverviewSignIn(t *testing.T) {
 	ts := httptest.NewServer(overviewServer(t).Handler())
 	defer ts.Close()
@@ -63,8 +64,8 @@ func TestOverviewSignIn(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if code := post("secret-ml-dash"); code != http.StatusForbidden {
-		t.Errorf("a team's token signed in: %d", code)
+	if code := post("secret-vmagent"); code != http.StatusForbidden {
+		t.Errorf("a remote-write token signed in: %d", code)
 	}
 	if code := post("nonsense"); code != http.StatusUnauthorized {
 		t.Errorf("a wrong token signed in: %d", code)

@@ -138,7 +138,11 @@ func New(opts Options) *Server {
 	s.e.Use(s.instrument)
 	read := s.require(string(ScopeViewer), "team")
 	s.e.GET("/healthz", s.healthz)
-	s.e.GET("/", s.overview, s.browserToken)
+	s.e.GET("/", s.overview, s.browser(string(ScopeViewer), "team"))
+	s.e.GET("/team/:team", s.teamPage, s.browser(string(ScopeViewer), "team"))
+	// The chargeback for the pages' download links: the same as the API's,
+	// by the sign-in cookie (a team's token gets its team's).
+	s.e.GET("/reports/chargeback/:month", s.chargeback, s.browser(string(ScopeViewer), "team"))
 	s.e.POST("/login", s.login)
 	s.e.GET("/metrics", s.serveMetrics, s.require(string(ScopeViewer)))
 	s.e.GET("/api/v1/cost", s.cost, read, s.cache)

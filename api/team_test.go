@@ -1,0 +1,177 @@
+package api
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/gpuledger/gpuledger/internal/testenv"
+	"github.com/gpuledger/gpuledger/ledger"
+)
+
+// signedIn is a browser-like client signed in with a token: it keeps the
+// cookie and follows redirects.
+func signedIn(t *testing.T, ts *httptest.Server, token string) func(path string) (int, string, string) {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar}
+	resp, err := client.PostForm(ts.URL+"/login", url.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return func(path string) (int, string, string) {
+		resp, err := client.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Request.URL.Path, string(b)
+	}
+}
+
+// TestTeamPage: a team's token signs in and lands on its team's page
+// (the overview of every team is not for it), may not open another
+// team's, and downloads its own chargeback only; a viewer opens any team's
+// page from the overview and downloads the whole month's.
+func TestTeamPage(t *testing.T) {
+	ts := httptest.NewServer(overviewServer(t).Handler())
+	defer ts.Close()
+	ml := signedIn(t, ts, "secret-ml-dash")
+	code, path, body := ml("/?month=2026-10")
+	if code != http.StatusOK || path != "/team/ml" || !strings.Contains(body, "GPU cost of ml, 2026-10") || strings.Contains(body, `id="teams"`) {
+		t.Fatalf("ml's token at /: %d %s\n%s", code, path, body)
+	}
+	// ml: 48 hours of one H100 at 6.88 (the ledger's two days), 247.68 of
+	// a budget of 500.00 spent by Oct 2 12:00; its workload listed; a
+	// day's bar each.
+	for _, want := range []string{`id="cost">330.24<`, `247.68 of 500.00, forecast`, `ml/Job/a`, `data-day="2026-10-01"`, `data-day="2026-10-02"`,
+		`href="/reports/chargeback/2026-10?format=csv&amp;team=ml"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("ml's page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "all teams") {
+		t.Error("ml's page links to every team's overview")
+	}
+	if code, _, body := ml("/team/vision?month=2026-10"); code != http.StatusForbidden || !strings.Contains(body, `not team=&#34;vision&#34;`) {
+		t.Errorf("ml's token at vision's page: %d %s", code, body)
+	}
+	if code, _, body := ml("/team/ml?month=2026-09"); code != http.StatusOK || !strings.Contains(body, `id="nodata"`) {
+		t.Errorf("ml's September (no hours): %d %s", code, body)
+	}
+	code, _, body = ml("/reports/chargeback/2026-10?format=csv")
+	if lines := strings.Split(strings.TrimSpace(body), "\n"); code != http.StatusOK || len(lines) != 3 || !strings.HasPrefix(lines[1], "ml,") {
+		t.Errorf("ml's download: %d\n%s", code, body)
+	}
+	if code, _, _ := ml("/reports/chargeback/2026-10?format=csv&team=vision"); code != http.StatusForbidden {
+		t.Errorf("ml's token downloading vision's: %d", code)
+	}
+
+	finops := signedIn(t, ts, "secret-finops")
+	code, _, body = finops("/?month=2026-10")
+	if code != http.StatusOK || !strings.Contains(body, `<a href="/team/ml?month=2026-10">ml</a>`) || !strings.Contains(body, `href="/reports/chargeback/2026-10?format=xlsx"`) {
+		t.Fatalf("the overview's links: %d\n%s", code, body)
+	}
+	if code, _, body := finops("/team/ml?month=2026-10"); code != http.StatusOK || !strings.Contains(body, "all teams") {
+		t.Errorf("a viewer at ml's page: %d %s", code, body)
+	}
+	resp, err := http.Get(ts.URL + "/reports/chargeback/2026-10?format=xlsx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a download signed out: %d", resp.StatusCode)
+	}
+	code, _, body = finops("/reports/chargeback/2026-10?format=xlsx")
+	if code != http.StatusOK || !strings.HasPrefix(body, "PK") {
+		t.Errorf("a viewer's workbook: %d, %.40q", code, body)
+	}
+}
+
+// TestTeamPageInChromium drives headless Chromium with a team's token:
+// signed in, it lands on the team's page of the newest month with data,
+// whose figures are the ledger's, then on a month with none; a viewer's
+// overview links to the same page. Screenshots go to $GPULEDGER_ARTIFACTS
+// (team-ml-2026-10.png, team-ml-2026-09.png).
+func TestTeamPageInChromium(t *testing.T) {
+	testenv.Slow(t, "headless Chromium")
+	bin := chromium(t)
+	srv := overviewServer(t)
+	ts := httptest.NewServer(srv.Handler())
+	defer ts.Close()
+	oct := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	want, err := srv.opts.Store.Query(context.Background(), ledger.Query{From: oct, To: oct.AddDate(0, 1, 0), Step: ledger.StepMonth, Cluster: "c1", Team: "ml"})
+	if err != nil || len(want) != 1 {
+		t.Fatalf("%v %v", want, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.Headless,
+		chromedp.WindowSize(1200, 900), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+	dir := os.Getenv("GPULEDGER_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := func(name string) {
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s (%d bytes)", filepath.Join(dir, name), len(png))
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "secret-ml-dash"),
+		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#daily`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	cost, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#cost`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(loc, "/team/ml") || cost != ledger.FormatCents(want[0].CostMicros) {
+		t.Errorf("signed in with ml's token: at %s, cost %q; want ml's page, %s", loc, cost, ledger.FormatCents(want[0].CostMicros))
+	}
+	days, err := chromedp.Run(ctx, chromedp.AttributesAll(chromedp.CSSAll(`#daily g.day`)))
+	if err != nil || len(days) != 2 {
+		t.Errorf("%d daily bars (%v); want the ledger's 2 days", len(days), err)
+	}
+	shot("team-ml-2026-10.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="?month=2026-09"]`)), chromedp.WaitVisible(chromedp.CSS(`#nodata`))); err != nil {
+		t.Fatal(err)
+	}
+	shot("team-ml-2026-09.png")
+}
