@@ -62,8 +62,9 @@ type WhatIfQuery struct {
 // LocalQueues, requests, submissions and run times as recorded) through
 // the admission core, from an empty cluster at q.From (or at the first
 // submission, when later), on the cluster as configured, then with q.GPUs
-// more of q.Flavor (whole GPUs: not a MIG flavor) as nodes like the
-// flavor's first and as nominal quota of q.Queues. A workload still
+// more of q.Flavor as nodes like the flavor's first and as nominal quota
+// of q.Queues (on a MIG flavor, each GPU's slices as the nodes' layout
+// has them, as quota of each slice's resource). A workload still
 // running at q.To runs until then; one never admitted before it runs for
 // the median run time of the others.
 func ReplayWhatIf(cfg *config.Config, cluster string, times []ledger.WorkloadTime, q WhatIfQuery) (WhatIf, error) {
@@ -205,9 +206,10 @@ func p90(v []float64) float64 {
 }
 
 // withBlock is cfg with gpus more of flavor in cluster: whole nodes like
-// the flavor's first (rounded up), and the GPUs as nominal quota of the
-// queues (every ClusterQueue with quota of the flavor when none is given),
-// split evenly. cfg is not changed.
+// the flavor's first (rounded up; MIG-partitioned as it is), and the GPUs
+// (or their MIG slices) as nominal quota of the queues (every ClusterQueue
+// with quota of the flavor when none is given), split evenly. cfg is not
+// changed.
 func withBlock(cfg *config.Config, cluster, flavor string, gpus int, queues []string) (*config.Config, int, []string, error) {
 	out := *cfg
 	out.Clusters = slices.Clone(cfg.Clusters)
@@ -232,8 +234,15 @@ func withBlock(cfg *config.Config, cluster, flavor string, gpus int, queues []st
 	if like == nil || like.GPUs <= 0 {
 		return nil, 0, nil, fmt.Errorf("what-if: cluster %s has no node of flavor %q to add more of", c.Name, flavor)
 	}
+	// The block's quota per resource: whole GPUs, or, on a MIG flavor,
+	// each GPU's slices as its layout has them (3g.40gb, 2g.20gb, 1g.10gb
+	// and 1g.10gb: one, one and two more of each resource per GPU).
+	add := map[string]int{config.ResourceGPU: gpus}
 	if len(like.MIG) > 0 {
-		return nil, 0, nil, fmt.Errorf("what-if: flavor %q is partitioned into MIG slices; the what-if adds whole GPUs only", flavor)
+		add = map[string]int{}
+		for _, p := range like.MIG {
+			add[config.MIGResourcePrefix+p] += gpus
+		}
 	}
 	n := (gpus + like.GPUs - 1) / like.GPUs
 	model := *like
@@ -244,7 +253,7 @@ func withBlock(cfg *config.Config, cluster, flavor string, gpus int, queues []st
 	}
 	out.ClusterQueues = slices.Clone(cfg.ClusterQueues)
 	var grown []string
-	var quotas []*config.ResourceQuota
+	quotas := map[string][]*config.ResourceQuota{}
 	for qi := range out.ClusterQueues {
 		q := &out.ClusterQueues[qi]
 		if len(queues) > 0 && !slices.Contains(queues, q.Name) {
@@ -258,9 +267,11 @@ func withBlock(cfg *config.Config, cluster, flavor string, gpus int, queues []st
 			}
 			f.Resources = slices.Clone(f.Resources)
 			for ri := range f.Resources {
-				if f.Resources[ri].Name == config.ResourceGPU {
-					quotas = append(quotas, &f.Resources[ri])
-					grown = append(grown, q.Name)
+				if name := f.Resources[ri].Name; add[name] > 0 {
+					quotas[name] = append(quotas[name], &f.Resources[ri])
+					if !slices.Contains(grown, q.Name) {
+						grown = append(grown, q.Name)
+					}
 				}
 			}
 		}
@@ -268,11 +279,14 @@ func withBlock(cfg *config.Config, cluster, flavor string, gpus int, queues []st
 	if len(quotas) == 0 {
 		return nil, 0, nil, fmt.Errorf("what-if: no ClusterQueue %v has quota of flavor %q to grow", queues, flavor)
 	}
-	// The block as nominal quota, split evenly, the remainder to the first.
-	for i, r := range quotas {
-		r.NominalQuota += gpus / len(quotas)
-		if i < gpus%len(quotas) {
-			r.NominalQuota++
+	// The block as nominal quota of each resource, split evenly among the
+	// queues with quota of it, the remainder to the first.
+	for name, qs := range quotas {
+		for i, r := range qs {
+			r.NominalQuota += add[name] / len(qs)
+			if i < add[name]%len(qs) {
+				r.NominalQuota++
+			}
 		}
 	}
 	return &out, n, grown, nil

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ledger"
 )
 
@@ -48,8 +49,45 @@ func TestReplayWhatIf(t *testing.T) {
 	if b, a := w.Before.QueueWaitP90["research"], w.After.QueueWaitP90["research"]; !(a < b) {
 		t.Errorf("research's p90 wait %g s → %g s with the block as its quota; want less", b, a)
 	}
-	if _, err := ReplayWhatIf(cfg, "", times, WhatIfQuery{Flavor: "h100-mig", GPUs: 7, From: start, To: end}); err == nil {
-		t.Error("a what-if of whole GPUs on a MIG flavor was accepted")
+	// On the MIG flavor (each GPU 3g.40gb, 2g.20gb and two 1g.10gb) 8
+	// GPUs are a node like its first, and 8 of each slice (16 1g.10gb)
+	// as quota of the queues with quota of them.
+	bigger, nodes, grown, err := withBlock(cfg, "", "h100-mig", 8, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nodes != 1 || len(grown) == 0 {
+		t.Fatalf("MIG block: %d nodes for %v", nodes, grown)
+	}
+	quota := func(c *config.Config, resource string) int {
+		var n int
+		for _, q := range c.ClusterQueues {
+			for _, f := range q.Flavors {
+				for _, r := range f.Resources {
+					if f.Name == "h100-mig" && r.Name == resource {
+						n += r.NominalQuota
+					}
+				}
+			}
+		}
+		return n
+	}
+	for res, more := range map[string]int{"nvidia.com/mig-3g.40gb": 8, "nvidia.com/mig-2g.20gb": 8, "nvidia.com/mig-1g.10gb": 16, config.ResourceGPU: 0} {
+		if got := quota(bigger, res) - quota(cfg, res); got != more {
+			t.Errorf("MIG block: %s quota grew by %d; want %d", res, got, more)
+		}
+	}
+	wm, err := ReplayWhatIf(cfg, "", times, WhatIfQuery{Flavor: "h100-mig", GPUs: 8, From: start, To: end, Since: start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MIG what-if: %+v", wm)
+	if b, a := wm.Before.QueueWaitP90["notebooks"], wm.After.QueueWaitP90["notebooks"]; !(a < b) {
+		t.Errorf("notebooks' p90 wait %g s → %g s with 8 more MIG GPUs' slices as quota; want less", b, a)
+	}
+	if wm.After.Admitted < wm.Before.Admitted || wm.After.Allocated > wm.Before.Allocated+1e-9 {
+		t.Errorf("with 8 more MIG GPUs: admitted %d → %d, allocated %.3f → %.3f; want as many admitted over more capacity",
+			wm.Before.Admitted, wm.After.Admitted, wm.Before.Allocated, wm.After.Allocated)
 	}
 }
 
