@@ -412,7 +412,7 @@ func TestVerifyCommand(t *testing.T) {
 	var rows []ledger.Row
 	for i := range 48 {
 		rows = append(rows, ledger.Row{Key: ledger.Key{Hour: h.Add(time.Duration(i) * time.Hour), Cluster: "c", Team: "ml", Flavor: "h100"},
-			GPUSeconds: 3600, CostMicros: 6_880_000 + int64(i)})
+			GPUSeconds: 3600, CostMicros: 0x5aa5_5aa5_0000 + int64(i)})
 	}
 	if err := s.WriteHours(context.Background(), rows, nil); err != nil {
 		t.Fatal(err)
@@ -422,18 +422,21 @@ func TestVerifyCommand(t *testing.T) {
 	if err := run(context.Background(), []string{"verify", "-ledger.path", dir}, &out); err != nil || !strings.Contains(out.String(), "ok: no damage found") {
 		t.Fatalf("intact ledger: %v\n%s", err, out.String())
 	}
-	// 6,880,017 micros is 0x68FB11 on disk, as SQLite writes a 3-byte
-	// integer: change it to 0x68FB12.
+	// Hour 17's cost, 0x5AA55AA50011 micros, is 6 bytes on disk, as
+	// SQLite writes an integer under 2^47: change it to …0012. (A 3-byte
+	// value was also found elsewhere in the file, by chance, 1 run in
+	// many.)
 	path := filepath.Join(dir, embedded.FileName)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := bytes.Index(data, []byte{0x68, 0xfb, 0x11})
-	if i < 0 || bytes.Count(data, []byte{0x68, 0xfb, 0x11}) != 1 {
+	want := []byte{0x5a, 0xa5, 0x5a, 0xa5, 0x00, 0x11}
+	i := bytes.Index(data, want)
+	if i < 0 || bytes.Count(data, want) != 1 {
 		t.Fatalf("the value is not once in the file (at %d)", i)
 	}
-	data[i+2] = 0x12
+	data[i+5] = 0x12
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
