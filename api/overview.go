@@ -39,12 +39,13 @@ h1{font-size:1.5em;margin:0}h2{font-size:1.1em;margin:2em 0 .5em}
 th,td{text-align:left;padding:.3em .6em;border-bottom:1px solid #e3e6ea}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 .warn{color:#a15c00}.bad{color:#b3261e}.ok{color:#1e7a3c}svg text{font:12px system-ui,sans-serif}
 tr.over td{background:#fdecea}
-nav a{margin-right:1em}
+nav a{margin-right:1em}form input{font:inherit}
 </style></head><body>
 <h1>GPU cost, {{.Month}}</h1>
 <p class="sub">Cluster {{if .Cluster}}{{.Cluster}}{{else}}all{{end}} · {{.Currency}} · as of {{.At}} ·
 <nav style="display:inline"><a href="?month={{.Prev}}">← {{.Prev}}</a>{{if .Next}}<a href="?month={{.Next}}">{{.Next}} →</a>{{end}}
-<a id="csv" href="/reports/chargeback/{{.Month}}?format=csv">CSV</a><a id="xlsx" href="/reports/chargeback/{{.Month}}?format=xlsx">workbook</a></nav></p>
+<a id="csv" href="/reports/chargeback/{{.Month}}?format=csv">CSV</a><a id="xlsx" href="/reports/chargeback/{{.Month}}?format=xlsx">workbook</a></nav>
+<form id="pick" method="get" style="display:inline"><input type="month" name="month" value="{{.Month}}" aria-label="month"><button type="submit">show</button></form></p>
 {{if not .Teams}}<p id="nodata">The ledger has no hours in {{.Month}}.</p>{{else}}
 <h2>Cost by team</h2>
 <svg id="cost-chart" role="img" aria-label="cost by team" width="100%" viewBox="0 0 760 {{.ChartHeight}}">

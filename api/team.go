@@ -34,7 +34,8 @@ dl{display:grid;grid-template-columns:repeat(4,1fr);gap:.5em 2em;margin:0}dt{col
 <h1>GPU cost of {{.Team}}, {{.Month}}</h1>
 <p class="sub">Cluster {{if .Cluster}}{{.Cluster}}{{else}}all{{end}} · {{.Currency}} · as of {{.At}} ·
 <nav style="display:inline">{{if .Viewer}}<a href="/?month={{.Month}}">all teams</a>{{end}}<a href="?month={{.Prev}}">← {{.Prev}}</a>{{if .Next}}<a href="?month={{.Next}}">{{.Next}} →</a>{{end}}
-<a id="csv" href="{{.CSV}}">CSV</a><a id="xlsx" href="{{.XLSX}}">workbook</a></nav></p>
+<a id="csv" href="{{.CSV}}">CSV</a><a id="xlsx" href="{{.XLSX}}">workbook</a></nav>
+<form id="pick" method="get" style="display:inline"><input type="month" name="month" value="{{.Month}}" aria-label="month"><button type="submit">show</button></form></p>
 {{if not .Days}}<p id="nodata">The ledger has no hours of {{.Team}} in {{.Month}}.</p>{{else}}
 <dl id="summary"><div><dt>cost</dt><dd id="cost">{{.Cost}}</dd></div><div><dt>idle cost</dt><dd id="idle">{{.Idle}} ({{.IdleShare}})</dd></div>
 <div><dt>GPU-hours</dt><dd>{{printf "%.1f" .GPUHours}}</dd></div>

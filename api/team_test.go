@@ -174,4 +174,12 @@ func TestTeamPageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot("team-ml-2026-09.png")
+	// The month picker: a plain form, no script.
+	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.CSS(`#pick input[name=month]`), "2026-10"), chromedp.Submit(chromedp.CSS(`#pick input`)),
+		chromedp.WaitVisible(chromedp.CSS(`#daily`))); err != nil {
+		t.Fatal(err)
+	}
+	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || !strings.HasSuffix(loc, "/team/ml?month=2026-10") {
+		t.Errorf("picked October: at %s (%v)", loc, err)
+	}
 }
