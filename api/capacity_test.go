@@ -44,7 +44,7 @@ func TestCapacityRoutes(t *testing.T) {
 		case hod == 8:
 			// 12 requests within 2 minutes of the night's end.
 			e.Gaps.Add(8*3600 + 60)
-			e.Gaps.AddWoken(ledger.Bucket(8*3600+60), []float64{3, 6, 12, 20, 40})
+			e.Gaps.AddWoken(ledger.Bucket(8*3600+60), []float64{3, 6, 12, 20, 40}, 5)
 			fallthrough
 		default:
 			e.BusySeconds, e.Requests = 900, 400

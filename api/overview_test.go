@@ -126,7 +126,9 @@ func TestOverviewInChromium(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
 		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "secret-finops"),
 		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
-		chromedp.WaitVisible(chromedp.CSS(`h1`)),
+		// The overview's own element, not h1 (the sign-in page has one):
+		// navigating before the form's answer came aborted it.
+		chromedp.WaitVisible(chromedp.CSS(`#pick`)),
 		chromedp.Navigate(ts.URL+"/?month=2026-10"),
 		chromedp.WaitVisible(chromedp.CSS(`#cost-chart`)),
 	); err != nil {

@@ -59,7 +59,7 @@ func (a *Attributor) emitHour(h int64, forced bool) {
 		}
 	}
 	a.outRows, a.outWls = a.appendHour(a.outRows, a.outWls, h)
-	a.appendQueueHours(h)
+	a.appendQueueHours(h, forced)
 	delete(a.hours, h)
 	a.emittedUntilMs = end
 	a.prune()

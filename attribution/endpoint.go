@@ -206,50 +206,69 @@ func (a *Attributor) countWakes(key string, e *EndpointState, q *QueueSample, in
 		return
 	}
 	e.CheckedMs = q.TimeMs
-	last := len(ledger.WakeBounds) - 1
+	closed := false
 	e.Wakes = slices.DeleteFunc(e.Wakes, func(w *Wake) bool {
-		for name, p := range e.Pods {
-			if p.Ms < q.TimeMs-endpointStaleMs {
-				continue // gone: it reports nothing more
-			}
-			if pass := w.PassMs[name]; pass == nil || pass[last] == 0 || p.Ms <= pass[last] {
-				return false
-			}
+		if w.covered(e, q.TimeMs, false) < len(ledger.WakeBounds) {
+			return false
 		}
-		a.closeWake(key, w, true)
+		a.closeWake(key, e, w, q.TimeMs)
+		closed = true
 		return true
 	})
+	if closed && a.emittedUntilMs > 0 {
+		// An hour closed before its gaps' counts may be complete now.
+		a.releaseEndpointHours(a.emittedUntilMs - hourMs)
+	}
 }
 
-// closeWake books a wake's requests in the row of its gap (measured; else
-// the gap stays without them) and releases the hour.
-func (a *Attributor) closeWake(key string, w *Wake, measured bool) {
+// covered is how many of the wake's windows (the shortest first) the
+// endpoint's data has covered at nowMs: every pod still reporting has
+// reported past the window's end (at it, with atEnd: the data has no
+// more to give).
+func (w *Wake) covered(e *EndpointState, nowMs int64, atEnd bool) int {
+	n := len(ledger.WakeBounds)
+	for name, p := range e.Pods {
+		if p.Ms < nowMs-endpointStaleMs {
+			continue // gone: it reports nothing more
+		}
+		pass := w.PassMs[name]
+		for j := range n {
+			if pass == nil || pass[j] == 0 || p.Ms < pass[j] || p.Ms == pass[j] && !atEnd {
+				n = j
+				break
+			}
+		}
+	}
+	return n
+}
+
+// closeWake books a wake's requests in the row of its gap, the windows the
+// data covered by nowMs as measured, and releases the hour.
+func (a *Attributor) closeWake(key string, e *EndpointState, w *Wake, nowMs int64) {
 	h := a.queues.Endpoints.Hours[w.HourMs][key]
 	if h == nil {
 		return
 	}
-	if !measured {
-		h.Gaps.AddUnmeasured(w.Bucket)
-	} else {
-		for j := len(w.Requests) - 1; j >= 0; j-- {
-			// A longer window's count bounds a shorter one's too (a
-			// request in flight at one pass may have stopped without
-			// success by the next); the activity that ended the gap was
-			// at least one request, though vLLM may count none (tokens of
-			// one still running when it went).
-			if j+1 < len(w.Requests) {
-				w.Requests[j] = min(w.Requests[j], w.Requests[j+1])
-			}
-			w.Requests[j] = max(w.Requests[j], 1)
+	complete := w.covered(e, nowMs, true)
+	for j := len(w.Requests) - 1; j >= 0; j-- {
+		// A longer window's count bounds a shorter one's too (a request
+		// in flight at one pass may have stopped without success by the
+		// next), where the longer one is covered.
+		if j+1 < complete {
+			w.Requests[j] = min(w.Requests[j], w.Requests[j+1])
 		}
-		h.Gaps.AddWoken(w.Bucket, w.Requests)
 	}
+	for j := range w.Requests {
+		// The activity that ended the gap was at least one request,
+		// though vLLM may count none (tokens of one still running when it
+		// went); a window not covered has at least a shorter one's.
+		w.Requests[j] = max(w.Requests[j], 1)
+		if j > 0 {
+			w.Requests[j] = max(w.Requests[j], w.Requests[j-1])
+		}
+	}
+	h.Gaps.AddWoken(w.Bucket, w.Requests, complete)
 	h.OpenWakes--
-	if w.HourMs < a.emittedUntilMs {
-		// Its hour has closed and waits for its wakes: out when none is
-		// left.
-		a.releaseEndpointHours(w.HourMs, false)
-	}
 }
 
 // endpointState returns the timeline of the endpoint key and the state of
@@ -445,16 +464,23 @@ func (a *Attributor) bookEndpointSpan(key string, id endpointID, from, to int64,
 }
 
 // appendEndpointHours emits the endpoint rows of hour h and of any open
-// hour before it; an hour whose gaps' requests are still being counted
-// waits for them, for an hour at most (then they are closed without
-// them).
-func (a *Attributor) appendEndpointHours(h int64) {
-	a.releaseEndpointHours(h, true)
+// hour before it. An hour whose gaps' requests are still being counted
+// waits for them while the data closes hours (the next hour's close at
+// most); when h is forced (settled by the clock, or the data's end), its
+// counts are closed with what the data has, the windows it did not cover
+// booked as such.
+func (a *Attributor) appendEndpointHours(h int64, forced bool) {
+	if forced {
+		a.closeWakes(h)
+	} else {
+		a.closeWakes(h - hourMs)
+	}
+	a.releaseEndpointHours(h)
 	// An endpoint gone for a day is forgotten: it comes back as new.
 	for key, e := range a.queues.Endpoints.Eps {
 		if e.LastMs < h-24*3_600_000 {
 			for _, w := range e.Wakes {
-				a.closeWake(key, w, false)
+				a.closeWake(key, e, w, e.LastMs)
 			}
 			delete(a.queues.Endpoints.Eps, key)
 		}
@@ -467,19 +493,18 @@ func (a *Attributor) appendEndpointHours(h int64) {
 func (a *Attributor) CloseEndpoints() {
 	for key, e := range a.queues.Endpoints.Eps {
 		for _, w := range e.Wakes {
-			a.closeWake(key, w, true)
+			a.closeWake(key, e, w, e.LastMs)
 		}
 		e.Wakes = nil
 	}
 	if a.emittedUntilMs > 0 {
-		a.releaseEndpointHours(a.emittedUntilMs-hourMs, false)
+		a.releaseEndpointHours(a.emittedUntilMs - hourMs)
 	}
 }
 
 // releaseEndpointHours emits the rows of the endpoint hours up to h (the
-// closed ones) with no wake open; with force, those of the hours before h
-// whatever their wakes (left without their requests).
-func (a *Attributor) releaseEndpointHours(h int64, force bool) {
+// closed ones), in order, up to the first with a count still open.
+func (a *Attributor) releaseEndpointHours(h int64) {
 	b := &a.queues.Endpoints
 	for _, hour := range slices.Sorted(maps.Keys(b.Hours)) {
 		if hour > h {
@@ -494,10 +519,6 @@ func (a *Attributor) releaseEndpointHours(h int64, force bool) {
 				// remembered.
 				eh.Kind, eh.Name = a.podsOwner(eh.Namespace, eh.Pods, hour+hourMs-1)
 			}
-		}
-		if open && force && hour < h {
-			a.dropWakes(hour)
-			open = false
 		}
 		if open {
 			break
@@ -517,16 +538,16 @@ func (a *Attributor) releaseEndpointHours(h int64, force bool) {
 	}
 }
 
-// dropWakes closes the wakes of the gaps of hour, without their requests.
-func (a *Attributor) dropWakes(hour int64) {
+// closeWakes closes the wakes of the gaps of hour and before with what
+// the data has counted: the windows it has not covered are booked as
+// such.
+func (a *Attributor) closeWakes(hour int64) {
 	for key, e := range a.queues.Endpoints.Eps {
 		e.Wakes = slices.DeleteFunc(e.Wakes, func(w *Wake) bool {
 			if w.HourMs > hour {
 				return false
 			}
-			if h := a.queues.Endpoints.Hours[w.HourMs][key]; h != nil {
-				h.OpenWakes--
-			}
+			a.closeWake(key, e, w, e.LastMs)
 			return true
 		})
 	}

@@ -2,6 +2,7 @@ package attribution
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -86,8 +87,8 @@ func TestEndpointRows(t *testing.T) {
 	// the one running at its first scrape past the bound (none at 1:30,
 	// past its last): the upper bound counts from 1:19:30.
 	g0, g1 := gaps(930), gaps(3300)
-	g0.AddWoken(ledger.Bucket(930), []float64{1, 1, 1, 1, 1})
-	g1.AddWoken(ledger.Bucket(3300), []float64{1 + 1 + 1, 3 + 1, 5 + 1, 11 + 1, 20})
+	g0.AddWoken(ledger.Bucket(930), []float64{1, 1, 1, 1, 1}, 5)
+	g1.AddWoken(ledger.Bucket(3300), []float64{1 + 1 + 1, 3 + 1, 5 + 1, 11 + 1, 20}, 5)
 	want := []ledger.EndpointRow{
 		row(0, 3600, 630, 19, 1950, g0, 25*time.Minute),
 		row(1, 3600, 600, 20, 2000, g1, 89*time.Minute+30*time.Second),
@@ -149,12 +150,12 @@ func TestEndpointRowsSnapshot(t *testing.T) {
 	// Gone from 0:40 to 1:00, idle since 0:25 before it.
 	got := run(-1, func(sec int) bool { return sec >= 2400 && sec < 3600 })
 	g0 := gapsOf(930)
-	g0.AddWoken(ledger.Bucket(930), []float64{1, 1, 1, 1, 1})
+	g0.AddWoken(ledger.Bucket(930), []float64{1, 1, 1, 1, 1}, 5)
 	if got[0].ReportedSeconds != 2370 || !cmp.Equal(got[0].Gaps, g0) {
 		t.Errorf("hour 0: reported %g s, gaps %+v; want 2370 s (to its last report at 0:39:30), the 930 s gap", got[0].ReportedSeconds, got[0].Gaps)
 	}
 	g1 := gapsOf(870, 1200)
-	g1.AddWoken(ledger.Bucket(1200), []float64{3, 4, 6, 12, 20})
+	g1.AddWoken(ledger.Bucket(1200), []float64{3, 4, 6, 12, 20}, 5)
 	g1.AddUnmeasured(ledger.Bucket(870))
 	if !cmp.Equal(got[1].Gaps, g1) {
 		t.Errorf("hour 1: gaps %+v; want the 870 s before it went, booked when it came back (no requests counted: they came while it was away), and 1200 s from its return to 1:20", got[1].Gaps)
@@ -218,5 +219,47 @@ func TestServingFromGPUActivity(t *testing.T) {
 	}
 	if got := rows[2].IdleSince; !got.Equal(t0.Add(2*time.Hour + 9*time.Minute + 30*time.Second)) {
 		t.Errorf("the last hour idle since %s; want 2:09:30", got)
+	}
+}
+
+// TestEndpointCountsCutShort: the data ends at 1:23, three minutes after
+// the gap that ended at 1:20; the hour is closed by Emit (the data's end,
+// or the clock) with what the data counted: the 30 s, 1 and 2 minute
+// windows covered, the 5 and 10 minute ones not (booked as such, so that
+// a load that long finds the gap unmeasured).
+func TestEndpointCountsCutShort(t *testing.T) {
+	a, err := New(testModel(), Options{StartMs: t0.UnixMilli()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sec := 0; sec < 4980; sec += 30 {
+		for _, q := range endpointScrape(sec) {
+			a.AddQueue(&q)
+		}
+	}
+	a.Emit(t0.Add(2 * time.Hour).UnixMilli())
+	rows := a.EndpointRows()
+	if len(rows) != 2 || !rows[1].Hour.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("%d rows; want hours 0 and 1", len(rows))
+	}
+	rows = rows[1:]
+	g := rows[0].Gaps
+	b := ledger.Bucket(3300)
+	w := len(ledger.WakeBounds)
+	if got := g.Measured[b*w : b*w+w]; !slices.Equal(got, []int64{1, 1, 1, 0, 0}) || g.Wakes[b] != 1 {
+		t.Errorf("measured windows %v of %d gaps; want the first three of one", got, g.Wakes[b])
+	}
+	if err := rows[0].Check(); err != nil {
+		t.Error(err)
+	}
+	if _, un := g.WokenOver(3600, 4); un != 0 {
+		// 3300 s is in the bucket up to 3600: not over it.
+		t.Errorf("over 3600 s: %d unmeasured", un)
+	}
+	if _, un := g.WokenOver(1800, 4); un != 1 {
+		t.Errorf("within 10 minutes over 1800 s: %d unmeasured; want 1", un)
+	}
+	if _, un := g.WokenOver(1800, 2); un != 0 {
+		t.Errorf("within 2 minutes over 1800 s: %d unmeasured; want 0", un)
 	}
 }

@@ -221,13 +221,13 @@ func counterKey(q *QueueSample) string {
 
 // appendQueueHours emits the queue rows of hour h and of any hour before
 // it still open (queue samples that came before the first DCGM sample).
-func (a *Attributor) appendQueueHours(h int64) {
+func (a *Attributor) appendQueueHours(h int64, forced bool) {
 	for _, hour := range slices.Sorted(maps.Keys(a.queues.Hours)) {
 		if hour <= h {
 			a.appendQueueHour(hour)
 		}
 	}
-	a.appendEndpointHours(h)
+	a.appendEndpointHours(h, forced)
 }
 
 func (a *Attributor) appendQueueHour(h int64) {

@@ -34,7 +34,7 @@ func TestReplayGapsMatchesArrivals(t *testing.T) {
 	// Each gap ended with one request, the only one within 10 minutes.
 	gap := func(g *ledger.Gaps, sec float64) {
 		g.Add(sec)
-		g.AddWoken(ledger.Bucket(sec), []float64{1, 1, 1, 1, 1})
+		g.AddWoken(ledger.Bucket(sec), []float64{1, 1, 1, 1, 1}, 5)
 	}
 	gap(&rows[0].Gaps, 1000)
 	rows[0].BusySeconds, rows[0].Requests = 90, 3
@@ -165,7 +165,7 @@ func TestEvaluateEndpointsPrefersVLLM(t *testing.T) {
 			// The night's gap; 3 requests came within 2 minutes of its
 			// end, 10 within 10.
 			v.Gaps.Add(7 * 3600)
-			v.Gaps.AddWoken(len(ledger.GapBounds), []float64{1, 2, 3, 5, 10})
+			v.Gaps.AddWoken(len(ledger.GapBounds), []float64{1, 2, 3, 5, 10}, 5)
 		}
 		eps = append(eps, v, g)
 		for _, w := range []ledger.WorkloadRow{{Kind: "ReplicaSet", Name: "llama-7d9f8b6c5"}, {Kind: "LeaderWorkerSet", Name: "big"}, {Kind: "Job", Name: "train"}} {
@@ -235,7 +235,7 @@ func TestReplayGapsLatencyBound(t *testing.T) {
 		eps := LiveEndpoints(rows, nil, from, from.AddDate(0, 1, 0))
 		return &eps[0]
 	}
-	measured := endpoint(func(g *ledger.Gaps) { g.AddWoken(ledger.Bucket(7200), []float64{2, 3, 5, 12, 30}) })
+	measured := endpoint(func(g *ledger.Gaps) { g.AddWoken(ledger.Bucket(7200), []float64{2, 3, 5, 12, 30}, 5) })
 	cs := ColdStart{Load: 2 * time.Minute, GPUsPerReplica: 1}
 	o := ReplayGaps(measured, Policy{Cooldown: time.Hour}, cs, 1_000_000)
 	if o.Days != 2 || o.ColdStarts != 2 || o.ColdStartsPerDay != 1 {
@@ -262,7 +262,7 @@ func TestReplayGapsLatencyBound(t *testing.T) {
 	for name, e := range map[string]*LiveEndpoint{
 		"unmeasured": endpoint(func(g *ledger.Gaps) { g.AddUnmeasured(ledger.Bucket(7200)) }),
 		"old rows": endpoint(func(g *ledger.Gaps) {
-			g.Woken, g.Measured, g.Unmeasured = nil, nil, nil
+			g.Woken, g.Wakes, g.Measured, g.Unmeasured = nil, nil, nil, nil
 		}),
 	} {
 		if o := ReplayGaps(e, Policy{Cooldown: time.Hour}, cs, 1_000_000); o.AffectedRequests != 768 || o.P95ExtraLatency != cs.Load {

@@ -79,13 +79,16 @@ type Gaps struct {
 	// endpoint's last idle report before the gap's end to WakeBounds[j]
 	// after it: the requests a replica scaled down in the gap makes wait
 	// while its model loads, when the load takes at most WakeBounds[j].
-	// Measured[i] counts those gaps; Unmeasured[i] the gaps of bucket i
-	// with no count (the endpoint stopped reporting before the window
-	// ended, or came back after being away). A gap whose longest length
-	// is within the first bucket (no cooldown scales down in it) has
-	// neither. All three nil in rows from before the ledger kept them:
+	// Wakes[i] counts those gaps, Measured[i*len(WakeBounds)+j] those of
+	// them whose window j the data covered (the others' count is what the
+	// data had when the hour had to close: not a bound). Unmeasured[i]
+	// counts the gaps of bucket i with no count at all (an endpoint back
+	// after being away, one known from GPU activity alone). A gap whose
+	// longest length is within the first bucket (no cooldown scales down
+	// in it) has none. All nil in rows from before the ledger kept them:
 	// every gap of theirs is unmeasured.
 	Woken      []float64 `json:"w,omitempty"`
+	Wakes      []int64   `json:"k,omitempty"`
 	Measured   []int64   `json:"m,omitempty"`
 	Unmeasured []int64   `json:"u,omitempty"`
 }
@@ -129,18 +132,22 @@ func (g *Gaps) alloc() {
 		g.Counts, g.Seconds = make([]int64, len(GapBounds)+1), make([]float64, len(GapBounds)+1)
 	}
 	if g.Woken == nil {
-		g.Woken, g.Measured, g.Unmeasured = make([]float64, (len(GapBounds)+1)*len(WakeBounds)), make([]int64, len(GapBounds)+1), make([]int64, len(GapBounds)+1)
+		n := len(GapBounds) + 1
+		g.Woken, g.Wakes, g.Measured, g.Unmeasured = make([]float64, n*len(WakeBounds)), make([]int64, n), make([]int64, n*len(WakeBounds)), make([]int64, n)
 	}
 }
 
 // AddWoken records, for one gap already counted by Add whose longest
 // possible length is in bucket i, the requests that arrived within each
-// of WakeBounds of its end.
-func (g *Gaps) AddWoken(i int, woken []float64) {
+// of WakeBounds of its end; the data covered the first complete windows.
+func (g *Gaps) AddWoken(i int, woken []float64, complete int) {
 	g.alloc()
-	g.Measured[i]++
+	g.Wakes[i]++
 	for j, n := range woken {
 		g.Woken[i*len(WakeBounds)+j] += n
+		if j < complete {
+			g.Measured[i*len(WakeBounds)+j]++
+		}
 	}
 }
 
@@ -174,9 +181,10 @@ func (g *Gaps) Merge(o Gaps) {
 	}
 	for i := range o.Woken {
 		g.Woken[i] += o.Woken[i]
-	}
-	for i := range o.Measured {
 		g.Measured[i] += o.Measured[i]
+	}
+	for i := range o.Wakes {
+		g.Wakes[i] += o.Wakes[i]
 		g.Unmeasured[i] += o.Unmeasured[i]
 	}
 }
@@ -194,7 +202,7 @@ func (g Gaps) WokenOver(bound float64, j int) (requests float64, unmeasured int6
 			unmeasured += g.Counts[i]
 			continue
 		}
-		unmeasured += g.Unmeasured[i]
+		unmeasured += g.Unmeasured[i] + g.Wakes[i] - g.Measured[i*len(WakeBounds)+j]
 		requests += g.Woken[i*len(WakeBounds)+j]
 	}
 	return requests, unmeasured
@@ -216,37 +224,46 @@ func (g Gaps) Over(bound float64) (count int64, beyond float64) {
 
 // Check says what is wrong with g, if anything.
 func (g Gaps) Check() error {
-	if g.Counts == nil && g.Seconds == nil && g.Woken == nil && g.Measured == nil && g.Unmeasured == nil {
+	if g.Counts == nil && g.Seconds == nil && g.Woken == nil && g.Wakes == nil && g.Measured == nil && g.Unmeasured == nil {
 		return nil
 	}
 	if len(g.Counts) != len(GapBounds)+1 || len(g.Seconds) != len(GapBounds)+1 {
 		return fmt.Errorf("gaps have %d counts and %d sums; want %d of each (GapBounds and one above)", len(g.Counts), len(g.Seconds), len(GapBounds)+1)
 	}
-	if g.Woken != nil || g.Measured != nil || g.Unmeasured != nil {
-		if len(g.Measured) != len(GapBounds)+1 || len(g.Unmeasured) != len(GapBounds)+1 || len(g.Woken) != len(g.Measured)*len(WakeBounds) {
-			return fmt.Errorf("gaps have %d measured and %d unmeasured counts and %d woken requests; want %d, %d and %d (a count per bucket, a sum per bucket and WakeBounds)",
-				len(g.Measured), len(g.Unmeasured), len(g.Woken), len(GapBounds)+1, len(GapBounds)+1, (len(GapBounds)+1)*len(WakeBounds))
+	if g.Woken != nil || g.Wakes != nil || g.Measured != nil || g.Unmeasured != nil {
+		n, w := len(GapBounds)+1, len(WakeBounds)
+		if len(g.Wakes) != n || len(g.Unmeasured) != n || len(g.Woken) != n*w || len(g.Measured) != n*w {
+			return fmt.Errorf("gaps have %d counted and %d unmeasured gaps, %d woken requests and %d measured windows; want %d, %d, %d and %d (per bucket, and per bucket and WakeBounds)",
+				len(g.Wakes), len(g.Unmeasured), len(g.Woken), len(g.Measured), n, n, n*w, n*w)
 		}
 		// A gap's longest possible length is at least its length: every
 		// gap above a bound has a count or a mark above it.
 		var gaps, marked int64
 		for i := len(g.Counts) - 1; i > 0; i-- {
 			gaps += g.Counts[i]
-			marked += g.Measured[i] + g.Unmeasured[i]
+			marked += g.Wakes[i] + g.Unmeasured[i]
 			if marked < gaps {
 				return fmt.Errorf("gaps have %d longer than %g s and %d measured or unmeasured ones that long; want at least as many (a gap is counted, or marked unmeasured, by its longest possible length)",
 					gaps, GapBounds[i-1], marked)
 			}
 		}
-		for i, m := range g.Measured {
-			if m < 0 || g.Unmeasured[i] < 0 {
-				return fmt.Errorf("gap bucket %d has %d measured and %d unmeasured gaps; want at least 0 of each", i, m, g.Unmeasured[i])
+		for i, k := range g.Wakes {
+			if k < 0 || g.Unmeasured[i] < 0 {
+				return fmt.Errorf("gap bucket %d has %d counted and %d unmeasured gaps; want at least 0 of each", i, k, g.Unmeasured[i])
 			}
 			for j := range WakeBounds {
-				w := g.Woken[i*len(WakeBounds)+j]
-				if !(w >= 0) || math.IsInf(w, 0) || j > 0 && w < g.Woken[i*len(WakeBounds)+j-1]*(1-1e-9) {
+				prev := k
+				if j > 0 {
+					prev = g.Measured[i*w+j-1]
+				}
+				if m := g.Measured[i*w+j]; m < 0 || m > prev {
+					return fmt.Errorf("gap bucket %d has %d gaps measured within %g s of %d; want 0 to %d (a window is covered only if the shorter ones are)",
+						i, m, WakeBounds[j], k, prev)
+				}
+				v := g.Woken[i*w+j]
+				if !(v >= 0) || math.IsInf(v, 0) || j > 0 && v < g.Woken[i*w+j-1]*(1-1e-9) {
 					return fmt.Errorf("gap bucket %d has %g requests woken within %g s; want a finite number of at least 0, and at least those within %g s",
-						i, w, WakeBounds[j], WakeBounds[max(j-1, 0)])
+						i, v, WakeBounds[j], WakeBounds[max(j-1, 0)])
 				}
 			}
 		}
@@ -275,13 +292,14 @@ func (g *Gaps) UnmarshalJSON(b []byte) error {
 		Counts     []int64   `json:"n"`
 		Seconds    []float64 `json:"s"`
 		Woken      []float64 `json:"w"`
+		Wakes      []int64   `json:"k"`
 		Measured   []int64   `json:"m"`
 		Unmeasured []int64   `json:"u"`
 	}
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	out := Gaps{Counts: j.Counts, Seconds: j.Seconds, Woken: j.Woken, Measured: j.Measured, Unmeasured: j.Unmeasured}
+	out := Gaps{Counts: j.Counts, Seconds: j.Seconds, Woken: j.Woken, Wakes: j.Wakes, Measured: j.Measured, Unmeasured: j.Unmeasured}
 	if err := out.Check(); err != nil {
 		return err
 	}

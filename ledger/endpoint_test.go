@@ -95,9 +95,9 @@ func FuzzGapsJSON(f *testing.F) {
 func TestGapsWoken(t *testing.T) {
 	var g Gaps
 	g.Add(50) // ended 50 s after the last report busy, 65 s after the one before
-	g.AddWoken(Bucket(65), []float64{2, 3, 3, 4, 9})
+	g.AddWoken(Bucket(65), []float64{2, 3, 3, 4, 9}, 5)
 	g.Add(4000)
-	g.AddWoken(Bucket(4015), []float64{1, 1, 5, 5, 6})
+	g.AddWoken(Bucket(4015), []float64{1, 1, 5, 5, 6}, 5)
 	g.Add(9000)
 	g.AddUnmeasured(Bucket(9000))
 	if err := g.Check(); err != nil {
@@ -121,7 +121,7 @@ func TestGapsWoken(t *testing.T) {
 	}
 	var old Gaps
 	old.Add(500)
-	old.Woken, old.Measured, old.Unmeasured = nil, nil, nil
+	old.Woken, old.Wakes, old.Measured, old.Unmeasured = nil, nil, nil, nil
 	if err := old.Check(); err != nil {
 		t.Fatalf("a row from before the counts: %v", err)
 	}
@@ -132,10 +132,30 @@ func TestGapsWoken(t *testing.T) {
 		t.Errorf("merged with an old row: %d unmeasured over 300 s; want 2 (its gap and the 9000 s one)", un)
 	}
 	bad := g
-	bad.Measured = append([]int64{}, g.Measured...)
-	bad.Measured[Bucket(4015)] = 0
+	bad.Wakes = append([]int64{}, g.Wakes...)
+	bad.Wakes[Bucket(4015)] = 0
 	if err := bad.Check(); err == nil {
 		t.Error("gaps over 3600 s with no count or mark for one of them were accepted")
+	}
+	bad = g
+	bad.Measured = append([]int64{}, g.Measured...)
+	bad.Measured[Bucket(4015)*len(WakeBounds)+3] = 0 // 300 s not covered, 600 s covered
+	if err := bad.Check(); err == nil {
+		t.Error("a window covered after a shorter one that was not was accepted")
+	}
+	// A gap whose 10-minute window the data did not cover (the hour had
+	// to close): unmeasured there, measured at the windows it covered.
+	var part Gaps
+	part.Add(4000)
+	part.AddWoken(Bucket(4015), []float64{1, 2, 3, 7, 7}, 4)
+	if err := part.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if w, un := part.WokenOver(3600, 3); w != 7 || un != 0 {
+		t.Errorf("within 300 s: %g, %d unmeasured; want 7, 0", w, un)
+	}
+	if _, un := part.WokenOver(3600, 4); un != 1 {
+		t.Errorf("within 600 s: %d unmeasured; want 1 (not covered)", un)
 	}
 	bad = g
 	bad.Woken = append([]float64{}, g.Woken...)

@@ -104,7 +104,7 @@ func testChargeback(t *testing.T) *Chargeback {
 			ReportedSeconds: 3600, BusySeconds: 1800, Requests: 600}
 		if hour.Hour() == 8 {
 			e.Gaps.Add(8 * 3600)
-			e.Gaps.AddWoken(ledger.Bucket(8*3600), []float64{1, 1, 1, 1, 1})
+			e.Gaps.AddWoken(ledger.Bucket(8*3600), []float64{1, 1, 1, 1, 1}, 5)
 		}
 		if hour.Hour() < 8 {
 			e.BusySeconds, e.Requests = 0, 0

@@ -185,6 +185,7 @@ CREATE TABLE IF NOT EXISTS gpuledger.endpoint_rows ON CLUSTER gpuledger (
     gaps_s Array(Float64),
     idle_since_ms Int64,
     gaps_woken Array(Float64),
+    gaps_wakes Array(Int64),
     gaps_measured Array(Int64),
     gaps_unmeasured Array(Int64)
 ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/endpoint_rows', '{replica}', version)

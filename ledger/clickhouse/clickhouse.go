@@ -425,14 +425,14 @@ func (s *Store) insertQueues(ctx context.Context, rec *record) error {
 func (s *Store) insertEndpoints(ctx context.Context, rec *record) error {
 	for start := 0; start < len(rec.Endpoints); start += s.opts.BatchRows {
 		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.EndpointTable)+` (hour, cluster, namespace, model, version, kind, name,
-			pods, reported_seconds, busy_seconds, requests, generation_tokens, gaps_n, gaps_s, idle_since_ms, gaps_woken, gaps_measured, gaps_unmeasured)`)
+			pods, reported_seconds, busy_seconds, requests, generation_tokens, gaps_n, gaps_s, idle_since_ms, gaps_woken, gaps_wakes, gaps_measured, gaps_unmeasured)`)
 		if err != nil {
 			return fmt.Errorf("prepare endpoint insert: %w", err)
 		}
 		for _, r := range rec.Endpoints[start:min(start+s.opts.BatchRows, len(rec.Endpoints))] {
 			if err := b.Append(r.Hour.UTC(), r.Cluster, r.Namespace, r.Model, rec.Version, r.Kind, r.Name, int64(r.Pods), r.ReportedSeconds,
 				r.BusySeconds, r.Requests, r.GenerationTokens, ints(r.Gaps.Counts), floats(r.Gaps.Seconds), ledger.MilliOrZero(r.IdleSince),
-				floats(r.Gaps.Woken), ints(r.Gaps.Measured), ints(r.Gaps.Unmeasured)); err != nil {
+				floats(r.Gaps.Woken), ints(r.Gaps.Wakes), ints(r.Gaps.Measured), ints(r.Gaps.Unmeasured)); err != nil {
 				b.Abort()
 				return fmt.Errorf("append endpoint row: %w", err)
 			}

@@ -63,7 +63,7 @@ func TestMonthlyRollupBackfill(t *testing.T) {
 		"DROP TABLE {db}.ledger_months",
 		// What migration 15 added, so that the database is as version 11
 		// left it.
-		"ALTER TABLE {db}.endpoint_rows DROP COLUMN gaps_woken, DROP COLUMN gaps_measured, DROP COLUMN gaps_unmeasured",
+		"ALTER TABLE {db}.endpoint_rows DROP COLUMN gaps_woken, DROP COLUMN gaps_wakes, DROP COLUMN gaps_measured, DROP COLUMN gaps_unmeasured",
 		"CREATE TABLE {db}.schema_old (version UInt32, applied DateTime) ENGINE = Log",
 		"INSERT INTO {db}.schema_old SELECT version, applied FROM {db}.gpuledger_schema WHERE version <= 11",
 		"DROP TABLE {db}.gpuledger_schema",

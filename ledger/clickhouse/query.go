@@ -314,7 +314,7 @@ func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time
 	table := s.table(s.opts.EndpointTable)
 	w, args := where(table, ledger.Query{From: from, To: to, Cluster: cluster})
 	rs, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT hour, cluster, namespace, model, kind, name, pods, reported_seconds, busy_seconds,
-		requests, generation_tokens, gaps_n, gaps_s, idle_since_ms, gaps_woken, gaps_measured, gaps_unmeasured
+		requests, generation_tokens, gaps_n, gaps_s, idle_since_ms, gaps_woken, gaps_wakes, gaps_measured, gaps_unmeasured
 		FROM %s FINAL WHERE %s ORDER BY cluster, hour, namespace, model, kind, name`, table, w), args...)
 	if err != nil {
 		return nil, fmt.Errorf("query endpoint rows: %w", err)
@@ -325,15 +325,15 @@ func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time
 		var r ledger.EndpointRow
 		var pods, idle int64
 		if err := rs.Scan(&r.Hour, &r.Cluster, &r.Namespace, &r.Model, &r.Kind, &r.Name, &pods, &r.ReportedSeconds, &r.BusySeconds,
-			&r.Requests, &r.GenerationTokens, &r.Gaps.Counts, &r.Gaps.Seconds, &idle, &r.Gaps.Woken, &r.Gaps.Measured, &r.Gaps.Unmeasured); err != nil {
+			&r.Requests, &r.GenerationTokens, &r.Gaps.Counts, &r.Gaps.Seconds, &idle, &r.Gaps.Woken, &r.Gaps.Wakes, &r.Gaps.Measured, &r.Gaps.Unmeasured); err != nil {
 			return nil, fmt.Errorf("scan endpoint row: %w", err)
 		}
 		r.Hour, r.Pods, r.IdleSince = r.Hour.UTC(), int(pods), ledger.TimeOrZero(idle)
 		if len(r.Gaps.Counts) == 0 {
 			r.Gaps = ledger.Gaps{}
 		}
-		if len(r.Gaps.Measured) == 0 {
-			r.Gaps.Woken, r.Gaps.Measured, r.Gaps.Unmeasured = nil, nil, nil
+		if len(r.Gaps.Wakes) == 0 {
+			r.Gaps.Woken, r.Gaps.Wakes, r.Gaps.Measured, r.Gaps.Unmeasured = nil, nil, nil, nil
 		}
 		if err := r.Check(); err != nil {
 			return nil, fmt.Errorf("read endpoint row: %w", err)

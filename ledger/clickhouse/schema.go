@@ -149,10 +149,11 @@ var migrations = []string{
 	) ENGINE = MergeTree
 	ORDER BY (cluster, from_hour, to_hour, reason, detail)`,
 	// The requests that came as gaps ended, within each of
-	// ledger.WakeBounds (flattened), and how many gaps have them and how
-	// many have none, by bucket: an upper bound on the requests a cold
-	// start makes wait (ledger.Gaps).
-	15: `ALTER TABLE {db}.endpoint_rows ADD COLUMN gaps_woken Array(Float64),
+	// ledger.WakeBounds (flattened), how many gaps have them, how many of
+	// those each window covered, and how many gaps have none, by bucket:
+	// an upper bound on the requests a cold start makes wait
+	// (ledger.Gaps).
+	15: `ALTER TABLE {db}.endpoint_rows ADD COLUMN gaps_woken Array(Float64), ADD COLUMN gaps_wakes Array(Int64),
 		ADD COLUMN gaps_measured Array(Int64), ADD COLUMN gaps_unmeasured Array(Int64)`,
 }
 

@@ -387,10 +387,10 @@ func Run(t *testing.T, open Opener) {
 			gaps.Add(g)
 		}
 		// The requests that came as they ended: kept as written.
-		gaps.AddWoken(ledger.Bucket(60), []float64{1, 2, 2, 3, 3.5})
-		gaps.AddWoken(ledger.Bucket(60), []float64{1, 1, 1, 1, 1})
-		gaps.AddWoken(ledger.Bucket(300), []float64{0, 0, 2, 2, 2})
-		gaps.AddWoken(ledger.Bucket(7300), []float64{4, 4, 9, 12, 30})
+		gaps.AddWoken(ledger.Bucket(60), []float64{1, 2, 2, 3, 3.5}, 5)
+		gaps.AddWoken(ledger.Bucket(60), []float64{1, 1, 1, 1, 1}, 3)
+		gaps.AddWoken(ledger.Bucket(300), []float64{0, 0, 2, 2, 2}, 5)
+		gaps.AddWoken(ledger.Bucket(7300), []float64{4, 4, 9, 12, 30}, 5)
 		gaps.AddUnmeasured(ledger.Bucket(20000))
 		e := func(h time.Time, cluster, model string, busy float64) ledger.EndpointRow {
 			return ledger.EndpointRow{Hour: h, Cluster: cluster, Namespace: "serve", Model: model, Kind: "ReplicaSet", Name: model + "-7d9f8b6c5",
