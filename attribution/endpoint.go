@@ -211,7 +211,7 @@ func (a *Attributor) countWakes(key string, e *EndpointState, q *QueueSample, in
 		if w.covered(e, q.TimeMs, false) < len(ledger.WakeBounds) {
 			return false
 		}
-		a.closeWake(key, e, w, q.TimeMs)
+		a.closeWake(key, e, w, q.TimeMs, false)
 		closed = true
 		return true
 	})
@@ -243,13 +243,17 @@ func (w *Wake) covered(e *EndpointState, nowMs int64, atEnd bool) int {
 }
 
 // closeWake books a wake's requests in the row of its gap, the windows the
-// data covered by nowMs as measured, and releases the hour.
-func (a *Attributor) closeWake(key string, e *EndpointState, w *Wake, nowMs int64) {
+// data covered by nowMs as measured (all of them at the data's end: the
+// requests past it are in no window the ledger replays).
+func (a *Attributor) closeWake(key string, e *EndpointState, w *Wake, nowMs int64, dataEnd bool) {
 	h := a.queues.Endpoints.Hours[w.HourMs][key]
 	if h == nil {
 		return
 	}
-	complete := w.covered(e, nowMs, true)
+	complete := len(ledger.WakeBounds)
+	if !dataEnd {
+		complete = w.covered(e, nowMs, true)
+	}
 	for j := len(w.Requests) - 1; j >= 0; j-- {
 		// A longer window's count bounds a shorter one's too (a request
 		// in flight at one pass may have stopped without success by the
@@ -480,20 +484,22 @@ func (a *Attributor) appendEndpointHours(h int64, forced bool) {
 	for key, e := range a.queues.Endpoints.Eps {
 		if e.LastMs < h-24*3_600_000 {
 			for _, w := range e.Wakes {
-				a.closeWake(key, e, w, e.LastMs)
+				a.closeWake(key, e, w, e.LastMs, false)
 			}
 			delete(a.queues.Endpoints.Eps, key)
 		}
 	}
 }
 
-// CloseEndpoints counts what the data has of every gap's requests and
-// emits every endpoint hour that is closed: at the end of a finite
-// stream, after its last Emit.
+// CloseEndpoints counts what the data has of every gap's requests, as
+// covering every window (no request comes past the data's end), and emits
+// every endpoint hour that is closed: at the end of a finite stream,
+// before its last Emit (which would close them as the clock does, with
+// the windows past the data not covered).
 func (a *Attributor) CloseEndpoints() {
 	for key, e := range a.queues.Endpoints.Eps {
 		for _, w := range e.Wakes {
-			a.closeWake(key, e, w, e.LastMs)
+			a.closeWake(key, e, w, e.LastMs, true)
 		}
 		e.Wakes = nil
 	}
@@ -547,7 +553,7 @@ func (a *Attributor) closeWakes(hour int64) {
 			if w.HourMs > hour {
 				return false
 			}
-			a.closeWake(key, e, w, e.LastMs)
+			a.closeWake(key, e, w, e.LastMs, false)
 			return true
 		})
 	}

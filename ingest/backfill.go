@@ -183,9 +183,9 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) 
 	if err := o.Source.Fetch(ctx, end, end.Add(after), &p, att); err != nil {
 		return prog, fmt.Errorf("read the %s after %s: %w; run the same command again to resume", after, end.Format(time.RFC3339), err)
 	}
-	rows, wls := att.Emit(end.UnixMilli())
 	// The data has ended: the gaps' requests are what it has.
 	att.CloseEndpoints()
+	rows, wls := att.Emit(end.UnixMilli())
 	if err := write(rows, wls); err != nil {
 		return prog, fmt.Errorf("write up to %s: %w; run the same command again to resume", end.Format(time.RFC3339), err)
 	}

@@ -85,8 +85,8 @@ func IngestScrapes(ctx context.Context, model *attribution.Model, store ledger.S
 		if until.Before(o.End) {
 			rows, workloads = att.Ready()
 		} else {
-			rows, workloads = att.Emit(until.UnixMilli())
 			att.CloseEndpoints()
+			rows, workloads = att.Emit(until.UnixMilli())
 		}
 		st.Rows += len(rows)
 		if err := writeSideHours(ctx, store, att); err != nil {

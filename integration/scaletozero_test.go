@@ -208,7 +208,7 @@ func endpointRowsOf(t *testing.T, tr []request, from time.Time, span time.Durati
 			a.AddQueue(&q)
 		}
 	}
-	a.Emit(from.Add(span).UnixMilli())
 	a.CloseEndpoints()
+	a.Emit(from.Add(span).UnixMilli())
 	return a.EndpointRows()
 }
