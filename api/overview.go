@@ -27,17 +27,20 @@ import (
 
 const tokenCookie = "gpuledger_token"
 
+// pageStyle is the pages' common style sheet.
+const pageStyle = `body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:64em;color:#1c2430;padding:0 1em}
+h1{font-size:1.5em;margin:0}h2{font-size:1.1em;margin:2em 0 .5em}
+.sub{color:#5a6472;margin:.2em 0 1.5em}table{border-collapse:collapse;width:100%}
+th,td{text-align:left;padding:.3em .6em;border-bottom:1px solid #e3e6ea}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
+`
+
 var overviewTemplate = template.Must(template.New("overview").Funcs(template.FuncMap{
 	"pct": func(v float64) string { return fmt.Sprintf("%.1f%%", 100*v) },
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gpuledger: {{.Month}}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
-body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:64em;color:#1c2430;padding:0 1em}
-h1{font-size:1.5em;margin:0}h2{font-size:1.1em;margin:2em 0 .5em}
-.sub{color:#5a6472;margin:.2em 0 1.5em}table{border-collapse:collapse;width:100%}
-th,td{text-align:left;padding:.3em .6em;border-bottom:1px solid #e3e6ea}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-.warn{color:#a15c00}.bad{color:#b3261e}.ok{color:#1e7a3c}svg text{font:12px system-ui,sans-serif}
+` + pageStyle + `.warn{color:#a15c00}.bad{color:#b3261e}.ok{color:#1e7a3c}svg text{font:12px system-ui,sans-serif}
 tr.over td{background:#fdecea}
 nav a{margin-right:1em}form input{font:inherit}
 </style></head><body>
@@ -130,22 +133,9 @@ func (s *Server) overview(c echo.Context) error {
 		}
 		return c.Redirect(http.StatusSeeOther, "/team/"+url.PathEscape(p.teams()[0])+q)
 	}
-	now := time.Now()
-	if s.opts.Capacity.Now != nil {
-		now = s.opts.Capacity.Now()
-	}
-	month := ledger.StepMonth.Truncate(now)
-	if m := v.Get("month"); m != "" {
-		if month, err = time.Parse("2006-01", m); err != nil {
-			return badf("month=%q is not a month; want YYYY-MM such as 2026-10", m)
-		}
-	} else if month, err = s.newestMonth(c.Request().Context(), month); err != nil {
+	now, month, end, at, err := s.pageMonth(c, v.Get("month"))
+	if err != nil {
 		return err
-	}
-	end := month.AddDate(0, 1, 0)
-	at := end
-	if now.Before(end) {
-		at = now.UTC().Truncate(time.Hour)
 	}
 	ctx := c.Request().Context()
 	o := s.opts.Capacity
@@ -220,11 +210,7 @@ func (s *Server) overview(c echo.Context) error {
 		}
 		var idle []overviewWorkload
 		for _, w := range wl {
-			eff := "-"
-			if measured := w.GPUSeconds - w.UnmeasuredGPUSeconds; measured > 0 {
-				eff = fmt.Sprintf("%.0f%%", 100*w.ActiveGPUSeconds/measured)
-			}
-			idle = append(idle, overviewWorkload{Team: w.Team, Namespace: w.Namespace, Kind: w.Kind, Name: w.Name, Efficiency: eff,
+			idle = append(idle, overviewWorkload{Team: w.Team, Namespace: w.Namespace, Kind: w.Kind, Name: w.Name, Efficiency: efficiency(&w),
 				IdleCost: ledger.FormatCents(w.IdleCostMicros), GPUHours: w.GPUSeconds / 3600})
 		}
 		data["Idle"] = idle
@@ -237,6 +223,39 @@ func (s *Server) overview(c echo.Context) error {
 		return err
 	}
 	return c.HTMLBlob(http.StatusOK, b.Bytes())
+}
+
+// efficiency is a workload's busy share of the GPU time measured, "-"
+// when none was.
+func efficiency(w *ledger.WorkloadRow) string {
+	if measured := w.GPUSeconds - w.UnmeasuredGPUSeconds; measured > 0 {
+		return fmt.Sprintf("%.0f%%", 100*w.ActiveGPUSeconds/measured)
+	}
+	return "-"
+}
+
+// pageMonth is a page's month: month= (YYYY-MM), else the newest month
+// the ledger has hours of; its end; now; and the time its figures are as
+// of (its end, or now in the month now is in).
+func (s *Server) pageMonth(c echo.Context, m string) (now, month, end, at time.Time, err error) {
+	now = time.Now()
+	if s.opts.Capacity.Now != nil {
+		now = s.opts.Capacity.Now()
+	}
+	month = ledger.StepMonth.Truncate(now)
+	if m != "" {
+		if month, err = time.Parse("2006-01", m); err != nil {
+			return now, month, end, at, badf("month=%q is not a month; want YYYY-MM such as 2026-10", m)
+		}
+	} else if month, err = s.newestMonth(c.Request().Context(), month); err != nil {
+		return now, month, end, at, err
+	}
+	end = month.AddDate(0, 1, 0)
+	at = end
+	if now.Before(end) {
+		at = now.UTC().Truncate(time.Hour)
+	}
+	return now, month, end, at, nil
 }
 
 // newestMonth is the newest month, of the year to current (the month now

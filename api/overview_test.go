@@ -2,9 +2,7 @@ package api
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -39,31 +37,15 @@ func overviewServer(t *testing.T) *Server {
 func TestOverviewSignIn(t *testing.T) {
 	ts := httptest.NewServer(overviewServer(t).Handler())
 	defer ts.Close()
-	jar, _ := cookiejar.New(nil)
-	client := &http.Client{Jar: jar}
+	b := newBrowser(t, ts)
 	get := func(path string) (int, string) {
-		resp, err := client.Get(ts.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(b)
+		code, _, body := b.get(path)
+		return code, body
 	}
 	if code, body := get("/"); code != http.StatusUnauthorized || !strings.Contains(body, `<form method="post" action="/login">`) {
 		t.Fatalf("signed out: %d %s", code, body)
 	}
-	post := func(token string) int {
-		resp, err := client.PostForm(ts.URL+"/login", url.Values{"token": {token}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	post := b.login
 	if code := post("secret-vmagent"); code != http.StatusForbidden {
 		t.Errorf("a remote-write token signed in: %d", code)
 	}
@@ -74,7 +56,7 @@ func TestOverviewSignIn(t *testing.T) {
 		t.Fatalf("a viewer token: %d", code)
 	}
 	u, _ := url.Parse(ts.URL)
-	for _, ck := range jar.Cookies(u) {
+	for _, ck := range b.jar.Cookies(u) {
 		if ck.Name == tokenCookie && ck.Value != "secret-finops" {
 			t.Errorf("cookie %v", ck)
 		}
@@ -84,6 +66,40 @@ func TestOverviewSignIn(t *testing.T) {
 	}
 	if code, _ := get("/api/v1/cost?from=2026-10&to=2026-11"); code != http.StatusUnauthorized {
 		t.Errorf("the page's cookie opened the API: %d", code)
+	}
+}
+
+// headless starts Debian's Chromium headless for the test, with a
+// 90-second deadline, and returns its context and a function that saves a
+// full-page screenshot as $GPULEDGER_ARTIFACTS/<name> (for CI's
+// artefacts; a temporary folder without it).
+func headless(t *testing.T, height int) (context.Context, func(name string)) {
+	t.Helper()
+	bin := chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.Headless,
+		chromedp.WindowSize(1200, height), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+	dir := os.Getenv("GPULEDGER_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, func(name string) {
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s (%d bytes)", filepath.Join(dir, name), len(png))
 	}
 }
 
@@ -104,7 +120,6 @@ func chromium(t *testing.T) string {
 // ($GPULEDGER_ARTIFACTS/overview.png when set, for CI's artefacts).
 func TestOverviewInChromium(t *testing.T) {
 	testenv.Slow(t, "headless Chromium")
-	bin := chromium(t)
 	srv := overviewServer(t)
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
@@ -113,14 +128,7 @@ func TestOverviewInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.Headless,
-		chromedp.WindowSize(1200, 1000), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
+	ctx, shot := headless(t, 1000)
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(ts.URL+"/?month=2026-10"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
@@ -146,22 +154,7 @@ func TestOverviewInChromium(t *testing.T) {
 		return v
 	}
 	total, budgets, idle, capacityText := text(`#total`), text(`#budgets`), text(`#idle`), text(`#capacity`)
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := os.Getenv("GPULEDGER_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	shot := filepath.Join(dir, "overview.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+	shot("overview.png")
 	got := map[string]string{}
 	for _, b := range bars {
 		got[b["data-team"]] = b["data-cost"]

@@ -6,7 +6,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -24,11 +23,7 @@ var teamTemplate = template.Must(template.New("team").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>gpuledger: {{.Team}}, {{.Month}}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
-body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:64em;color:#1c2430;padding:0 1em}
-h1{font-size:1.5em;margin:0}h2{font-size:1.1em;margin:2em 0 .5em}
-.sub{color:#5a6472;margin:.2em 0 1.5em}table{border-collapse:collapse;width:100%}
-th,td{text-align:left;padding:.3em .6em;border-bottom:1px solid #e3e6ea}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-.bad{color:#b3261e}.ok{color:#1e7a3c}svg text{font:11px system-ui,sans-serif}nav a{margin-right:1em}
+` + pageStyle + `.bad{color:#b3261e}.ok{color:#1e7a3c}svg text{font:11px system-ui,sans-serif}nav a{margin-right:1em}
 dl{display:grid;grid-template-columns:repeat(4,1fr);gap:.5em 2em;margin:0}dt{color:#5a6472}dd{margin:0;font-size:1.3em;font-variant-numeric:tabular-nums}
 </style></head><body>
 <h1>GPU cost of {{.Team}}, {{.Month}}</h1>
@@ -79,22 +74,9 @@ func (s *Server) teamPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	if s.opts.Capacity.Now != nil {
-		now = s.opts.Capacity.Now()
-	}
-	month := ledger.StepMonth.Truncate(now)
-	if m := v.Get("month"); m != "" {
-		if month, err = time.Parse("2006-01", m); err != nil {
-			return badf("month=%q is not a month; want YYYY-MM such as 2026-10", m)
-		}
-	} else if month, err = s.newestMonth(c.Request().Context(), month); err != nil {
+	now, month, end, at, err := s.pageMonth(c, v.Get("month"))
+	if err != nil {
 		return err
-	}
-	end := month.AddDate(0, 1, 0)
-	at := end
-	if now.Before(end) {
-		at = now.UTC().Truncate(time.Hour)
 	}
 	ctx := c.Request().Context()
 	o := s.opts.Capacity
@@ -159,11 +141,7 @@ func (s *Server) teamPage(c echo.Context) error {
 		}
 		var ws []teamWorkload
 		for _, w := range wl {
-			eff := "-"
-			if measured := w.GPUSeconds - w.UnmeasuredGPUSeconds; measured > 0 {
-				eff = fmt.Sprintf("%.0f%%", 100*w.ActiveGPUSeconds/measured)
-			}
-			ws = append(ws, teamWorkload{Namespace: w.Namespace, Kind: w.Kind, Name: w.Name, Efficiency: eff, GPUHours: w.GPUSeconds / 3600,
+			ws = append(ws, teamWorkload{Namespace: w.Namespace, Kind: w.Kind, Name: w.Name, Efficiency: efficiency(&w), GPUHours: w.GPUSeconds / 3600,
 				Cost: ledger.FormatCents(w.CostMicros), IdleCost: ledger.FormatCents(w.IdleCostMicros)})
 		}
 		data["Workloads"] = ws

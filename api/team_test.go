@@ -7,8 +7,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,29 +17,50 @@ import (
 	"github.com/gpuledger/gpuledger/ledger"
 )
 
-// signedIn is a browser-like client signed in with a token: it keeps the
+// browser is a browser-like client of a test server: it keeps the
 // cookie and follows redirects.
-func signedIn(t *testing.T, ts *httptest.Server, token string) func(path string) (int, string, string) {
-	t.Helper()
+type browser struct {
+	t      *testing.T
+	ts     *httptest.Server
+	jar    *cookiejar.Jar
+	client *http.Client
+}
+
+func newBrowser(t *testing.T, ts *httptest.Server) *browser {
 	jar, _ := cookiejar.New(nil)
-	client := &http.Client{Jar: jar}
-	resp, err := client.PostForm(ts.URL+"/login", url.Values{"token": {token}})
+	return &browser{t: t, ts: ts, jar: jar, client: &http.Client{Jar: jar}}
+}
+
+// login posts the sign-in form with token, and returns the status of
+// where it leads.
+func (b *browser) login(token string) int {
+	resp, err := b.client.PostForm(b.ts.URL+"/login", url.Values{"token": {token}})
 	if err != nil {
-		t.Fatal(err)
+		b.t.Fatal(err)
 	}
 	resp.Body.Close()
-	return func(path string) (int, string, string) {
-		resp, err := client.Get(ts.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, resp.Request.URL.Path, string(b)
+	return resp.StatusCode
+}
+
+// get returns the status, the path it ended at and the body of path.
+func (b *browser) get(path string) (int, string, string) {
+	resp, err := b.client.Get(b.ts.URL + path)
+	if err != nil {
+		b.t.Fatal(err)
 	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Request.URL.Path, string(body)
+}
+
+// signedIn is a browser signed in with token.
+func signedIn(t *testing.T, ts *httptest.Server, token string) func(path string) (int, string, string) {
+	b := newBrowser(t, ts)
+	b.login(token)
+	return b.get
 }
 
 // TestTeamPage: a team's token signs in and lands on its team's page
@@ -111,7 +130,6 @@ func TestTeamPage(t *testing.T) {
 // (team-ml-2026-10.png, team-ml-2026-09.png).
 func TestTeamPageInChromium(t *testing.T) {
 	testenv.Slow(t, "headless Chromium")
-	bin := chromium(t)
 	srv := overviewServer(t)
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
@@ -120,31 +138,7 @@ func TestTeamPageInChromium(t *testing.T) {
 	if err != nil || len(want) != 1 {
 		t.Fatalf("%v %v", want, err)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.Headless,
-		chromedp.WindowSize(1200, 900), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
-	dir := os.Getenv("GPULEDGER_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	shot := func(name string) {
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s (%d bytes)", filepath.Join(dir, name), len(png))
-	}
+	ctx, shot := headless(t, 900)
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(ts.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
