@@ -164,9 +164,12 @@ type tally struct{ rows, sum, bad int64 }
 
 func (t *tally) add(o tally) { t.rows, t.sum, t.bad = t.rows+o.rows, t.sum+o.sum, t.bad+o.bad }
 
-// tallyExprs are the SQL of a tally's three sums over table's rows.
+// tallyExprs are the SQL of a tally's three sums over table's rows. A
+// check read as a number, not an integer (a damaged record's type byte),
+// is read as an integer: the sum then differs from the row counts' (a
+// DamageError), where SUM would turn REAL and fail to scan.
 func tallyExprs(table string) string {
-	return `COUNT(*), COALESCE(SUM(row_check), 0), COALESCE(SUM(` + badExpr(table) + `), 0)`
+	return `COUNT(*), COALESCE(SUM(CAST(row_check AS INTEGER)), 0), COALESCE(SUM(` + badExpr(table) + `), 0)`
 }
 
 // verifyTally compares what a read of table saw, over the rows that
@@ -182,7 +185,7 @@ func (s *Store) verifyTally(ctx context.Context, table, where string, args []any
 	}
 	where = strings.ReplaceAll(where, "hour", "bucket")
 	var want tally
-	err := s.read.QueryRowContext(ctx, `SELECT COALESCE(SUM(rows), 0), COALESCE(SUM(check_sum), 0) FROM row_counts
+	err := s.read.QueryRowContext(ctx, `SELECT COALESCE(SUM(CAST(rows AS INTEGER)), 0), COALESCE(SUM(CAST(check_sum AS INTEGER)), 0) FROM row_counts
 		WHERE tbl = '`+table+`' AND `+where, args...).Scan(&want.rows, &want.sum)
 	if err != nil {
 		return s.readErr("read the row counts of "+table, table, from, to, err)
@@ -352,7 +355,7 @@ func (s *Store) Verify(ctx context.Context, progress func(step string)) ([]ledge
 		rows, err := s.read.QueryContext(ctx, `SELECT COALESCE(c.cluster, a.cluster), COALESCE(c.bucket, a.hour), COALESCE(c.team, a.team),
 			COALESCE(c.rows, 0), COALESCE(a.n, 0)
 			FROM (SELECT cluster, bucket, team, rows, check_sum FROM row_counts WHERE tbl = '`+t+`') c
-			FULL OUTER JOIN (SELECT cluster, hour, `+countedTables[t]+` AS team, COUNT(*) AS n, SUM(row_check) AS s FROM `+t+`
+			FULL OUTER JOIN (SELECT cluster, hour, `+countedTables[t]+` AS team, COUNT(*) AS n, SUM(CAST(row_check AS INTEGER)) AS s FROM `+t+`
 				GROUP BY cluster, hour, `+countedTables[t]+`) a
 			ON c.cluster = a.cluster AND c.bucket = a.hour AND c.team = a.team
 			WHERE c.rows IS NOT a.n OR c.check_sum IS NOT a.s LIMIT 20`)

@@ -843,7 +843,7 @@ func (s *Store) TopWorkloads(ctx context.Context, q ledger.Query, limit int) ([]
 	rs, err := s.read.QueryContext(ctx, `SELECT cluster, team, namespace, kind, name,
 		SUM(gpu_seconds), SUM(active_gpu_seconds), SUM(unmeasured_gpu_seconds), SUM(cost_micros), SUM(idle_cost_micros) AS idle,
 		SUM(unmeasured_cost_micros),
-		SUM(COUNT(*)) OVER (), SUM(SUM(row_check)) OVER (), SUM(SUM(`+badExpr("workload_rows")+`)) OVER ()
+		SUM(COUNT(*)) OVER (), SUM(SUM(CAST(row_check AS INTEGER))) OVER (), SUM(SUM(`+badExpr("workload_rows")+`)) OVER ()
 		FROM workload_rows WHERE `+where+`
 		GROUP BY cluster, team, namespace, kind, name
 		ORDER BY idle DESC, cluster, team, namespace, kind, name LIMIT ?`, args...)
