@@ -245,7 +245,9 @@ func corruptFile(err error) bool {
 		return false
 	}
 	msg := err.Error()
-	for _, s := range []string{"malformed", "SQLITE_CORRUPT", "not a database", "no such column", "no such table"} {
+	// A value of a type the store never writes (an INTEGER read back as a
+	// REAL with a fraction: a record's type byte changed) fails to scan.
+	for _, s := range []string{"malformed", "SQLITE_CORRUPT", "not a database", "no such column", "no such table", "sql: Scan error on column"} {
 		if strings.Contains(msg, s) {
 			return true
 		}

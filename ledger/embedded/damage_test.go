@@ -200,6 +200,8 @@ func TestVerify(t *testing.T) {
 		// DamageError, in CI's random flips).
 		{"a check read as a number", []string{`UPDATE ledger_rows SET row_check = row_check + 0.5 WHERE hour = 1790848800 AND team = 'nlp' AND flavor = 'h100'`},
 			"ledger_rows: row fails its check: gpu-prod-1 2026-10-01T10:00:00Z team nlp namespace nlp-ns flavor h100"},
+		{"a cost read as a number", []string{`UPDATE ledger_rows SET cost_micros = cost_micros + 0.5 WHERE hour = 1790848800 AND team = 'nlp' AND flavor = 'h100'`},
+			"ledger_rows: the ledger is damaged: embedded table ledger_rows in [2026-10-01T00:00:00Z, 2026-11-01T00:00:00Z): sql: Scan error"},
 		{"a row gone", []string{`DELETE FROM workload_rows WHERE hour = 1790935200 AND team = 'vision'`},
 			`workload_rows: gpu-prod-1 2026-10-02T10:00:00Z team "vision": 0 rows where the row counts say 1`},
 		// SET's expressions read the row as it was: the check is made to

@@ -625,7 +625,7 @@ func (s *Store) EndpointHours(ctx context.Context, cluster string, from, to time
 		var gaps string
 		if err := rs.Scan(&hour, &r.Cluster, &r.Namespace, &r.Model, &r.Kind, &r.Name, &r.Pods, &r.ReportedSeconds, &r.BusySeconds,
 			&r.Requests, &r.GenerationTokens, &gaps, &idle); err != nil {
-			return nil, fmt.Errorf("scan endpoint row: %w", err)
+			return nil, s.readErr("scan endpoint row", "endpoint_rows", from, to, err)
 		}
 		r.Hour, r.IdleSince = time.Unix(hour, 0).UTC(), ledger.TimeOrZero(idle)
 		if err := json.Unmarshal([]byte(gaps), &r.Gaps); err != nil {
@@ -657,7 +657,7 @@ func (s *Store) QueueHours(ctx context.Context, cluster string, from, to time.Ti
 		var hour int64
 		var aw, pw string
 		if err := rs.Scan(&hour, &r.Cluster, &r.ClusterQueue, &r.PendingWorkloads, &r.PendingGPUs, &r.Admitted, &aw, &pw); err != nil {
-			return nil, fmt.Errorf("scan queue row: %w", err)
+			return nil, s.readErr("scan queue row", "queue_rows", from, to, err)
 		}
 		r.Hour = time.Unix(hour, 0).UTC()
 		if err := json.Unmarshal([]byte(aw), &r.AdmittedWait); err != nil {
