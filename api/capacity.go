@@ -44,12 +44,12 @@ func (o CapacityOptions) waitRule() capacity.WaitRule {
 	return o.WaitRule
 }
 
-// QueueWaitPoint is the wait trigger's verdict on one ClusterQueue. Waits
-// are seconds, absent when nothing was admitted or pending.
-type QueueWaitPoint struct {
-	ClusterQueue      string        `json:"clusterQueue"`
-	Flavor            string        `json:"flavor"`
-	Fired             bool          `json:"fired"`
+// VerdictPoint is a trigger's verdict (capacity.Verdict), as both the
+// flavors' and the queues' points give it.
+type VerdictPoint struct {
+	Fired bool `json:"fired"`
+	// Action is buy, reclaim (held but not busy: give the idle GPUs
+	// back before buying), or absent.
 	Action            string        `json:"action,omitempty"`
 	Reclaim           *ReclaimPoint `json:"reclaim,omitempty"`
 	Why               string        `json:"why"`
@@ -57,16 +57,34 @@ type QueueWaitPoint struct {
 	To                time.Time     `json:"to"`
 	Hours             int           `json:"hours"`
 	HoursWithData     int           `json:"hoursWithData"`
-	WaitSeconds       *float64      `json:"waitSeconds,omitempty"`
-	LastDaySeconds    *float64      `json:"lastDayWaitSeconds,omitempty"`
-	Admitted          float64       `json:"admitted"`
-	Pending           float64       `json:"pending"`
-	PendingGPUs       float64       `json:"pendingGpus"`
-	Daily             []DayPoint    `json:"daily"`
 	Forecast          string        `json:"forecast,omitempty"`
 	PurchaseGPUs      int           `json:"purchaseGpus"`
 	MonthlyCostMicros int64         `json:"monthlyCostMicros"`
 	MonthlyCost       string        `json:"monthlyCost"`
+}
+
+// verdictPoint is v as a point.
+func verdictPoint(v *capacity.Verdict) VerdictPoint {
+	p := VerdictPoint{Fired: v.Fired, Action: v.Action, Reclaim: reclaimPoint(v.Reclaim), Why: v.Why, From: v.From, To: v.To, Hours: v.Hours,
+		HoursWithData: v.HoursWithData, PurchaseGPUs: v.PurchaseGPUs, MonthlyCostMicros: v.MonthlyCostMicros, MonthlyCost: ledger.FormatMicros(v.MonthlyCostMicros)}
+	if !v.Forecast.IsZero() {
+		p.Forecast = v.Forecast.Format(time.DateOnly)
+	}
+	return p
+}
+
+// QueueWaitPoint is the wait trigger's verdict on one ClusterQueue. Waits
+// are seconds, absent when nothing was admitted or pending.
+type QueueWaitPoint struct {
+	ClusterQueue string `json:"clusterQueue"`
+	Flavor       string `json:"flavor"`
+	VerdictPoint
+	WaitSeconds    *float64   `json:"waitSeconds,omitempty"`
+	LastDaySeconds *float64   `json:"lastDayWaitSeconds,omitempty"`
+	Admitted       float64    `json:"admitted"`
+	Pending        float64    `json:"pending"`
+	PendingGPUs    float64    `json:"pendingGpus"`
+	Daily          []DayPoint `json:"daily"`
 }
 
 // EndpointPoint is scale-to-zero's recommendation for one inference
@@ -191,25 +209,12 @@ func seconds(v float64) *float64 {
 // ExpansionPoint is the expansion trigger's verdict on one flavor.
 type ExpansionPoint struct {
 	Flavor string `json:"flavor"`
-	Fired  bool   `json:"fired"`
-	// Action is buy, reclaim (held but not busy: give the idle GPUs
-	// back before buying), or absent.
-	Action            string        `json:"action,omitempty"`
-	Reclaim           *ReclaimPoint `json:"reclaim,omitempty"`
-	Why               string        `json:"why"`
-	From              time.Time     `json:"from"`
-	To                time.Time     `json:"to"`
-	Hours             int           `json:"hours"`
-	HoursWithData     int           `json:"hoursWithData"`
-	GPUs              float64       `json:"gpus"`
-	Allocated         float64       `json:"allocatedShare"`
-	Active            float64       `json:"activeShare"`
-	DailyMin          float64       `json:"dailyAllocatedMin"`
-	DailyMax          float64       `json:"dailyAllocatedMax"`
-	Forecast          string        `json:"forecast,omitempty"`
-	PurchaseGPUs      int           `json:"purchaseGpus"`
-	MonthlyCostMicros int64         `json:"monthlyCostMicros"`
-	MonthlyCost       string        `json:"monthlyCost"`
+	VerdictPoint
+	GPUs      float64 `json:"gpus"`
+	Allocated float64 `json:"allocatedShare"`
+	Active    float64 `json:"activeShare"`
+	DailyMin  float64 `json:"dailyAllocatedMin"`
+	DailyMax  float64 `json:"dailyAllocatedMax"`
 }
 
 // BudgetPoint is one team's spend this month against its budget.
@@ -257,13 +262,8 @@ func (s *Server) capacity(c echo.Context) error {
 	}
 	out := []ExpansionPoint{}
 	for _, r := range recs {
-		p := ExpansionPoint{Flavor: r.Flavor, Fired: r.Fired, Action: r.Action, Reclaim: reclaimPoint(r.Reclaim), Why: r.Why, From: r.From, To: r.To, Hours: r.Hours, HoursWithData: r.HoursWithData,
-			GPUs: r.GPUs, Allocated: r.Allocated, Active: r.Active, DailyMin: r.DailyMin, DailyMax: r.DailyMax, PurchaseGPUs: r.PurchaseGPUs,
-			MonthlyCostMicros: r.MonthlyCostMicros, MonthlyCost: ledger.FormatMicros(r.MonthlyCostMicros)}
-		if !r.Forecast.IsZero() {
-			p.Forecast = r.Forecast.Format(time.DateOnly)
-		}
-		out = append(out, p)
+		out = append(out, ExpansionPoint{Flavor: r.Flavor, VerdictPoint: verdictPoint(&r.Verdict), GPUs: r.GPUs, Allocated: r.Allocated,
+			Active: r.Active, DailyMin: r.DailyMin, DailyMax: r.DailyMax})
 	}
 	wr := o.waitRule()
 	waits, err := capacity.EvaluateWaits(c.Request().Context(), s.opts.Store, o.Cluster, at, wr, o.PricesMicros)
@@ -272,15 +272,10 @@ func (s *Server) capacity(c echo.Context) error {
 	}
 	queues := []QueueWaitPoint{}
 	for _, w := range waits {
-		p := QueueWaitPoint{ClusterQueue: w.ClusterQueue, Flavor: w.Flavor, Fired: w.Fired, Action: w.Action, Reclaim: reclaimPoint(w.Reclaim), Why: w.Why, From: w.From, To: w.To, Hours: w.Hours,
-			HoursWithData: w.HoursWithData, WaitSeconds: seconds(w.Wait), LastDaySeconds: seconds(w.LastDay), Admitted: w.Admitted,
-			Pending: w.Pending, PendingGPUs: w.PendingGPUs, Daily: []DayPoint{}, PurchaseGPUs: w.PurchaseGPUs,
-			MonthlyCostMicros: w.MonthlyCostMicros, MonthlyCost: ledger.FormatMicros(w.MonthlyCostMicros)}
+		p := QueueWaitPoint{ClusterQueue: w.ClusterQueue, Flavor: w.Flavor, VerdictPoint: verdictPoint(&w.Verdict), WaitSeconds: seconds(w.Wait),
+			LastDaySeconds: seconds(w.LastDay), Admitted: w.Admitted, Pending: w.Pending, PendingGPUs: w.PendingGPUs, Daily: []DayPoint{}}
 		for _, d := range w.Daily {
 			p.Daily = append(p.Daily, DayPoint{Day: d.Day.Format(time.DateOnly), WaitSeconds: seconds(d.Wait), Admitted: d.Admitted})
-		}
-		if !w.Forecast.IsZero() {
-			p.Forecast = w.Forecast.Format(time.DateOnly)
 		}
 		queues = append(queues, p)
 	}
