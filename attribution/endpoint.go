@@ -365,10 +365,11 @@ func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID,
 	switch {
 	case e.Busy && e.IdleFromMs != 0 && e.IdleFromMs < busyAt:
 		h.Gaps.Add(float64(busyAt-e.LastBusyMs) / 1000)
-		longest, endMs = float64(busyAt-min(e.LastBusyPrevMs, e.LastBusyMs))/1000, busyAt
-		if e.LastBusyPrevMs == 0 {
-			longest = float64(busyAt-e.LastBusyMs) / 1000
+		prev := e.LastBusyPrevMs
+		if prev == 0 || prev > e.LastBusyMs {
+			prev = e.LastBusyMs // not known (a snapshot from before it was kept)
 		}
+		longest, endMs = float64(busyAt-prev)/1000, busyAt
 		e.LastBusyMs, e.LastBusyPrevMs, e.IdleFromMs = busyAt, busyPrev, 0
 	case e.Busy:
 		if busyAt >= e.LastBusyMs {
