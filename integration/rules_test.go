@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -18,10 +19,13 @@ import (
 	"github.com/gpuledger/gpuledger/internal/testenv"
 )
 
-// kubeSeries writes days of kube-state-metrics series up to now, one
-// sample every 5 minutes, in VictoriaMetrics' JSON-lines import format: 8
-// nodes of 8 GPUs (prefix-0…7) and Running pods requesting 58 of them.
-func kubeSeries(prefix string, days int, now time.Time) []byte {
+// kubeSeries writes days of kube-state-metrics and dcgm-exporter series
+// up to now, one sample every 5 minutes, in VictoriaMetrics' JSON-lines
+// import format: 8 nodes of 8 GPUs (prefix-0…7) and Running pods of the
+// namespace ns requesting 58 of them, each GPU they hold busy for busy of
+// its time (DCGM_FI_PROF_GR_ENGINE_ACTIVE), the others idle. extra labels
+// every series.
+func kubeSeries(prefix, ns string, days int, now time.Time, busy float64, extra map[string]string) []byte {
 	var ts []int64
 	end := now.Truncate(capacity.RuleInterval)
 	for t := end.Add(-time.Duration(days) * 24 * time.Hour); !t.After(end); t = t.Add(capacity.RuleInterval) {
@@ -33,6 +37,7 @@ func kubeSeries(prefix string, days int, now time.Time) []byte {
 		for i := range vals {
 			vals[i] = v
 		}
+		maps.Copy(metric, extra)
 		j, _ := json.Marshal(map[string]any{"metric": metric, "values": vals, "timestamps": ts})
 		b.Write(j)
 		b.WriteByte('\n')
@@ -43,27 +48,36 @@ func kubeSeries(prefix string, days int, now time.Time) []byte {
 		line(map[string]string{"__name__": "kube_node_status_capacity", "node": node, "resource": "nvidia_com_gpu", "unit": "integer"}, 8)
 		gpus := min(left, 8)
 		left -= gpus
+		pod := fmt.Sprintf("%s-train-%d", prefix, i)
+		for g := range 8 {
+			dcgm := map[string]string{"__name__": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Hostname": node, "gpu": strconv.Itoa(g), "modelName": "NVIDIA H100 80GB HBM3"}
+			v := 0.0
+			if g < gpus {
+				dcgm["namespace"], dcgm["pod"], dcgm["container"] = ns, pod, "trainer"
+				v = busy
+			}
+			line(dcgm, v)
+		}
 		if gpus == 0 {
 			continue
 		}
-		pod := fmt.Sprintf("%s-train-%d", prefix, i)
-		line(map[string]string{"__name__": "kube_pod_container_resource_requests", "namespace": "nlp", "pod": pod, "container": "trainer", "node": node,
+		line(map[string]string{"__name__": "kube_pod_container_resource_requests", "namespace": ns, "pod": pod, "container": "trainer", "node": node,
 			"resource": "nvidia_com_gpu", "unit": "integer"}, float64(gpus))
-		line(map[string]string{"__name__": "kube_pod_status_phase", "namespace": "nlp", "pod": pod, "phase": "Running"}, 1)
+		line(map[string]string{"__name__": "kube_pod_status_phase", "namespace": ns, "pod": pod, "phase": "Running"}, 1)
 	}
 	return []byte(b.String())
 }
 
-// ruleFiles writes the rules doc gives for the clusters prod and young,
-// their alert group run every 2 s instead of every hour, and returns
-// vmalert's -rule flags for them.
-func ruleFiles(t *testing.T, doc func(cluster string) string) []string {
+// ruleFiles writes the rules doc gives for the clusters, their alert
+// group run every 2 s instead of every hour, and returns vmalert's -rule
+// flags for them.
+func ruleFiles(t *testing.T, clusters []string, doc func(cluster string) string) []string {
 	t.Helper()
 	dir := t.TempDir()
 	var files []string
-	for _, c := range []string{"prod", "young"} {
+	for _, c := range clusters {
 		f := filepath.Join(dir, c+".yml")
-		if err := os.WriteFile(f, []byte(strings.Replace(doc(c), "interval: 1h", "interval: 2s", 1)), 0o644); err != nil {
+		if err := os.WriteFile(f, []byte(strings.ReplaceAll(doc(c), "interval: 1h", "interval: 2s")), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		files = append(files, "-rule="+f)
@@ -75,8 +89,8 @@ func ruleFiles(t *testing.T, doc func(cluster string) string) []string {
 // that holds the raw series: first its replay mode over [from, to), which
 // backfills the recording rules, then as it runs in production, notifying
 // Alertmanager. It returns the alerts of the generated rules Alertmanager
-// has within a minute.
-func runVMAlert(t *testing.T, vmalert, vm, amURL string, files []string, from, to time.Time) []capacity.Alert {
+// has once it has want of them, or after a minute.
+func runVMAlert(t *testing.T, vmalert, vm, amURL string, files []string, from, to time.Time, want int) []capacity.Alert {
 	t.Helper()
 	flush := func() {
 		t.Helper()
@@ -104,7 +118,7 @@ func runVMAlert(t *testing.T, vmalert, vm, amURL string, files []string, from, t
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(alerts) > 0 || time.Now().After(deadline) {
+		if len(alerts) >= want || time.Now().After(deadline) {
 			return alerts
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -113,10 +127,12 @@ func runVMAlert(t *testing.T, vmalert, vm, amURL string, files []string, from, t
 
 // TestVMAlertRulesFireTheExpansionAlert: the rules gpuledger rules writes,
 // run by a real vmalert on a real VictoriaMetrics holding 31 days of a
-// saturated flavor's kube-state-metrics series (58 of 64 GPUs requested by
-// Running pods), raise GPUCapacityExpansion for it in a real
-// Alertmanager, as gpuledger capacity does from its ledger; 29 days of the
-// same raise nothing. The recording rules' 31 days are filled by
+// saturated flavor's kube-state-metrics and dcgm-exporter series (58 of 64
+// GPUs requested by Running pods and kept 95% busy), raise
+// GPUCapacityExpansion for it in a real Alertmanager, as gpuledger
+// capacity does from its ledger; the same GPUs held but 10% busy raise
+// GPUCapacityReclaim with the GPUs held idle, not an expansion; 29 days of
+// the busy one raise nothing. The recording rules' 31 days are filled by
 // vmalert's replay mode, as a user backfills a new recording rule.
 func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 	testenv.Slow(t, "VictoriaMetrics, vmalert and Alertmanager")
@@ -124,33 +140,50 @@ func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 	vm := startVictoriaMetrics(t)
 	amURL, _ := testenv.StartAlertmanager(t, t.TempDir())
 	now := time.Now().UTC()
-	post(t, vm+"/api/v1/import", "application/json", append(kubeSeries("prod", 31, now), kubeSeries("young", 29, now)...))
-	files := ruleFiles(t, func(c string) string {
+	var series []byte
+	series = append(series, kubeSeries("prod", "nlp", 31, now, 0.95, nil)...)
+	series = append(series, kubeSeries("hoard", "nlp", 31, now, 0.1, nil)...)
+	series = append(series, kubeSeries("young", "nlp", 29, now, 0.95, nil)...)
+	post(t, vm+"/api/v1/import", "application/json", series)
+	files := ruleFiles(t, []string{"prod", "hoard", "young"}, func(c string) string {
 		var nodes []string
 		for i := range 8 {
 			nodes = append(nodes, fmt.Sprintf("%s-%d", c, i))
 		}
 		return capacity.PrometheusRules(c, []capacity.RuleFlavor{{Name: "h100", Nodes: nodes}}, capacity.DefaultRule)
 	})
-	got := runVMAlert(t, vmalert, vm, amURL, files, now.Add(-31*24*time.Hour-time.Hour), now)
-	am := &capacity.Alertmanager{URL: amURL}
-	if len(got) != 1 {
-		t.Fatalf("%d alerts from vmalert, want exactly prod's expansion alert: %+v", len(got), got)
+	got := runVMAlert(t, vmalert, vm, amURL, files, now.Add(-31*24*time.Hour-time.Hour), now, 2)
+	if len(got) != 2 {
+		t.Fatalf("%d alerts from vmalert, want exactly prod's expansion and hoard's reclaim alerts: %+v", len(got), got)
 	}
-	a := got[0]
-	for k, v := range map[string]string{"alertname": capacity.AlertExpansion, "cluster": "prod", "flavor": "h100", "action": "expand", "severity": "warning"} {
-		if a.Labels[k] != v {
-			t.Errorf("label %s = %q, want %q", k, a.Labels[k], v)
+	byCluster := map[string]capacity.Alert{}
+	for _, a := range got {
+		byCluster[a.Labels["cluster"]] = a
+		t.Logf("from vmalert: %v %v", a.Labels, a.Annotations)
+	}
+	want := map[string]map[string]string{
+		"prod":  {"alertname": capacity.AlertExpansion, "flavor": "h100", "action": "expand", "severity": "warning"},
+		"hoard": {"alertname": capacity.AlertReclaim, "flavor": "h100", "action": "reclaim", "severity": "warning"},
+	}
+	for c, labels := range want {
+		for k, v := range labels {
+			if got := byCluster[c].Labels[k]; got != v {
+				t.Errorf("%s: label %s = %q, want %q", c, k, got, v)
+			}
 		}
 	}
-	if ev := a.Annotations["evidence"]; !strings.Contains(ev, "90.62%") {
-		t.Errorf("evidence %q: want the 30-day average, 58/64 = 90.62%%", ev)
+	// prod: 58 GPUs 95% busy of 64 is 86.09% busy.
+	if ev := byCluster["prod"].Annotations["evidence"]; !strings.Contains(ev, "86.09%") {
+		t.Errorf("prod's evidence %q: want the 30-day busy share, 58 × 0.95 / 64 = 86.09%%", ev)
 	}
-	t.Logf("from vmalert: %v %v", a.Labels, a.Annotations)
+	// hoard: 58 held, 5.8 busy: 52.2 held idle.
+	if s := byCluster["hoard"].Annotations["summary"]; !strings.Contains(s, "52.2 of them were held but idle") {
+		t.Errorf("hoard's summary %q: want 58 held - 5.8 busy = 52.2 idle", s)
+	}
 	// Nothing for the cluster with 29 days, however saturated: it has
 	// enough samples (29 of 30 days is over 95%), but none from before the
 	// window.
-	resp, err := http.Get(vm + "/api/v1/query?query=" + url.QueryEscape(`count_over_time(gpuledger:gpus:allocated_ratio{cluster="young"}[30d])`))
+	resp, err := http.Get(vm + "/api/v1/query?query=" + url.QueryEscape(`count_over_time(gpuledger:gpus:active_ratio{cluster="young"}[30d])`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +203,7 @@ func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 		t.Fatalf("young has %d recorded samples; the test needs more than the 95%% guard (8208) so that only the history guard holds it", n)
 	}
 	time.Sleep(3 * time.Second)
+	am := &capacity.Alertmanager{URL: amURL}
 	if young, _ := am.Active(context.Background(), map[string]string{"cluster": "young"}); len(young) != 0 {
 		t.Errorf("29 days raised %+v", young)
 	}
@@ -181,7 +215,7 @@ func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 // workload is always pending for 50 minutes; a follower replica's series
 // count ten times as many short waits, which would bring the p90 under 30
 // minutes if they counted.
-func kueueSeries(cluster string, days int, now time.Time) []byte {
+func kueueSeries(cluster, queue string, days int, now time.Time) []byte {
 	var ts []int64
 	end := now.Truncate(capacity.RuleInterval)
 	for t := end.Add(-time.Duration(days) * 24 * time.Hour); !t.After(end); t = t.Add(capacity.RuleInterval) {
@@ -199,16 +233,16 @@ func kueueSeries(cluster string, days int, now time.Time) []byte {
 	}
 	for _, le := range []string{"1280", "2560", "5120", "+Inf"} {
 		over := le != "1280" && le != "2560"
-		line(map[string]string{"__name__": "kueue_admission_wait_time_seconds_bucket", "cluster": cluster, "cluster_queue": "cq-nlp",
+		line(map[string]string{"__name__": "kueue_admission_wait_time_seconds_bucket", "cluster": cluster, "cluster_queue": queue,
 			"priority_class": "", "replica_role": "leader", "le": le}, func(i int) float64 {
 			if !over {
 				return 0
 			}
 			return float64(i)
 		})
-		line(map[string]string{"__name__": "kueue_admission_wait_time_seconds_bucket", "cluster": cluster, "cluster_queue": "cq-nlp",
+		line(map[string]string{"__name__": "kueue_admission_wait_time_seconds_bucket", "cluster": cluster, "cluster_queue": queue,
 			"priority_class": "", "replica_role": "follower", "le": le}, func(i int) float64 { return 10 * float64(i) })
-		line(map[string]string{"__name__": "gpuledger_pending_workload_age_seconds_bucket", "cluster": cluster, "cluster_queue": "cq-nlp", "le": le},
+		line(map[string]string{"__name__": "gpuledger_pending_workload_age_seconds_bucket", "cluster": cluster, "cluster_queue": queue, "le": le},
 			func(int) float64 {
 				if over {
 					return 1
@@ -220,38 +254,60 @@ func kueueSeries(cluster string, days int, now time.Time) []byte {
 }
 
 // TestVMAlertWaitRulesFire: the queue-wait rules gpuledger rules writes,
-// run by a real vmalert on a real VictoriaMetrics holding 8 days of a
-// ClusterQueue whose workloads wait 50 minutes, raise
-// GPUCapacityExpansion{trigger="queue_wait"} for it and its flavor in a
-// real Alertmanager, as gpuledger capacity does from its ledger
-// (capacity.TestWaitAlertInAlertmanager); 6 days of the same raise nothing.
+// run by a real vmalert on a real VictoriaMetrics holding 8 days of two
+// ClusterQueues whose workloads wait 50 minutes, raise
+// GPUCapacityExpansion{trigger="queue_wait"} for cq-nlp, whose namespace's
+// 58 GPUs are 95% busy, and GPUCapacityReclaim{trigger="queue_wait"} for
+// cq-notebooks, whose namespace holds 58 GPUs 10% busy, each with its
+// flavor, in a real Alertmanager, as gpuledger capacity does from its
+// ledger (capacity.TestWaitAlertInAlertmanager); 6 days of the same raise
+// nothing. Another cluster's series in the same TSDB (its namespaces
+// named alike) are told apart by the match.
 func TestVMAlertWaitRulesFire(t *testing.T) {
 	testenv.Slow(t, "VictoriaMetrics, vmalert and Alertmanager")
 	vmalert := vmBinary(t, "vmalert")
 	vm := startVictoriaMetrics(t)
 	amURL, _ := testenv.StartAlertmanager(t, t.TempDir())
 	now := time.Now().UTC()
-	post(t, vm+"/api/v1/import", "application/json", append(kueueSeries("prod", 8, now), kueueSeries("young", 6, now)...))
-	files := ruleFiles(t, func(c string) string {
-		return "groups:\n" + capacity.PrometheusWaitRules(c, []capacity.RuleQueue{{Name: "cq-nlp", Flavor: "h100"}}, capacity.DefaultWaitRule,
-			fmt.Sprintf("cluster=%q", c))
+	var series []byte
+	series = append(series, kueueSeries("prod", "cq-nlp", 8, now)...)
+	series = append(series, kueueSeries("prod", "cq-notebooks", 8, now)...)
+	series = append(series, kueueSeries("young", "cq-nlp", 6, now)...)
+	series = append(series, kubeSeries("prod-a", "nlp", 8, now, 0.95, map[string]string{"cluster": "prod"})...)
+	series = append(series, kubeSeries("prod-b", "notebooks", 8, now, 0.1, map[string]string{"cluster": "prod"})...)
+	// young's notebooks are busy, its nlp idle: were the match ignored,
+	// prod's verdicts would flip.
+	series = append(series, kubeSeries("young-a", "nlp", 8, now, 0.0, map[string]string{"cluster": "young"})...)
+	series = append(series, kubeSeries("young-b", "notebooks", 8, now, 1, map[string]string{"cluster": "young"})...)
+	post(t, vm+"/api/v1/import", "application/json", series)
+	files := ruleFiles(t, []string{"prod", "young"}, func(c string) string {
+		return "groups:\n" + capacity.PrometheusWaitRules(c, []capacity.RuleQueue{{Name: "cq-nlp", Flavor: "h100", Namespaces: []string{"nlp"}},
+			{Name: "cq-notebooks", Flavor: "h100-mig", Namespaces: []string{"notebooks"}}}, capacity.DefaultWaitRule, fmt.Sprintf("cluster=%q", c))
 	})
-	got := runVMAlert(t, vmalert, vm, amURL, files, now.Add(-8*24*time.Hour-time.Hour), now)
-	if len(got) != 1 {
-		t.Fatalf("%d alerts from vmalert, want exactly prod's wait alert: %+v", len(got), got)
+	got := runVMAlert(t, vmalert, vm, amURL, files, now.Add(-8*24*time.Hour-time.Hour), now, 2)
+	if len(got) != 2 {
+		t.Fatalf("%d alerts from vmalert, want exactly prod's two wait alerts: %+v", len(got), got)
 	}
-	a := got[0]
-	for k, v := range map[string]string{"alertname": capacity.AlertExpansion, "cluster": "prod", "cluster_queue": "cq-nlp", "flavor": "h100",
-		"trigger": "queue_wait", "action": "expand", "severity": "warning"} {
-		if a.Labels[k] != v {
-			t.Errorf("label %s = %q, want %q", k, a.Labels[k], v)
+	byQueue := map[string]capacity.Alert{}
+	for _, a := range got {
+		byQueue[a.Labels["cluster_queue"]] = a
+		t.Logf("from vmalert: %v %v", a.Labels, a.Annotations)
+	}
+	want := map[string]map[string]string{
+		"cq-nlp":       {"alertname": capacity.AlertExpansion, "cluster": "prod", "flavor": "h100", "trigger": "queue_wait", "action": "expand", "severity": "warning"},
+		"cq-notebooks": {"alertname": capacity.AlertReclaim, "cluster": "prod", "flavor": "h100-mig", "trigger": "queue_wait", "action": "reclaim", "severity": "warning"},
+	}
+	for q, labels := range want {
+		for k, v := range labels {
+			if got := byQueue[q].Labels[k]; got != v {
+				t.Errorf("%s: label %s = %q, want %q", q, k, got, v)
+			}
+		}
+		// Every wait is in (2560, 5120]: the p90 is 2560 + 0.9 × 2560 s, 1h 21m.
+		if ev := byQueue[q].Annotations["evidence"]; !strings.Contains(ev, "1h 21m") {
+			t.Errorf("%s: evidence %q: want the p90 of 4864 s", q, ev)
 		}
 	}
-	// Every wait is in (2560, 5120]: the p90 is 2560 + 0.9 × 2560 s, 1h 21m.
-	if ev := a.Annotations["evidence"]; !strings.Contains(ev, "1h 21m") {
-		t.Errorf("evidence %q: want the p90 of 4864 s", ev)
-	}
-	t.Logf("from vmalert: %v %v", a.Labels, a.Annotations)
 	time.Sleep(3 * time.Second)
 	am := &capacity.Alertmanager{URL: amURL}
 	if young, _ := am.Active(context.Background(), map[string]string{"cluster": "young"}); len(young) != 0 {

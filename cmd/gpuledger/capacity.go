@@ -384,24 +384,30 @@ func reclaimHolders(w io.Writer, recs []capacity.Recommendation, waits []capacit
 }
 
 func runRules(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("rules", `Writes vmalert/Prometheus rule groups that express the expansion trigger of
-gpuledger capacity on the raw metrics, for users who alert from their TSDB:
-recording rules every 5 minutes for each flavor's allocated share of its GPUs
-(kube-state-metrics: nvidia.com/gpu requested by Running pods over the nodes'
-capacity, the nodes of each flavor taken from the configuration), then the
-alert GPUCapacityExpansion on their average over capacity.windowDays, guarded by
-a sample count (95% of the window) and data from before the window; never a
-'for' of 30 days. MIG nodes are left out (their GPUs are requested as
-nvidia.com/mig-* slices). The queue-wait trigger too: recording rules for each
-ClusterQueue's admitted waits (kueue_admission_wait_time_seconds' increase) and
-its pending workloads' ages (gpuledger controller's metrics), then
-GPUCapacityExpansion{trigger="queue_wait"} when the p90 of the window's waits
-and of its last day's are both over capacity.waitMinutes, with the same
-guards, labelled with the flavor of the queue's quota.`, stdout)
+	fs := newFlagSet("rules", `Writes vmalert/Prometheus rule groups that express the verdicts of gpuledger
+capacity on the raw metrics, for users who alert from their TSDB: recording
+rules every 5 minutes for each flavor's GPUs, those held (kube-state-metrics:
+nvidia.com/gpu requested by Running pods, the nodes of each flavor taken from
+the configuration) and those busy (dcgm-exporter's GR engine activity, else
+GPU_UTIL/100); then, over capacity.windowDays, guarded by a sample count (95%
+of the window) and data from before the window, never a 'for' of 30 days:
+GPUCapacityExpansion when the share of capacity.measure (busy by default) is
+at or over capacity.utilizationPercent, and GPUCapacityReclaim when the held
+share is but the busy one is not (buying would add idle GPUs). MIG nodes are
+left out (their GPUs are requested as nvidia.com/mig-* slices). The queue-wait
+trigger too: recording rules for each ClusterQueue's admitted waits
+(kueue_admission_wait_time_seconds' increase), its pending workloads' ages
+(gpuledger controller's metrics) and the GPUs its LocalQueues' namespaces hold
+and keep busy, then, when the p90 of the window's waits and of its last day's
+are both over capacity.waitMinutes, with the same guards:
+GPUCapacityReclaim{trigger="queue_wait"} when the queue's own GPUs were busy
+less than capacity.utilizationPercent of their held time, else
+GPUCapacityExpansion{trigger="queue_wait"}, labelled with the flavor of the
+queue's quota.`, stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (clusters, nodes and their flavors, capacity)")
 	cluster := fs.String("cluster", "", "cluster of the configuration; empty for the only one")
 	out := fs.String("out", "", "file to write the rules to; empty: standard output")
-	kueueMatch := fs.String("kueue.match", "", `label matchers that select this cluster's Kueue and controller series in a TSDB shared by clusters, such as cluster="prod"; empty: all`)
+	kueueMatch := fs.String("kueue.match", "", `label matchers that select this cluster's Kueue, controller, kube-state-metrics and DCGM series in a TSDB shared by clusters (the flavors' series are told apart by their nodes), such as cluster="prod"; empty: all`)
 	newLogger := logFlags(fs)
 	_, cfg, err := parseWithConfig(fs, args, cfgPath, newLogger)
 	if err != nil {
@@ -424,10 +430,16 @@ guards, labelled with the flavor of the queue's quota.`, stdout)
 	for f, nodes := range byFlavor {
 		flavors = append(flavors, capacity.RuleFlavor{Name: f, Nodes: nodes})
 	}
+	namespaces := map[string][]string{}
+	for _, lq := range cfg.LocalQueues {
+		if !slices.Contains(namespaces[lq.ClusterQueue], lq.Namespace) {
+			namespaces[lq.ClusterQueue] = append(namespaces[lq.ClusterQueue], lq.Namespace)
+		}
+	}
 	var queues []capacity.RuleQueue
 	for _, q := range cfg.ClusterQueues {
 		if len(q.Flavors) > 0 {
-			queues = append(queues, capacity.RuleQueue{Name: q.Name, Flavor: q.Flavors[0].Name})
+			queues = append(queues, capacity.RuleQueue{Name: q.Name, Flavor: q.Flavors[0].Name, Namespaces: namespaces[q.Name]})
 		}
 	}
 	doc := capacity.PrometheusRules(c.Name, flavors, capacityRule(cfg.Capacity)) + capacity.PrometheusWaitRules(c.Name, queues, waitRule(cfg.Capacity), *kueueMatch)

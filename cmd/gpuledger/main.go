@@ -30,7 +30,7 @@ var commands = []command{
 	{"ingest", "backfill the ledger from VictoriaMetrics, Prometheus or files, resumably", runIngest},
 	{"report", "write a month's chargeback (CSV and XLSX) from a ledger", runReport},
 	{"capacity", "say per GPU flavor whether to buy more (the expansion trigger) and how budgets burn; send the alerts to Alertmanager", runCapacity},
-	{"rules", "write vmalert/Prometheus rules that raise the expansion alert from the raw metrics", runRules},
+	{"rules", "write vmalert/Prometheus rules that raise the expansion and reclaim alerts from the raw metrics", runRules},
 	{"scale-to-zero", "recommend per inference endpoint whether to scale to zero and KEDA's cooldown, from its request gaps; write KEDA objects", runScaleToZero},
 	{"simulate", "replay the Philly-derived traces through the admission policies side by side", runSimulate},
 	{"policy-eval", "evaluate the admission policies at stated offered loads, tuned on one half of the VCs and reported on the other", runPolicyEval},
