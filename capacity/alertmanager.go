@@ -133,6 +133,7 @@ func reclaimAlert(cluster, currency, flavor, queue, trigger string, v Verdict, s
 			"recommendation": fmt.Sprintf("give back %.1f GPUs held idle (%s %s a month) before buying; most idle: %s", v.Reclaim.IdleGPUs,
 				ledger.FormatCents(v.Reclaim.IdleCostMonthlyMicros), currency, strings.Join(holders, "; ")),
 			"idle_gpus":    strconv.FormatFloat(v.Reclaim.IdleGPUs, 'f', 2, 64),
+			"what_if":      v.WhatIf,
 			"window_start": v.From.Format(time.RFC3339),
 			"window_end":   v.To.Format(time.RFC3339),
 		}}

@@ -65,6 +65,11 @@ type Capacity struct {
 	WaitMinutes    int `yaml:"waitMinutes"`
 	WaitPercentile int `yaml:"waitPercentile"`
 	WaitWindowDays int `yaml:"waitWindowDays"`
+	// ReclaimIdleMinutes is the culling policy the reclaim what-if
+	// replays: a workload whose GPUs were idle this long is ended and
+	// its GPUs given back (in whole hours, the ledger's resolution).
+	// Default 60.
+	ReclaimIdleMinutes int `yaml:"reclaimIdleMinutes"`
 	// ColdStartSeconds is an inference model's load time, for
 	// scale-to-zero on the ledger's endpoints (the API's capacity route
 	// and the workbook); ColdStartModels gives it per vLLM model_name;

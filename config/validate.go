@@ -302,6 +302,9 @@ func (c *Config) validate(d *decoder) {
 		if cp.WaitWindowDays < 0 {
 			d.add(nil, "capacity.waitWindowDays", "%d is negative; want the days the wait must last, such as 7", cp.WaitWindowDays)
 		}
+		if cp.ReclaimIdleMinutes < 0 {
+			d.add(nil, "capacity.reclaimIdleMinutes", "%d is negative; want how long a workload's GPUs stay idle before a culling policy ends it, such as 60", cp.ReclaimIdleMinutes)
+		}
 		if cp.ColdStartSeconds < 0 {
 			d.add(nil, "capacity.coldStartSeconds", "%d is negative; want a model's load time in seconds, such as 120", cp.ColdStartSeconds)
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gpuledger/gpuledger/config"
@@ -42,8 +43,22 @@ type WhatIf struct {
 	Before, After WhatIfOutcome
 	// Replayed is how many workloads were replayed, and Guessed how many
 	// of them had no run time of their own (never admitted): they run for
-	// the median of the others.
-	Replayed, Guessed int
+	// the median of the others. CarriedIn is how many of them were
+	// submitted before From and still waiting or running then: they are
+	// replayed as submitted at From, for the run time they had left.
+	Replayed, Guessed, CarriedIn int
+	// Reclaimed is the same workloads replayed on the cluster as it is
+	// (no block) under WhatIfQuery.Cull; nil without one.
+	Reclaimed *Reclaimed
+}
+
+// Reclaimed is what a culling policy did in a what-if: the outcome, the
+// workloads it ended early, and the GPU time (whole-GPU equivalents) they
+// would have held idle past their cull, per 30 days of the span replayed.
+type Reclaimed struct {
+	WhatIfOutcome
+	Culled             int
+	FreedGPUHoursMonth float64
 }
 
 // WhatIfQuery is the block a what-if adds: GPUs of Flavor, as nominal
@@ -56,12 +71,18 @@ type WhatIfQuery struct {
 	GPUs            int
 	Queues          []string
 	From, To, Since time.Time
+	// Cull, when set, also replays the workloads without the block, each
+	// ended after the run time Cull gives for its index in the times (an
+	// operator's culling policy, as CullAfter finds it).
+	Cull map[int]time.Duration
 }
 
 // ReplayWhatIf replays the workloads submitted in [q.From, q.To) (their
-// LocalQueues, requests, submissions and run times as recorded) through
-// the admission core, from an empty cluster at q.From (or at the first
-// submission, when later), on the cluster as configured, then with q.GPUs
+// LocalQueues, requests, submissions and run times as recorded), and
+// those submitted before q.From and still waiting or running then (as
+// submitted at q.From, for what they had left), through the admission
+// core, from an empty cluster at q.From (or at the first submission, when
+// later and none was carried in), on the cluster as configured, then with q.GPUs
 // more of q.Flavor as nodes like the flavor's first and as nominal quota
 // of q.Queues (on a MIG flavor, each GPU's slices as the nodes' layout
 // has them, as quota of each slice's resource). A workload still
@@ -72,8 +93,11 @@ func ReplayWhatIf(cfg *config.Config, cluster string, times []ledger.WorkloadTim
 	w := WhatIf{Flavor: flavor, GPUs: gpus}
 	first := to
 	for _, t := range times {
-		if !t.Submit.Before(from) && t.Submit.Before(first) {
+		switch {
+		case !t.Submit.Before(from) && t.Submit.Before(first):
 			first = t.Submit
+		case t.Submit.Before(from) && carried(t, from):
+			first = from
 		}
 	}
 	if f := first.Truncate(time.Hour); f.After(from) {
@@ -92,8 +116,10 @@ func ReplayWhatIf(cfg *config.Config, cluster string, times []ledger.WorkloadTim
 		median = runs[len(runs)/2]
 	}
 	var jobs []Job
+	// ranBefore is how long a workload carried in had run before from.
+	ranBefore := map[int]time.Duration{}
 	for i, t := range times {
-		if t.Submit.Before(from) || !t.Submit.Before(to) {
+		if !t.Submit.Before(to) || t.Submit.Before(from) && !carried(t, from) {
 			continue
 		}
 		j := Job{ID: i, Name: t.Name, Kind: KindTraining, Namespace: t.Namespace, Queue: t.LocalQueue, Resource: t.Resource, Count: t.Count,
@@ -102,6 +128,14 @@ func ReplayWhatIf(cfg *config.Config, cluster string, times []ledger.WorkloadTim
 			j.Duration = d
 		} else {
 			w.Guessed++
+		}
+		if t.Submit.Before(from) {
+			j.Submit = from
+			w.CarriedIn++
+			if !t.Admit.IsZero() && t.Admit.Before(from) {
+				ranBefore[i] = from.Sub(t.Admit)
+				j.Duration -= ranBefore[i]
+			}
 		}
 		jobs = append(jobs, j)
 	}
@@ -119,7 +153,114 @@ func ReplayWhatIf(cfg *config.Config, cluster string, times []ledger.WorkloadTim
 	if w.After, err = replayOutcome(bigger, cluster, jobs, from, to, q.Since, flavor); err != nil {
 		return w, err
 	}
+	if q.Cull == nil {
+		return w, nil
+	}
+	rc := &Reclaimed{}
+	culled := slices.Clone(jobs)
+	var freed float64
+	for i := range culled {
+		j := &culled[i]
+		if d, ok := q.Cull[j.ID]; ok && d-ranBefore[j.ID] < j.Duration {
+			d -= ranBefore[j.ID]
+			freed += (j.Duration - d).Hours() * float64(j.Count) * migShare(j.Profile())
+			j.Duration = max(d, time.Second)
+			rc.Culled++
+		}
+	}
+	if days := to.Sub(from).Hours() / 24; days > 0 {
+		rc.FreedGPUHoursMonth = freed * 30 / days
+	}
+	if rc.WhatIfOutcome, err = replayOutcome(cfg, cluster, culled, from, to, q.Since, flavor); err != nil {
+		return w, err
+	}
+	w.Reclaimed = rc
 	return w, nil
+}
+
+// servingKinds own the pods of serving workloads.
+var servingKinds = map[string]bool{"ReplicaSet": true, "Deployment": true}
+
+// CullAfter is an operator's culling policy on the ledger's facts: for
+// each workload of times (by index) whose GPUs were idle for idleFor
+// after its admission, the run time after which the policy ends it. A
+// workload's hours are its owner's hourly rows (hours: the ledger's
+// workload rows, Kind and Name of its pods' owner), joined by Kueue's
+// naming of a Workload after its owner (<kind>-<owner name>-<5-character
+// hash>, kind in lower case) or by the same name; an hour it ran from
+// start to end is idle when its measured GPU time was busy less than
+// busyBelow of it (an unmeasured or busy hour ends a run of idle ones; the
+// part hours it started and finished in count as neither). The idle run is counted in whole
+// hours (the ledger's resolution): idleFor rounds up to hours, and a
+// workload is ended at the end of its last idle hour, so that the policy
+// frees no more than it would. Serving workloads (owned by a ReplicaSet
+// or a Deployment) are left alone: an inference endpoint idle at night
+// is scale-to-zero's to decide, not a culling policy's. Joined is how
+// many of times had rows.
+func CullAfter(times []ledger.WorkloadTime, hours []ledger.WorkloadRow, idleFor time.Duration, busyBelow float64) (cull map[int]time.Duration, joined int) {
+	type owner struct{ cluster, namespace, name string }
+	byOwner := map[owner][]*ledger.WorkloadRow{}
+	for i := range hours {
+		h := &hours[i]
+		if servingKinds[h.Kind] {
+			continue
+		}
+		for _, name := range []string{h.Name, strings.ToLower(h.Kind) + "-" + h.Name} {
+			k := owner{h.Cluster, h.Namespace, name}
+			byOwner[k] = append(byOwner[k], h)
+		}
+	}
+	need := int((idleFor + time.Hour - 1) / time.Hour)
+	need = max(need, 1)
+	cull = map[int]time.Duration{}
+	for i, t := range times {
+		if t.Admit.IsZero() {
+			continue
+		}
+		rows := byOwner[owner{t.Cluster, t.Namespace, t.Name}]
+		if n := len(t.Name); rows == nil && n > 6 && t.Name[n-6] == '-' {
+			rows = byOwner[owner{t.Cluster, t.Namespace, t.Name[:n-6]}]
+		}
+		if rows == nil {
+			continue
+		}
+		joined++
+		idle := map[time.Time]bool{}
+		for _, r := range rows {
+			measured := r.GPUSeconds - r.UnmeasuredGPUSeconds
+			// Only hours the workload ran from start to end: a part hour
+			// (starting up, finishing) is not an hour idle.
+			if !r.Hour.Before(t.Admit) && (t.Finish.IsZero() || !r.Hour.Add(time.Hour).After(t.Finish)) &&
+				measured > 0 && r.ActiveGPUSeconds < busyBelow*measured {
+				idle[r.Hour] = true
+			}
+		}
+		for h := t.Admit.Truncate(time.Hour); len(idle) > 0; h = h.Add(time.Hour) {
+			if !idle[h] {
+				continue
+			}
+			run := 0
+			for idle[h.Add(time.Duration(run)*time.Hour)] {
+				run++
+			}
+			if run >= need {
+				cull[i] = h.Add(time.Duration(need) * time.Hour).Sub(t.Admit)
+				break
+			}
+			for range run {
+				delete(idle, h)
+				h = h.Add(time.Hour)
+			}
+		}
+	}
+	return cull, joined
+}
+
+// carried says whether a workload submitted before from was still
+// waiting or running then: the replay carries it in, submitted at from,
+// for what it had left.
+func carried(t ledger.WorkloadTime, from time.Time) bool {
+	return t.Admit.IsZero() || !t.Admit.Before(from) || t.Finish.IsZero() || t.Finish.After(from)
 }
 
 // ranFor is how long a workload ran before to: from its admission to its
