@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"log/slog"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -107,27 +107,26 @@ const whatIfWindow = 30 * 24 * time.Hour
 // whatIfs replays the last whatIfWindow's workloads (their times in the
 // ledger) through the admission core with each fired verdict's block, sets
 // the verdict's WhatIf to what it would have done, and returns those
-// sentences. A reclaim verdict's what-if compares, on the same replay,
-// reclaiming (the configuration's culling policy ending the workloads
-// whose GPUs stayed idle, from the ledger's hourly workload rows) with
-// buying the block. Without workload times in the ledger it says so once.
+// sentences, for a buy and for a reclaim verdict alike: on the same
+// replay, reclaiming (the configuration's culling policy ending the
+// workloads whose GPUs stayed idle, from the ledger's hourly workload
+// rows) against buying the block. Without workload times in the ledger it says so once.
 func whatIfs(ctx context.Context, store ledger.Store, cfg *config.Config, cluster string, now time.Time,
 	recs []capacity.Recommendation, waits []capacity.QueueWait) ([]string, error) {
 	type target struct {
-		v       *capacity.Verdict
-		flavor  string
-		queues  []string
-		reclaim bool
+		v      *capacity.Verdict
+		flavor string
+		queues []string
 	}
 	var targets []target
 	for i := range recs {
 		if recs[i].Fired || recs[i].Action == capacity.ActionReclaim {
-			targets = append(targets, target{&recs[i].Verdict, recs[i].Flavor, nil, !recs[i].Fired})
+			targets = append(targets, target{&recs[i].Verdict, recs[i].Flavor, nil})
 		}
 	}
 	for i := range waits {
 		if (waits[i].Fired || waits[i].Action == capacity.ActionReclaim) && waits[i].Flavor != "" {
-			targets = append(targets, target{&waits[i].Verdict, waits[i].Flavor, []string{waits[i].ClusterQueue}, !waits[i].Fired})
+			targets = append(targets, target{&waits[i].Verdict, waits[i].Flavor, []string{waits[i].ClusterQueue}})
 		}
 	}
 	if len(targets) == 0 {
@@ -145,23 +144,16 @@ func whatIfs(ctx context.Context, store ledger.Store, cfg *config.Config, cluste
 		return []string{"no workload times in the ledger for the last 30 days (gpuledger controller records them): no what-if"}, nil
 	}
 	idleFor := reclaimIdle(cfg.Capacity)
-	var cull map[int]time.Duration
-	var joined int
-	if slices.ContainsFunc(targets, func(t target) bool { return t.reclaim }) {
-		hours, err := workloadHours(ctx, store, cluster, from, to)
-		if err != nil {
-			return nil, err
-		}
-		cull, joined = sim.CullAfter(times, hours, idleFor, cullBusyBelow)
+	hours, err := workloadHours(ctx, store, cluster, from, to)
+	if err != nil {
+		return nil, err
 	}
+	cull, joined := sim.CullAfter(times, hours, idleFor, cullBusyBelow)
 	cur := cfg.Currency
 	var out []string
 	for _, t := range targets {
-		q := sim.WhatIfQuery{Flavor: t.flavor, GPUs: t.v.PurchaseGPUs, Queues: t.queues, From: from, To: to, Since: t.v.From}
-		if t.reclaim {
-			q.Cull = cull
-		}
-		wi, err := sim.ReplayWhatIf(cfg, cluster, times, q)
+		wi, err := sim.ReplayWhatIf(cfg, cluster, times, sim.WhatIfQuery{Flavor: t.flavor, GPUs: t.v.PurchaseGPUs, Queues: t.queues,
+			From: from, To: to, Since: t.v.From, Cull: cull})
 		if err != nil {
 			t.v.WhatIf = err.Error()
 			out = append(out, t.v.WhatIf)
@@ -181,13 +173,10 @@ func whatIfs(ctx context.Context, store ledger.Store, cfg *config.Config, cluste
 		replayed := fmt.Sprintf("%d workloads submitted %s to %s, or waiting or running then (%d), replayed from an empty cluster; %d never admitted ran for the others' median",
 			wi.Replayed, wi.From.Format(time.DateOnly), wi.To.Format(time.DateOnly), wi.CarriedIn, wi.Guessed)
 		buy := fmt.Sprintf("+%d %s GPUs (%d nodes) as quota of %s: %s", wi.GPUs, wi.Flavor, wi.Nodes, strings.Join(wi.Queues, ", "), outcome(&wi.Before, &wi.After))
-		if rc := wi.Reclaimed; rc != nil {
-			t.v.WhatIf = fmt.Sprintf("reclaim or buy, on one replay (%s): reclaim, a culling policy ending each workload (not a serving ReplicaSet or Deployment) whose GPUs were busy under %.0f%% for %s (%d of %d workloads joined to their hourly rows; %d ended early, %.0f GPU-hours a month freed): %s, +0.00 %s a month; buy %s, +%s %s a month",
-				replayed, 100*cullBusyBelow, capacity.Duration(idleFor.Seconds()), joined, len(times), rc.Culled, rc.FreedGPUHoursMonth,
-				outcome(&wi.Before, &rc.WhatIfOutcome), cur, buy, ledger.FormatCents(t.v.MonthlyCostMicros), cur)
-		} else {
-			t.v.WhatIf = fmt.Sprintf("%s (%s)", buy, replayed)
-		}
+		rc := wi.Reclaimed
+		t.v.WhatIf = fmt.Sprintf("reclaim or buy, on one replay (%s): reclaim, a culling policy ending each workload (not a serving ReplicaSet or Deployment) whose GPUs were busy under %.0f%% for %s (%d workloads joined to their hourly rows; %d ended early, %.0f GPU-hours a month freed): %s, +0.00 %s a month; buy %s, +%s %s a month",
+			replayed, 100*cullBusyBelow, capacity.Duration(idleFor.Seconds()), joined, rc.Culled, rc.FreedGPUHoursMonth,
+			outcome(&wi.Before, &rc.WhatIfOutcome), cur, buy, ledger.FormatCents(t.v.MonthlyCostMicros), cur)
 		out = append(out, t.v.WhatIf)
 	}
 	return out, nil
@@ -364,7 +353,7 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 	}
 	reclaimHolders(w, recs, waits, cur)
 	if len(whatIfs) > 0 {
-		fmt.Fprintf(w, "\nWhat-if, the last %d days' workloads replayed through the admission core with the block, and for a reclaim verdict with idle workloads culled (capacity.reclaimIdleMinutes):\n", int(whatIfWindow.Hours()/24))
+		fmt.Fprintf(w, "\nWhat-if, the last %d days' workloads replayed through the admission core as the cluster is, with idle workloads culled (capacity.reclaimIdleMinutes), and with the block:\n", int(whatIfWindow.Hours()/24))
 		for _, line := range whatIfs {
 			fmt.Fprintln(w, "  "+line)
 		}
