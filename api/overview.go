@@ -176,7 +176,8 @@ func (s *Server) overview(c echo.Context) error {
 			Active: active, Color: color, GPUHours: r.GPUSeconds / 3600, Y: 8 + 26*i, Width: w, LabelX: 158 + w})
 	}
 	data["Teams"], data["Total"], data["ChartHeight"] = teams, costs[len(rows)], 16+26*len(teams)
-	if len(rows) > 0 {
+	// Budgets show in a month without hours too: nothing spent of them.
+	{
 		budgets, err := capacity.BudgetsFor(ctx, s.opts.Store, o.Cluster, o.Budgets, month, now)
 		if err != nil {
 			return err
@@ -204,6 +205,8 @@ func (s *Server) overview(c echo.Context) error {
 			final = final || b.Final
 		}
 		data["Budgets"], data["BudgetsFinal"] = bs, final
+	}
+	if len(rows) > 0 {
 		wl, err := s.opts.Store.TopWorkloads(ctx, ledger.Query{From: month, To: end, Cluster: o.Cluster}, 10)
 		if err != nil {
 			return err

@@ -116,7 +116,8 @@ func chromium(t *testing.T) string {
 
 // TestOverviewInChromium drives a real headless Chromium through the sign-in
 // form to the overview of October 2026 and checks that the chart and the
-// tables show the ledger's numbers; it saves a screenshot
+// tables show the ledger's numbers, then September (no hours) by the
+// page's link and October again by its month picker; it saves screenshots
 // ($GPULEDGER_ARTIFACTS/overview.png when set, for CI's artefacts).
 func TestOverviewInChromium(t *testing.T) {
 	testenv.Slow(t, "headless Chromium")
@@ -176,6 +177,25 @@ func TestOverviewInChromium(t *testing.T) {
 		if !strings.Contains(w.text, w.want) {
 			t.Errorf("%s lacks %q: %q", w.what, w.want, w.text)
 		}
+	}
+	// The month before, by the page's own link: no hours, said so, and
+	// its budgets at nothing spent; then back by the month picker.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a[href="?month=2026-09"]`)), chromedp.WaitVisible(chromedp.CSS(`#nodata`))); err != nil {
+		t.Fatal(err)
+	}
+	if h1, budgets := text(`h1`), text(`#budgets`); !strings.Contains(h1, "2026-09") || !strings.Contains(budgets, "0.00") || strings.Contains(budgets, "247.68") {
+		t.Errorf("September: heading %q, budgets %q", h1, budgets)
+	}
+	shot("overview-2026-09.png")
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(`#pick input[name=month]`), "2026-10"),
+		chromedp.Submit(chromedp.CSS(`#pick input[name=month]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#cost-chart`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	if total := text(`#total`); total != ledger.FormatCents(sum) {
+		t.Errorf("October again by the month picker: total %q, want %s", total, ledger.FormatCents(sum))
 	}
 }
 
