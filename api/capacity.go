@@ -184,6 +184,18 @@ type HolderPoint struct {
 	HeldGPUs              float64 `json:"heldGpus"`
 	IdleCostMonthlyMicros int64   `json:"idleCostMonthlyMicros"`
 	IdleCostMonthly       string  `json:"idleCostMonthly"`
+	// Workloads are its most idle workloads over the window (over all the
+	// namespace's flavors).
+	Workloads []IdleWorkloadPoint `json:"workloads"`
+}
+
+// IdleWorkloadPoint is a workload that held GPUs idle over the window.
+type IdleWorkloadPoint struct {
+	Kind           string  `json:"kind"`
+	Name           string  `json:"name"`
+	IdleGPUHours   float64 `json:"idleGpuHours"`
+	IdleCostMicros int64   `json:"idleCostMicros"`
+	IdleCost       string  `json:"idleCost"`
 }
 
 func reclaimPoint(rc *capacity.Reclaim) *ReclaimPoint {
@@ -193,8 +205,14 @@ func reclaimPoint(rc *capacity.Reclaim) *ReclaimPoint {
 	p := &ReclaimPoint{IdleGPUs: rc.IdleGPUs, HeldActive: rc.HeldActive, IdleCostMonthlyMicros: rc.IdleCostMonthlyMicros,
 		IdleCostMonthly: ledger.FormatMicros(rc.IdleCostMonthlyMicros), Holders: []HolderPoint{}}
 	for _, h := range rc.Holders {
-		p.Holders = append(p.Holders, HolderPoint{Team: h.Team, Namespace: h.Namespace, ClusterQueue: h.ClusterQueue, IdleGPUs: h.IdleGPUs,
-			HeldGPUs: h.HeldGPUs, IdleCostMonthlyMicros: h.IdleCostMonthlyMicros, IdleCostMonthly: ledger.FormatMicros(h.IdleCostMonthlyMicros)})
+		hp := HolderPoint{Team: h.Team, Namespace: h.Namespace, ClusterQueue: h.ClusterQueue, IdleGPUs: h.IdleGPUs,
+			HeldGPUs: h.HeldGPUs, IdleCostMonthlyMicros: h.IdleCostMonthlyMicros, IdleCostMonthly: ledger.FormatMicros(h.IdleCostMonthlyMicros),
+			Workloads: []IdleWorkloadPoint{}}
+		for _, w := range h.Workloads {
+			hp.Workloads = append(hp.Workloads, IdleWorkloadPoint{Kind: w.Kind, Name: w.Name, IdleGPUHours: w.IdleGPUSeconds() / 3600,
+				IdleCostMicros: w.IdleCostMicros, IdleCost: ledger.FormatMicros(w.IdleCostMicros)})
+		}
+		p.Holders = append(p.Holders, hp)
 	}
 	return p
 }

@@ -121,8 +121,12 @@ func WaitAlerts(cluster, currency string, waits []QueueWait) []Alert {
 func reclaimAlert(cluster, currency, flavor, queue, trigger string, v Verdict, summary string) Alert {
 	var holders []string
 	for _, h := range v.Reclaim.Holders {
-		holders = append(holders, fmt.Sprintf("%s/%s %.1f idle of %.1f held (%s %s a month)", h.Team, h.Namespace, h.IdleGPUs, h.HeldGPUs,
-			ledger.FormatCents(h.IdleCostMonthlyMicros), currency))
+		holder := fmt.Sprintf("%s/%s %.1f idle of %.1f held (%s %s a month)", h.Team, h.Namespace, h.IdleGPUs, h.HeldGPUs,
+			ledger.FormatCents(h.IdleCostMonthlyMicros), currency)
+		if len(h.Workloads) > 0 {
+			holder += ", its most idle workloads: " + IdleWorkloads(h.Workloads, currency)
+		}
+		holders = append(holders, holder)
 	}
 	a := Alert{
 		Labels: map[string]string{"alertname": AlertReclaim, "generator": Generator, "cluster": cluster, "flavor": flavor, "cluster_queue": queue,
@@ -311,4 +315,14 @@ func (a *Alertmanager) post(ctx context.Context, alerts []Alert) error {
 // does not apply).
 func dropEmpty(m map[string]string) {
 	maps.DeleteFunc(m, func(_, v string) bool { return v == "" })
+}
+
+// IdleWorkloads names workloads with the GPU-hours they held idle and
+// what that cost, for a reclaim verdict's reader.
+func IdleWorkloads(ws []ledger.WorkloadRow, currency string) string {
+	var out []string
+	for _, w := range ws {
+		out = append(out, fmt.Sprintf("%s/%s %.0f idle GPU-h (%s %s)", w.Kind, w.Name, w.IdleGPUSeconds()/3600, ledger.FormatCents(w.IdleCostMicros), currency))
+	}
+	return strings.Join(out, ", ")
 }

@@ -170,6 +170,12 @@ type IdleHolder struct {
 	// IdleGPUs is the idle GPUs it held on average; HeldGPUs all it held.
 	IdleGPUs, HeldGPUs    float64
 	IdleCostMonthlyMicros int64
+	// Workloads are the namespace's workloads (its pods' owners) that
+	// held the most idle GPU time in the window, most first (at most
+	// three), from the ledger's idle leaderboard: the ones to give back.
+	// The ledger's workload rows carry no flavor: these are over all the
+	// namespace's flavors.
+	Workloads []ledger.WorkloadRow
 }
 
 // Recommendation is the trigger's verdict on one flavor.
@@ -325,6 +331,7 @@ func ReadHolders(ctx context.Context, s ledger.Store, cluster string, from, to t
 		out[k.flavor] = append(out[k.flavor], IdleHolder{Team: k.team, Namespace: k.ns, ClusterQueue: k.cq, IdleGPUs: gpus, HeldGPUs: held[k] / span,
 			IdleCostMonthlyMicros: int64(math.Round(gpus * float64(priceMicrosPerGPUHour[k.flavor]) * HoursPerMonth))})
 	}
+	byTeam := map[string][]ledger.WorkloadRow{}
 	for f := range out {
 		sort.Slice(out[f], func(i, j int) bool {
 			a, b := out[f][i], out[f][j]
@@ -333,6 +340,22 @@ func ReadHolders(ctx context.Context, s ledger.Store, cluster string, from, to t
 			}
 			return a.Team+"/"+a.Namespace+"/"+a.ClusterQueue < b.Team+"/"+b.Namespace+"/"+b.ClusterQueue
 		})
+		// The workloads of the holders a verdict names (Reclaim keeps five).
+		for i := range out[f][:min(len(out[f]), 5)] {
+			h := &out[f][i]
+			wl, ok := byTeam[h.Team]
+			if !ok {
+				if wl, err = s.TopWorkloads(ctx, ledger.Query{From: from, To: to, Step: ledger.StepMonth, Cluster: cluster, Team: h.Team}, 100); err != nil {
+					return nil, fmt.Errorf("read the idle workloads of team %s from the ledger: %w", h.Team, err)
+				}
+				byTeam[h.Team] = wl
+			}
+			for _, w := range wl {
+				if w.Namespace == h.Namespace && w.IdleCostMicros > 0 && len(h.Workloads) < 3 {
+					h.Workloads = append(h.Workloads, w)
+				}
+			}
+		}
 	}
 	return out, nil
 }

@@ -210,12 +210,13 @@ func TestBudgetsForAnyMonth(t *testing.T) {
 
 // TestReclaimVerdict: MIG slices 80% held and 12.8% busy over 30 days (the
 // demo's h100-mig) are not a reason to buy 72 GPUs: the verdict and its
-// alert say reclaim, with the GPUs held idle, what they cost a month and
-// the namespaces that hold them.
+// alert say reclaim, with the GPUs held idle, what they cost a month, the
+// namespaces that hold them and their most idle workloads.
 func TestReclaimVerdict(t *testing.T) {
 	facts := busyHours("h100-mig", 8, 31, constant(0.8), 0.16)
 	holders := map[string][]IdleHolder{"h100-mig": {
-		{Team: "data-science", Namespace: "ds-notebooks", ClusterQueue: "notebooks", IdleGPUs: 3.5, HeldGPUs: 4, IdleCostMonthlyMicros: 17_582_800_000},
+		{Team: "data-science", Namespace: "ds-notebooks", ClusterQueue: "notebooks", IdleGPUs: 3.5, HeldGPUs: 4, IdleCostMonthlyMicros: 17_582_800_000,
+			Workloads: []ledger.WorkloadRow{{Kind: "StatefulSet", Name: "nb-7", GPUSeconds: 90_000, ActiveGPUSeconds: 18_000, IdleCostMicros: 137_600_000}}},
 		{Team: "nlp", Namespace: "nlp-serving", ClusterQueue: "nlp-serving", IdleGPUs: 1.9, HeldGPUs: 2.4, IdleCostMonthlyMicros: 9_544_000_000},
 	}}
 	r := Expansion(facts, holders, now, DefaultRule, map[string]int64{"h100-mig": 6_880_000})[0]
@@ -231,7 +232,7 @@ func TestReclaimVerdict(t *testing.T) {
 		t.Fatalf("alerts %+v", alerts)
 	}
 	for k, want := range map[string]string{"summary": "Reclaim 5.4 idle h100-mig GPUs before buying: 80.0% of them were held but 12.8% busy",
-		"recommendation": "give back 5.4 GPUs held idle (27000.42 USD a month) before buying; most idle: data-science/ds-notebooks 3.5 idle of 4.0 held (17582.80 USD a month)"} {
+		"recommendation": "give back 5.4 GPUs held idle (27000.42 USD a month) before buying; most idle: data-science/ds-notebooks 3.5 idle of 4.0 held (17582.80 USD a month), its most idle workloads: StatefulSet/nb-7 20 idle GPU-h (137.60 USD)"} {
 		if got := alerts[0].Annotations[k]; !strings.Contains(got, want) {
 			t.Errorf("%s %q lacks %q", k, got, want)
 		}

@@ -432,6 +432,9 @@ func reclaimHolders(w io.Writer, recs []capacity.Recommendation, waits []capacit
 		for _, h := range v.Reclaim.Holders {
 			fmt.Fprintf(w, "    %s/%s (ClusterQueue %s): %.1f idle of %.1f held, %s %s a month\n", h.Team, h.Namespace, h.ClusterQueue,
 				h.IdleGPUs, h.HeldGPUs, ledger.FormatCents(h.IdleCostMonthlyMicros), currency)
+			if len(h.Workloads) > 0 {
+				fmt.Fprintf(w, "      most idle workloads (over all its flavors): %s\n", capacity.IdleWorkloads(h.Workloads, currency))
+			}
 		}
 	}
 }

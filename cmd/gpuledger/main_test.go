@@ -224,7 +224,8 @@ func TestDemoMonth(t *testing.T) {
 	// The MIG slices are held over 80% of the time and busy a tenth of it:
 	// reclaim, naming who holds them idle, never +72 GPUs; nothing buys.
 	for _, want := range []string{"h100-mig 8", "reclaim", "held, not busy", "Reclaim before buying",
-		"data-science/ds-notebooks (ClusterQueue notebooks)", "GPUCapacityReclaim{h100-mig}"} {
+		"data-science/ds-notebooks (ClusterQueue notebooks)", "most idle workloads (over all its flavors): StatefulSet/notebook-",
+		"GPUCapacityReclaim{h100-mig}"} {
 		if !strings.Contains(words, want) {
 			t.Errorf("capacity output on Oct 31 lacks %q", want)
 		}
