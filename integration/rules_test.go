@@ -156,22 +156,10 @@ func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("%d alerts from vmalert, want exactly prod's expansion and hoard's reclaim alerts: %+v", len(got), got)
 	}
-	byCluster := map[string]capacity.Alert{}
-	for _, a := range got {
-		byCluster[a.Labels["cluster"]] = a
-		t.Logf("from vmalert: %v %v", a.Labels, a.Annotations)
-	}
-	want := map[string]map[string]string{
+	byCluster := alertsBy(t, got, "cluster", map[string]map[string]string{
 		"prod":  {"alertname": capacity.AlertExpansion, "flavor": "h100", "action": "expand", "severity": "warning"},
 		"hoard": {"alertname": capacity.AlertReclaim, "flavor": "h100", "action": "reclaim", "severity": "warning"},
-	}
-	for c, labels := range want {
-		for k, v := range labels {
-			if got := byCluster[c].Labels[k]; got != v {
-				t.Errorf("%s: label %s = %q, want %q", c, k, got, v)
-			}
-		}
-	}
+	})
 	// prod: 58 GPUs 95% busy of 64 is 86.09% busy.
 	if ev := byCluster["prod"].Annotations["evidence"]; !strings.Contains(ev, "86.09%") {
 		t.Errorf("prod's evidence %q: want the 30-day busy share, 58 × 0.95 / 64 = 86.09%%", ev)
@@ -288,21 +276,11 @@ func TestVMAlertWaitRulesFire(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("%d alerts from vmalert, want exactly prod's two wait alerts: %+v", len(got), got)
 	}
-	byQueue := map[string]capacity.Alert{}
-	for _, a := range got {
-		byQueue[a.Labels["cluster_queue"]] = a
-		t.Logf("from vmalert: %v %v", a.Labels, a.Annotations)
-	}
-	want := map[string]map[string]string{
+	byQueue := alertsBy(t, got, "cluster_queue", map[string]map[string]string{
 		"cq-nlp":       {"alertname": capacity.AlertExpansion, "cluster": "prod", "flavor": "h100", "trigger": "queue_wait", "action": "expand", "severity": "warning"},
 		"cq-notebooks": {"alertname": capacity.AlertReclaim, "cluster": "prod", "flavor": "h100-mig", "trigger": "queue_wait", "action": "reclaim", "severity": "warning"},
-	}
-	for q, labels := range want {
-		for k, v := range labels {
-			if got := byQueue[q].Labels[k]; got != v {
-				t.Errorf("%s: label %s = %q, want %q", q, k, got, v)
-			}
-		}
+	})
+	for _, q := range []string{"cq-nlp", "cq-notebooks"} {
 		// Every wait is in (2560, 5120]: the p90 is 2560 + 0.9 × 2560 s, 1h 21m.
 		if ev := byQueue[q].Annotations["evidence"]; !strings.Contains(ev, "1h 21m") {
 			t.Errorf("%s: evidence %q: want the p90 of 4864 s", q, ev)
@@ -313,4 +291,23 @@ func TestVMAlertWaitRulesFire(t *testing.T) {
 	if young, _ := am.Active(context.Background(), map[string]string{"cluster": "young"}); len(young) != 0 {
 		t.Errorf("6 days raised %+v", young)
 	}
+}
+
+// alertsBy keys the alerts by the value of a label, and checks each
+// key's alert has the labels want gives it.
+func alertsBy(t *testing.T, alerts []capacity.Alert, label string, want map[string]map[string]string) map[string]capacity.Alert {
+	t.Helper()
+	by := map[string]capacity.Alert{}
+	for _, a := range alerts {
+		by[a.Labels[label]] = a
+		t.Logf("from vmalert: %v %v", a.Labels, a.Annotations)
+	}
+	for key, labels := range want {
+		for k, v := range labels {
+			if got := by[key].Labels[k]; got != v {
+				t.Errorf("%s: label %s = %q, want %q", key, k, got, v)
+			}
+		}
+	}
+	return by
 }

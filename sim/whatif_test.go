@@ -161,15 +161,7 @@ func TestCullAfter(t *testing.T) {
 // that buys 8 more MIG GPUs, and the freed GPU time is what the culled
 // notebooks would have held past their cull.
 func TestReplayWhatIfReclaim(t *testing.T) {
-	cfg := exampleConfig(t)
-	m, err := NewModel(cfg, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := start.Add(3 * 24 * time.Hour)
-	if _, err := m.Run(GenerateMix(cfg, start, end.Sub(start), 1.3, 5), start, end); err != nil {
-		t.Fatal(err)
-	}
+	cfg, m, end := threeDays(t)
 	var times []ledger.WorkloadTime
 	var hours []ledger.WorkloadRow
 	for _, w := range m.Cluster.Workloads {
@@ -222,15 +214,7 @@ func TestReplayWhatIfReclaim(t *testing.T) {
 // endpoint that runs all month among them) as submitted then, so that the
 // cluster is as loaded as it was; those finished before it are left out.
 func TestReplayWhatIfCarriesIn(t *testing.T) {
-	cfg := exampleConfig(t)
-	m, err := NewModel(cfg, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := start.Add(3 * 24 * time.Hour)
-	if _, err := m.Run(GenerateMix(cfg, start, end.Sub(start), 1.3, 5), start, end); err != nil {
-		t.Fatal(err)
-	}
+	cfg, m, end := threeDays(t)
 	var times []ledger.WorkloadTime
 	for _, w := range m.Cluster.Workloads {
 		times = append(times, w.WorkloadTime)
@@ -255,4 +239,21 @@ func TestReplayWhatIfCarriesIn(t *testing.T) {
 	if w.Before.Allocated < 0.5 {
 		t.Errorf("h100-mig %.1f%% allocated in the replay from the second day: the workloads running then were not carried in", 100*w.Before.Allocated)
 	}
+}
+
+// threeDays runs three days of the example cluster's mix at 1.3 times its
+// load (seed 5) and returns the configuration, the model after the run
+// and the run's end.
+func threeDays(t *testing.T) (*config.Config, *Model, time.Time) {
+	t.Helper()
+	cfg := exampleConfig(t)
+	m, err := NewModel(cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := start.Add(3 * 24 * time.Hour)
+	if _, err := m.Run(GenerateMix(cfg, start, end.Sub(start), 1.3, 5), start, end); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, m, end
 }

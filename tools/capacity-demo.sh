@@ -8,15 +8,8 @@
 # README's capacity figures are copied from it.
 # Usage: bash tools/capacity-demo.sh (about 2 minutes on 2 cores).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-rev="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)')"
-make build > /dev/null
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-bin=$PWD/bin/gpuledger
-cfg=$PWD/examples/cluster.yaml
+source "$(dirname "$0")/demo-month.sh"
 out=$PWD/docs/capacity/capacity-demo.txt
-(cd "$dir" && "$bin" demo -serve=false -month 2026-10 -config "$cfg" -log.level=warn > demo.log)
 {
 	echo "# bash tools/capacity-demo.sh at $rev"
 	echo "# gpuledger demo -serve=false -month 2026-10; gpuledger capacity -at <each time below> -ledger.path gpuledger-demo/ledger"

@@ -6,15 +6,8 @@
 # commit in its header. The README's demo table is copied from it.
 # Usage: bash tools/scale-to-zero-demo.sh (about 2 minutes on 2 cores).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-rev="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!docs' || echo ' (with uncommitted changes)')"
-make build > /dev/null
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
-bin=$PWD/bin/gpuledger
-cfg=$PWD/examples/cluster.yaml
+source "$(dirname "$0")/demo-month.sh"
 out=$PWD/docs/capacity/scale-to-zero-demo.txt
-(cd "$dir" && "$bin" demo -serve=false -month 2026-10 -config "$cfg" -log.level=warn > demo.log)
 # sums per replica size (GPUs per replica) from the per-endpoint CSV
 sums() {
 	echo "| GPUs a replica | endpoints | always-on GPU-h | idle GPU-h (DCGM) | KEDA 300 s: saved GPU-h | cold starts/day | net saving | gpuledger: scale to 0 | saved GPU-h | cold starts/day | net saving |"
