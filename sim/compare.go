@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -21,6 +22,9 @@ type RunFigures struct {
 	// they all hold nothing; 0 when no hour had two); every queue is
 	// entitled to the same (the queues of one ClusterQueue).
 	JainBacklogged float64
+	// MoneyGap and MoneyGapP95 are ReplayResult's, sampled hourly the
+	// same way, every queue entitled to the same.
+	MoneyGap, MoneyGapP95 float64
 	// GPUHoursByFlavor is what the started jobs held, up to end.
 	GPUHoursByFlavor map[string]float64
 }
@@ -62,6 +66,11 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 	}
 	var sum float64
 	n := 0
+	var gaps moneyGaps
+	entitled := map[string]float64{}
+	for q := range queues {
+		entitled[q] = 1
+	}
 	for t := time.Duration(0); t < end; t += time.Hour {
 		waiting := map[string]bool{}
 		rate := map[string]float64{}
@@ -78,6 +87,7 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 		if len(waiting) < 2 {
 			continue
 		}
+		gaps.sample(slices.Sorted(maps.Keys(waiting)), rate, entitled)
 		var xs []float64
 		for q := range waiting {
 			xs = append(xs, rate[q])
@@ -93,6 +103,7 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 	if n > 0 {
 		f.JainBacklogged = sum / float64(n)
 	}
+	f.MoneyGap, f.MoneyGapP95, _, _ = gaps.result()
 	return f
 }
 

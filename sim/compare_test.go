@@ -40,6 +40,11 @@ func TestFigures(t *testing.T) {
 	if want := (0.5 + 100.0/136 + 0.5) / 3; math.Abs(f.JainBacklogged-want) > 1e-12 {
 		t.Errorf("backlogged Jain %g, want %g", f.JainBacklogged, want)
 	}
+	// Money: hour 0, a spends 8 and b nothing: |1 - 0.5| = 0.5; hour 1,
+	// a 8 and b 2: 0.3; hour 2, b alone: 0.5. Mean 0.433, p95 0.5.
+	if want := (0.5 + 0.3 + 0.5) / 3; math.Abs(f.MoneyGap-want) > 1e-12 || f.MoneyGapP95 != 0.5 {
+		t.Errorf("money gap %g (p95 %g), want %g (0.5)", f.MoneyGap, f.MoneyGapP95, want)
+	}
 	d := Diverge(outs, []JobOutcome{{ID: "a1", Flavor: "h100", Submit: 0, Start: 30 * time.Minute}, {ID: "b1", Flavor: "h100", Submit: 0, Start: h}})
 	if d.Common != 2 || d.MeanAbsWait != 15*time.Minute || d.MedianAbsWait != 30*time.Minute || math.Abs(d.SameFlavor-0.5) > 1e-12 {
 		t.Errorf("divergence %+v", d)
@@ -66,5 +71,44 @@ func TestSharedModel(t *testing.T) {
 	}
 	if _, err := TraceModel([]TraceQueue{{Name: "a"}}, TraceCluster{SharedGPUs: 1, Flavors: []ReplayFlavor{{Name: "h100", Share: 0.5, PriceMicrosPerGPUHour: 2}, {Name: "t4", Share: 0.5, PriceMicrosPerGPUHour: 1}}}); err == nil {
 		t.Error("1 GPU split between two flavors: no error")
+	}
+}
+
+// TestReplayMoneyGap: a queue that borrows its neighbour's whole quota
+// with a 16-GPU gang while both have work waiting spends all the money of
+// the two backlogged queues on half their entitlement: a gap of 0.5 at
+// every sample, with samples; queues that each hold their own quota have
+// none.
+func TestReplayMoneyGap(t *testing.T) {
+	h := time.Hour
+	qs := []TraceQueue{{Name: "a", NominalGPUs: 8, Cohort: "c", BorrowingLimit: -1}, {Name: "b", NominalGPUs: 8, Cohort: "c", BorrowingLimit: -1}}
+	jobs := []TraceJob{
+		{ID: "a1", Queue: "a", Submit: 0, Duration: 10 * h, GPUs: 16, Pods: 2, PerPod: 8},
+		{ID: "a2", Queue: "a", Submit: 0, Duration: 10 * h, GPUs: 16, Pods: 2, PerPod: 8},
+		{ID: "b1", Queue: "b", Submit: time.Minute, Duration: h, GPUs: 8, Pods: 1, PerPod: 8},
+		{ID: "b2", Queue: "b", Submit: time.Minute, Duration: h, GPUs: 8, Pods: 1, PerPod: 8},
+	}
+	r, err := Replay(qs, jobs, ReplayOptions{Policy: "fifo", Gating: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Samples at 1 h to 10 h; then a1 is done and b's jobs take b's own
+	// quota.
+	if r.MoneyGap != 0.5 || r.MoneyGapP95 != 0.5 || r.MoneyGapSamples != 10 {
+		t.Errorf("money gap %g (p95 %g) over %d samples; want 0.5 over the 10 hours a holds everything", r.MoneyGap, r.MoneyGapP95, r.MoneyGapSamples)
+	}
+	// No borrowing, every job 8 GPUs for 10 h: each queue runs one on its
+	// quota while its second waits.
+	for i := range qs {
+		qs[i].Cohort, qs[i].BorrowingLimit = "", 0
+	}
+	for i := range jobs {
+		jobs[i].GPUs, jobs[i].Pods, jobs[i].Duration = 8, 1, 10*h
+	}
+	if r, err = Replay(qs, jobs, ReplayOptions{Policy: "fifo", Gating: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r.MoneyGap != 0 || r.MoneyGapSamples == 0 {
+		t.Errorf("each queue on its own quota: money gap %g over %d samples; want 0 with samples", r.MoneyGap, r.MoneyGapSamples)
 	}
 }

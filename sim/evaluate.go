@@ -253,6 +253,9 @@ type EvalRow struct {
 	AvgJCTHours, FTFWorst, MaxWaitHours, JainBacklogged Spread
 	BaseFTFWorst, BaseMaxWaitHours                      Spread
 	PartialGPUHours, LostGPUHours                       Spread
+	// MoneyGap is the candidate's money-fairness (ReplayResult.MoneyGap),
+	// BaseMoneyGap the best baseline's in the same cells.
+	MoneyGap, BaseMoneyGap Spread
 }
 
 // Spread is min, mean and max over seeds.
@@ -370,7 +373,7 @@ func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant s
 		workload, regime string
 		load             float64
 	}
-	acc := map[key]*[9][]float64{}
+	acc := map[key]*[11][]float64{}
 	var keys []key
 	for _, r := range runs {
 		if r.Half != half || r.Candidate != cand || r.Variant != variant {
@@ -383,13 +386,13 @@ func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant s
 		k := key{r.Workload, r.Regime, r.Load}
 		a := acc[k]
 		if a == nil {
-			a = &[9][]float64{}
+			a = &[11][]float64{}
 			acc[k] = a
 			keys = append(keys, k)
 		}
 		res := r.Result
 		for i, v := range []float64{res.AvgJCTSeconds / b.AvgJCTSeconds, res.AvgJCTSeconds / 3600, res.FTFMaxQueue, res.MaxWaitSeconds / 3600,
-			res.JainBacklogged, b.FTFMaxQueue, b.MaxWaitSeconds / 3600, res.PartialGangGPUHours, res.PreemptedGPUHours} {
+			res.JainBacklogged, b.FTFMaxQueue, b.MaxWaitSeconds / 3600, res.PartialGangGPUHours, res.PreemptedGPUHours, res.MoneyGap, b.MoneyGap} {
 			a[i] = append(a[i], v)
 		}
 	}
@@ -402,7 +405,7 @@ func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant s
 		rows = append(rows, EvalRow{Workload: k.workload, TestHalf: half, Candidate: cand, Variant: variant, Regime: k.regime, Load: k.load,
 			Seeds: len(a[0]), JCTRatio: spread(a[0]), AvgJCTHours: spread(a[1]), FTFWorst: spread(a[2]), MaxWaitHours: spread(a[3]),
 			JainBacklogged: spread(a[4]), BaseFTFWorst: spread(a[5]), BaseMaxWaitHours: spread(a[6]), PartialGPUHours: spread(a[7]),
-			LostGPUHours: spread(a[8])})
+			LostGPUHours: spread(a[8]), MoneyGap: spread(a[9]), BaseMoneyGap: spread(a[10])})
 	}
 	return rows
 }
@@ -413,11 +416,11 @@ func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant s
 // over seeds.
 func WriteEvalTable(w io.Writer, rows []EvalRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\ttest half\tpreemption\tload\tcandidate\tvariant (tuned on the other half)\tavg JCT / best Kueue\tavg JCT h\tFTF worst queue (Kueue)\tmax wait h (Kueue)\tJain backlogged\tpartial GPU-h\tlost GPU-h")
+	fmt.Fprintln(tw, "workload\ttest half\tpreemption\tload\tcandidate\tvariant (tuned on the other half)\tavg JCT / best Kueue\tavg JCT h\tFTF worst queue (Kueue)\tmax wait h (Kueue)\tJain backlogged\tmoney gap (Kueue)\tpartial GPU-h\tlost GPU-h")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s (%s)\t%s (%s)\t%s\t%s\t%s\n", r.Workload, r.TestHalf, r.Regime, r.Load, r.Candidate, r.Variant,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s (%s)\t%s (%s)\t%s\t%.3f (%.3f)\t%s\t%s\n", r.Workload, r.TestHalf, r.Regime, r.Load, r.Candidate, r.Variant,
 			r.JCTRatio, short(r.AvgJCTHours.Mean), short(r.FTFWorst.Mean), short(r.BaseFTFWorst.Mean), short(r.MaxWaitHours.Mean),
-			short(r.BaseMaxWaitHours.Mean), short(r.JainBacklogged.Mean), short(r.PartialGPUHours.Max), short(r.LostGPUHours.Mean))
+			short(r.BaseMaxWaitHours.Mean), short(r.JainBacklogged.Mean), r.MoneyGap.Mean, r.BaseMoneyGap.Mean, short(r.PartialGPUHours.Max), short(r.LostGPUHours.Mean))
 	}
 	return tw.Flush()
 }
@@ -476,12 +479,12 @@ func SaveEvalRuns(path string, runs []EvalRun) error {
 	}
 	w := csv.NewWriter(f)
 	w.Write([]string{"workload", "half", "seed", "load", "capacity_scale", "regime", "candidate", "variant", "jobs", "finished", "avg_jct_s", "p95_jct_s",
-		"max_wait_s", "ftf_mean", "ftf_worst_queue", "jain_backlogged", "utilization", "partial_gang_gpu_hours", "preemptions", "preempted_gpu_hours"})
+		"max_wait_s", "ftf_mean", "ftf_worst_queue", "jain_backlogged", "money_gap", "money_gap_p95", "utilization", "partial_gang_gpu_hours", "preemptions", "preempted_gpu_hours"})
 	for _, r := range runs {
 		x := r.Result
 		w.Write([]string{r.Workload, r.Half, strconv.FormatUint(r.Seed, 10), ff(r.Load), ff(r.Scale), r.Regime, r.Candidate, r.Variant,
 			strconv.Itoa(x.Jobs), strconv.Itoa(x.Finished), ff(x.AvgJCTSeconds), ff(x.P95JCTSeconds), ff(x.MaxWaitSeconds), ff(x.FTFMean),
-			ff(x.FTFMaxQueue), ff(x.JainBacklogged), ff(x.Utilization), ff(x.PartialGangGPUHours), strconv.Itoa(x.Preemptions), ff(x.PreemptedGPUHours)})
+			ff(x.FTFMaxQueue), ff(x.JainBacklogged), ff(x.MoneyGap), ff(x.MoneyGapP95), ff(x.Utilization), ff(x.PartialGangGPUHours), strconv.Itoa(x.Preemptions), ff(x.PreemptedGPUHours)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

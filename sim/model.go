@@ -197,10 +197,11 @@ type TraceCluster struct {
 }
 
 // TraceModel builds the cluster a trace's queues run on: each queue gets
-// its nominal quota, rounded to whole nodes (at least one) after scaling,
-// split between the flavors by their shares, and the cluster has as many
-// nodes as the quotas add up to, named node-0, node-1, …, split between
-// the flavors by their shares in order. Every queue is a team with a
+// its nominal quota, rounded to whole nodes (at least one) after scaling;
+// the cluster has as many nodes as the quotas add up to, named node-0,
+// node-1, …, split between the flavors by their shares in order; and each
+// flavor's GPUs are the queues' nominal quota of it, in proportion to
+// their quotas (the quotas of a flavor add up to its GPUs). Every queue is a team with a
 // namespace and a LocalQueue of its name.
 func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 	if tc.NodeSize <= 0 {
@@ -252,39 +253,15 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 			left -= n
 		}
 	}
+	// Each queue's GPUs, and the nodes that make them.
 	totalNodes := 0
-	for _, q := range queues {
+	gpusOf := make([]int, len(queues))
+	for i, q := range queues {
 		nodes := max(int(math.Round(float64(q.NominalGPUs)/float64(tc.NodeSize)*scale)), 1)
-		gpus := nodes * tc.NodeSize
+		gpusOf[i] = nodes * tc.NodeSize
 		if flavorGPUs != nil {
-			nodes, gpus = 0, tc.SharedGPUs
+			nodes, gpusOf[i] = 0, tc.SharedGPUs
 		}
-		cq := &admission.ClusterQueue{Name: q.Name, Cohort: q.Cohort, Team: q.Name, Weight: 1, Flavors: flavorNames,
-			Quotas: map[admission.FlavorResource]admission.Quota{}}
-		for k, f := range flavors {
-			share := f.Share
-			if len(flavors) == 1 {
-				share = 1
-			}
-			borrow := int64(q.BorrowingLimit)
-			if q.BorrowingLimit >= 0 {
-				borrow = int64(math.Round(float64(q.BorrowingLimit) * scale * share))
-			}
-			fr := admission.FlavorResource{Flavor: f.Name, Resource: res}
-			n := int64(math.Round(float64(gpus) * share))
-			if flavorGPUs != nil {
-				n = int64(flavorGPUs[k])
-			}
-			cq.Quotas[fr] = admission.Quota{Nominal: n, BorrowingLimit: borrow, LendingLimit: -1}
-			m.value[q.Name] += float64(n) * m.Rates[fr]
-			am.Quotas[attribution.QuotaRef{ClusterQueue: q.Name, Flavor: f.Name}] = n * attribution.QuotaUnitsPerGPU
-		}
-		m.Queues[q.Name] = cq
-		m.nominal[q.Name] = gpus
-		m.LocalQueues[q.Name+"/"+q.Name] = q.Name
-		am.LocalQueues[attribution.QueueRef{Namespace: q.Name, Name: q.Name}] = q.Name
-		am.ClusterQueueTeams[q.Name] = q.Name
-		am.NamespaceTeams[q.Name] = q.Name
 		totalNodes += nodes
 	}
 	// Nodes go to the flavors by their shares, the last taking the rest.
@@ -297,6 +274,52 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 		for range min(n, totalNodes-len(nodeFlavor)) {
 			nodeFlavor = append(nodeFlavor, k)
 		}
+	}
+	// A flavor's GPUs are its nodes'; they go to the queues as nominal
+	// quota in proportion to the queues' GPUs (largest remainder), so
+	// that no flavor's quotas add up to more GPUs than it has.
+	quota := make([][]int64, len(flavors))
+	for k := range flavors {
+		switch {
+		case flavorGPUs != nil:
+			quota[k] = make([]int64, len(queues))
+			for i := range queues {
+				quota[k][i] = int64(flavorGPUs[k])
+			}
+		default:
+			var have int64
+			for _, fi := range nodeFlavor {
+				if fi == k {
+					have += int64(tc.NodeSize)
+				}
+			}
+			quota[k] = apportion(have, gpusOf)
+		}
+	}
+	for i, q := range queues {
+		cq := &admission.ClusterQueue{Name: q.Name, Cohort: q.Cohort, Team: q.Name, Weight: 1, Flavors: flavorNames,
+			Quotas: map[admission.FlavorResource]admission.Quota{}}
+		for k, f := range flavors {
+			share := f.Share
+			if len(flavors) == 1 {
+				share = 1
+			}
+			borrow := int64(q.BorrowingLimit)
+			if q.BorrowingLimit >= 0 {
+				borrow = int64(math.Round(float64(q.BorrowingLimit) * scale * share))
+			}
+			fr := admission.FlavorResource{Flavor: f.Name, Resource: res}
+			n := quota[k][i]
+			cq.Quotas[fr] = admission.Quota{Nominal: n, BorrowingLimit: borrow, LendingLimit: -1}
+			m.value[q.Name] += float64(n) * m.Rates[fr]
+			am.Quotas[attribution.QuotaRef{ClusterQueue: q.Name, Flavor: f.Name}] = n * attribution.QuotaUnitsPerGPU
+		}
+		m.Queues[q.Name] = cq
+		m.nominal[q.Name] = gpusOf[i]
+		m.LocalQueues[q.Name+"/"+q.Name] = q.Name
+		am.LocalQueues[attribution.QueueRef{Namespace: q.Name, Name: q.Name}] = q.Name
+		am.ClusterQueueTeams[q.Name] = q.Name
+		am.NamespaceTeams[q.Name] = q.Name
 	}
 	size := func(int) int { return tc.NodeSize }
 	if flavorGPUs != nil {
@@ -330,4 +353,34 @@ func (m *Model) queueNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// apportion splits total among the weights in proportion (largest
+// remainder, ties to the first): the parts add up to total exactly.
+func apportion(total int64, weights []int) []int64 {
+	out := make([]int64, len(weights))
+	var sum int64
+	for _, w := range weights {
+		sum += int64(w)
+	}
+	if sum == 0 {
+		return out
+	}
+	type rem struct {
+		i int
+		r int64
+	}
+	rems := make([]rem, len(weights))
+	left := total
+	for i, w := range weights {
+		out[i] = total * int64(w) / sum
+		left -= out[i]
+		rems[i] = rem{i, total * int64(w) % sum}
+	}
+	sort.SliceStable(rems, func(a, b int) bool { return rems[a].r > rems[b].r })
+	for j := 0; left > 0; j++ {
+		out[rems[j%len(rems)].i]++
+		left--
+	}
+	return out
 }

@@ -109,7 +109,8 @@ type ReplayOptions struct {
 	// this fraction (at least one node each): a short window of a trace
 	// then sees the contention the whole trace has. 0 means 1.
 	CapacityScale float64
-	// SampleEvery is how often JainBacklogged samples. Default 1 h.
+	// SampleEvery is how often JainBacklogged and MoneyGap sample.
+	// Default 1 h.
 	SampleEvery time.Duration
 	// Isolated holds each job's completion time with its queue alone on
 	// its nominal quota (IsolatedJCT); with it the result has finish-time
@@ -217,6 +218,7 @@ type replay struct {
 	nextJain  time.Duration
 	jainSum   float64
 	jainN     int
+	gaps      moneyGaps
 	waits     map[string][]float64
 	maxWait   map[string]float64
 	jcts      map[string]float64

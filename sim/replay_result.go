@@ -41,6 +41,18 @@ type ReplayResult struct {
 	// proportion to their quotas, and a borrower should not keep a waiting
 	// queue's quota.
 	JainBacklogged float64 `json:"jainBacklogged"`
+	// MoneyGap is money-fairness (moneyGaps), sampled every SampleEvery
+	// that two or more queues have work waiting: the mean of the largest
+	// gap between a backlogged queue's share of the backlogged queues'
+	// spend and its share of their entitlements (its nominal quota's
+	// value), a fraction (0.05: 5 points); MoneyGapP95 its 95th
+	// percentile; MoneyGapSamples how many samples it is over, and
+	// MoneyGapStarved how many more had the backlogged queues holding
+	// nothing (no shares to compare).
+	MoneyGap        float64 `json:"moneyGap"`
+	MoneyGapP95     float64 `json:"moneyGapP95"`
+	MoneyGapSamples int     `json:"moneyGapSamples"`
+	MoneyGapStarved int     `json:"moneyGapStarved"`
 	// FinishTimeFairness is Themis' ρ: a job's completion time here over
 	// its completion time with its queue alone on its nominal quota.
 	// FTFMean is the mean over jobs; FTFMaxQueue the largest per-queue
@@ -114,12 +126,30 @@ func (r *replay) sampleJain() {
 	if !waiting {
 		return
 	}
+	r.sampleMoneyGap()
 	r.jainN++
 	j := jainIndex(xs)
 	if j == 0 {
 		j = 1 // all hold nothing: equal
 	}
 	r.jainSum += j
+}
+
+// sampleMoneyGap takes one sample of MoneyGap.
+func (r *replay) sampleMoneyGap() {
+	var backlogged []string
+	spend, entitled := map[string]float64{}, map[string]float64{}
+	for _, q := range r.names {
+		if r.queues.In(q) <= 0 {
+			continue
+		}
+		backlogged = append(backlogged, q)
+		for _, fr := range r.model.resources {
+			spend[q] += float64(r.snap.Usage[q][fr]) * r.model.Rates[fr]
+		}
+		entitled[q] = r.model.value[q]
+	}
+	r.gaps.sample(backlogged, spend, entitled)
 }
 
 // jainIndex is Jain's fairness index of xs, (Σx)² / (n·Σx²); 0 when every
@@ -178,6 +208,7 @@ func (r *replay) result(jobs int) ReplayResult {
 	if r.jainN > 0 {
 		res.JainBacklogged = r.jainSum / float64(r.jainN)
 	}
+	res.MoneyGap, res.MoneyGapP95, res.MoneyGapSamples, res.MoneyGapStarved = r.gaps.result()
 	if o.Isolated != nil {
 		perQueue := map[string][2]float64{}
 		var sum float64

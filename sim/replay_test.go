@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -377,5 +378,51 @@ func TestHeterogeneousReplay(t *testing.T) {
 	}
 	if _, err := Replay(qs, jobs, ReplayOptions{Policy: "fifo", Gating: true, Flavors: []ReplayFlavor{{Name: "x", Share: 1}}}); err == nil || !strings.Contains(err.Error(), "price") {
 		t.Errorf("a flavor without a price: %v", err)
+	}
+}
+
+// TestFlavorQuotasFitTheirGPUs: on a two-flavor replay, each flavor's
+// nominal quotas add up to its GPUs exactly (a queue's share of a flavor
+// rounded alone once gave 300 T4 GPUs of quota on 296), whatever the
+// queues' sizes and the flavors' shares; one flavor keeps each queue's own
+// GPUs.
+func TestFlavorQuotasFitTheirGPUs(t *testing.T) {
+	var qs []TraceQueue
+	for i, g := range []int{24, 40, 8, 56, 16, 104, 32} {
+		qs = append(qs, TraceQueue{Name: fmt.Sprintf("vc%d", i), NominalGPUs: g, Cohort: "c", BorrowingLimit: -1})
+	}
+	for _, share := range []float64{0.5, 0.37, 0.8} {
+		flavors := []ReplayFlavor{{Name: "h100", Share: share, PriceMicrosPerGPUHour: 6_880_000}, {Name: "t4", Share: 1 - share, PriceMicrosPerGPUHour: 526_000}}
+		m, err := TraceModel(qs, TraceCluster{Flavors: flavors, CapacityScale: 0.9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gpus, quota := map[string]int64{}, map[string]int64{}
+		for _, n := range m.Cluster.Nodes {
+			gpus[n.Flavor] += int64(n.GPUs)
+		}
+		for _, cq := range m.Queues {
+			for fr, q := range cq.Quotas {
+				quota[fr.Flavor] += q.Nominal
+			}
+		}
+		for _, f := range flavors {
+			if quota[f.Name] != gpus[f.Name] || gpus[f.Name] == 0 {
+				t.Errorf("share %g: %s quotas %d on %d GPUs", share, f.Name, quota[f.Name], gpus[f.Name])
+			}
+		}
+	}
+	m, err := TraceModel(qs, TraceCluster{PriceMicrosPerGPUHour: 6_880_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		var n int64
+		for _, v := range m.Queues[q.Name].Quotas {
+			n += v.Nominal
+		}
+		if n != int64(q.NominalGPUs) {
+			t.Errorf("one flavor: %s has %d GPUs of quota, want its own %d", q.Name, n, q.NominalGPUs)
+		}
 	}
 }

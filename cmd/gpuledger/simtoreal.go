@@ -138,7 +138,7 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	}
 	penalty := time.Duration(float64(*sampling) * *speedup)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmean |Δwait| vs sim\tsame flavor\t")
+	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmoney gap\tmean |Δwait| vs sim\tsame flavor\t")
 	began := time.Now()
 	for _, policy := range splitList(*policies) {
 		m, err := sharedModel(queues, flavors, gpus)
@@ -248,7 +248,8 @@ func formatMicros(m int64) string { return fmt.Sprintf("%.3f", float64(m)/1e6) }
 
 func figureCells(f sim.RunFigures) string {
 	r := func(d time.Duration) string { return d.Round(time.Minute).String() }
-	return fmt.Sprintf("%d/%d\t%d\t%s\t%s\t%s\t%s\t%.3f", f.Started, f.Jobs, f.Finished, r(f.AvgJCT), r(f.MeanWait), r(f.P90Wait), r(f.MaxWait), f.JainBacklogged)
+	return fmt.Sprintf("%d/%d\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.3f", f.Started, f.Jobs, f.Finished, r(f.AvgJCT), r(f.MeanWait), r(f.P90Wait), r(f.MaxWait),
+		f.JainBacklogged, f.MoneyGap)
 }
 
 // median takes each figure's median over the runs.
@@ -271,7 +272,8 @@ func median(fs []sim.RunFigures) sim.RunFigures {
 		MeanWait:       d(func(f sim.RunFigures) time.Duration { return f.MeanWait }),
 		P90Wait:        d(func(f sim.RunFigures) time.Duration { return f.P90Wait }),
 		MaxWait:        d(func(f sim.RunFigures) time.Duration { return f.MaxWait }),
-		JainBacklogged: pick(func(f sim.RunFigures) float64 { return f.JainBacklogged })}
+		JainBacklogged: pick(func(f sim.RunFigures) float64 { return f.JainBacklogged }),
+		MoneyGap:       pick(func(f sim.RunFigures) float64 { return f.MoneyGap })}
 }
 
 func spreadCells(fs []sim.RunFigures) string {
@@ -293,6 +295,7 @@ func spreadCells(fs []sim.RunFigures) string {
 		span(func(f sim.RunFigures) float64 { return float64(f.P90Wait) }, dur),
 		span(func(f sim.RunFigures) float64 { return float64(f.MaxWait) }, dur),
 		span(func(f sim.RunFigures) float64 { return f.JainBacklogged }, j),
+		span(func(f sim.RunFigures) float64 { return f.MoneyGap }, j),
 	}, "\t")
 }
 
@@ -311,5 +314,5 @@ func errorCells(s, r sim.RunFigures) string {
 		rel(float64(s.Started), float64(r.Started)), rel(float64(s.Finished), float64(r.Finished)),
 		rel(float64(s.AvgJCT), float64(r.AvgJCT)), rel(float64(s.MeanWait), float64(r.MeanWait)),
 		rel(float64(s.P90Wait), float64(r.P90Wait)), rel(float64(s.MaxWait), float64(r.MaxWait)),
-		rel(s.JainBacklogged, r.JainBacklogged)}, "\t")
+		rel(s.JainBacklogged, r.JainBacklogged), rel(s.MoneyGap, r.MoneyGap)}, "\t")
 }
