@@ -87,6 +87,8 @@ func TestReplayMoneyGap(t *testing.T) {
 		{ID: "a2", Queue: "a", Submit: 0, Duration: 10 * h, GPUs: 16, Pods: 2, PerPod: 8},
 		{ID: "b1", Queue: "b", Submit: time.Minute, Duration: h, GPUs: 8, Pods: 1, PerPod: 8},
 		{ID: "b2", Queue: "b", Submit: time.Minute, Duration: h, GPUs: 8, Pods: 1, PerPod: 8},
+		// The submission window runs to 30 h; the samples are in it.
+		{ID: "b3", Queue: "b", Submit: 30 * h, Duration: h, GPUs: 8, Pods: 1, PerPod: 8},
 	}
 	r, err := Replay(qs, jobs, ReplayOptions{Policy: "fifo", Gating: true})
 	if err != nil {
@@ -110,5 +112,20 @@ func TestReplayMoneyGap(t *testing.T) {
 	}
 	if r.MoneyGap != 0 || r.MoneyGapSamples == 0 {
 		t.Errorf("each queue on its own quota: money gap %g over %d samples; want 0 with samples", r.MoneyGap, r.MoneyGapSamples)
+	}
+	// The drain apart: with the last submission at 5 h, only the samples
+	// at 1-5 h count, though both queues wait until 10 h.
+	jobs[4].Submit = 5 * h
+	if r, err = Replay(qs, jobs, ReplayOptions{Policy: "fifo", Gating: true}); err != nil {
+		t.Fatal(err)
+	}
+	if r.MoneyGapSamples != 5 {
+		t.Errorf("%d samples with the window ending at 5 h; want 5", r.MoneyGapSamples)
+	}
+	// The 16 GPUs are busy in the window but for b's first minute (8/16
+	// GPUs × 1 of 300 minutes); with the drain to 20 h, a's second job
+	// alone at the end, less.
+	if want := 1 - 8.0/(16*300); math.Abs(r.UtilizationWindow-want) > 1e-9 || !(r.Utilization < want) {
+		t.Errorf("utilisation %g over the window (want %g), %g with the drain", r.UtilizationWindow, want, r.Utilization)
 	}
 }

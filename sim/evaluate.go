@@ -72,7 +72,10 @@ type EvalRun struct {
 	Workload, Half, Candidate, Variant, Regime string
 	Seed                                       uint64
 	Load, Scale                                float64
-	Result                                     ReplayResult
+	// BuiltLoad is the offered load on the cluster as built: the
+	// queues' quotas rounded to whole nodes make it differ from Load.
+	BuiltLoad float64
+	Result    ReplayResult
 }
 
 // cell is what a run is compared within: the same jobs on the same cluster
@@ -94,6 +97,8 @@ func Evaluate(ctx context.Context, c EvalConfig, progress func(stage string, don
 		jobs   []TraceJob
 		iso    map[string]float64
 		scale  float64
+		// offered is the window's GPU demand (OfferedGPUs).
+		offered float64
 	}
 	inputs := map[cell]*input{}
 	var runs []EvalRun
@@ -120,7 +125,7 @@ func Evaluate(ctx context.Context, c EvalConfig, progress func(stage string, don
 					}
 					for _, regime := range c.Regimes {
 						k := cell{wl, half, regime, seed, load}
-						inputs[k] = &input{queues: qs, jobs: jobs, scale: scale}
+						inputs[k] = &input{queues: qs, jobs: jobs, scale: scale, offered: OfferedGPUs(jobs, c.Span)}
 						for _, cand := range c.Candidates {
 							for _, v := range cand.Variants {
 								runs = append(runs, EvalRun{Workload: wl, Half: half, Candidate: cand.Name, Variant: v.Name,
@@ -213,6 +218,9 @@ func Evaluate(ctx context.Context, c EvalConfig, progress func(stage string, don
 					firstErr = fmt.Errorf("%s/%s on %s half %s seed %d load %g: %w", run.Candidate, run.Variant, run.Workload, run.Half, run.Seed, run.Load, err)
 				}
 				run.Result = res
+				if res.GPUs > 0 {
+					run.BuiltLoad = in.offered / float64(res.GPUs)
+				}
 				done++
 				if progress != nil {
 					progress("replays", done, len(runs))
@@ -256,6 +264,8 @@ type EvalRow struct {
 	// MoneyGap is the candidate's money-fairness (ReplayResult.MoneyGap),
 	// BaseMoneyGap the best baseline's in the same cells.
 	MoneyGap, BaseMoneyGap Spread
+	// BuiltLoad is the offered load on the clusters as built.
+	BuiltLoad Spread
 }
 
 // Spread is min, mean and max over seeds.
@@ -373,7 +383,7 @@ func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant s
 		workload, regime string
 		load             float64
 	}
-	acc := map[key]*[11][]float64{}
+	acc := map[key]*[12][]float64{}
 	var keys []key
 	for _, r := range runs {
 		if r.Half != half || r.Candidate != cand || r.Variant != variant {
@@ -386,13 +396,13 @@ func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant s
 		k := key{r.Workload, r.Regime, r.Load}
 		a := acc[k]
 		if a == nil {
-			a = &[11][]float64{}
+			a = &[12][]float64{}
 			acc[k] = a
 			keys = append(keys, k)
 		}
 		res := r.Result
 		for i, v := range []float64{res.AvgJCTSeconds / b.AvgJCTSeconds, res.AvgJCTSeconds / 3600, res.FTFMaxQueue, res.MaxWaitSeconds / 3600,
-			res.JainBacklogged, b.FTFMaxQueue, b.MaxWaitSeconds / 3600, res.PartialGangGPUHours, res.PreemptedGPUHours, res.MoneyGap, b.MoneyGap} {
+			res.JainBacklogged, b.FTFMaxQueue, b.MaxWaitSeconds / 3600, res.PartialGangGPUHours, res.PreemptedGPUHours, res.MoneyGap, b.MoneyGap, r.BuiltLoad} {
 			a[i] = append(a[i], v)
 		}
 	}
@@ -405,7 +415,7 @@ func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant s
 		rows = append(rows, EvalRow{Workload: k.workload, TestHalf: half, Candidate: cand, Variant: variant, Regime: k.regime, Load: k.load,
 			Seeds: len(a[0]), JCTRatio: spread(a[0]), AvgJCTHours: spread(a[1]), FTFWorst: spread(a[2]), MaxWaitHours: spread(a[3]),
 			JainBacklogged: spread(a[4]), BaseFTFWorst: spread(a[5]), BaseMaxWaitHours: spread(a[6]), PartialGPUHours: spread(a[7]),
-			LostGPUHours: spread(a[8]), MoneyGap: spread(a[9]), BaseMoneyGap: spread(a[10])})
+			LostGPUHours: spread(a[8]), MoneyGap: spread(a[9]), BaseMoneyGap: spread(a[10]), BuiltLoad: spread(a[11])})
 	}
 	return rows
 }
@@ -416,9 +426,9 @@ func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant s
 // over seeds.
 func WriteEvalTable(w io.Writer, rows []EvalRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\ttest half\tpreemption\tload\tcandidate\tvariant (tuned on the other half)\tavg JCT / best Kueue\tavg JCT h\tFTF worst queue (Kueue)\tmax wait h (Kueue)\tJain backlogged\tmoney gap (Kueue)\tpartial GPU-h\tlost GPU-h")
+	fmt.Fprintln(tw, "workload\ttest half\tpreemption\tload (built)\tcandidate\tvariant (tuned on the other half)\tavg JCT / best Kueue\tavg JCT h\tFTF worst queue (Kueue)\tmax wait h (Kueue)\tJain backlogged\tmoney gap (Kueue)\tpartial GPU-h\tlost GPU-h")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%s\t%s (%s)\t%s (%s)\t%s\t%.3f (%.3f)\t%s\t%s\n", r.Workload, r.TestHalf, r.Regime, r.Load, r.Candidate, r.Variant,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f (%.3f-%.3f)\t%s\t%s\t%s\t%s\t%s (%s)\t%s (%s)\t%s\t%.3f (%.3f)\t%s\t%s\n", r.Workload, r.TestHalf, r.Regime, r.Load, r.BuiltLoad.Min, r.BuiltLoad.Max, r.Candidate, r.Variant,
 			r.JCTRatio, short(r.AvgJCTHours.Mean), short(r.FTFWorst.Mean), short(r.BaseFTFWorst.Mean), short(r.MaxWaitHours.Mean),
 			short(r.BaseMaxWaitHours.Mean), short(r.JainBacklogged.Mean), r.MoneyGap.Mean, r.BaseMoneyGap.Mean, short(r.PartialGPUHours.Max), short(r.LostGPUHours.Mean))
 	}
@@ -478,13 +488,13 @@ func SaveEvalRuns(path string, runs []EvalRun) error {
 		return err
 	}
 	w := csv.NewWriter(f)
-	w.Write([]string{"workload", "half", "seed", "load", "capacity_scale", "regime", "candidate", "variant", "jobs", "finished", "avg_jct_s", "p95_jct_s",
-		"max_wait_s", "ftf_mean", "ftf_worst_queue", "jain_backlogged", "money_gap", "money_gap_p95", "utilization", "partial_gang_gpu_hours", "preemptions", "preempted_gpu_hours"})
+	w.Write([]string{"workload", "half", "seed", "load", "built_load", "capacity_scale", "regime", "candidate", "variant", "jobs", "finished", "avg_jct_s", "p95_jct_s",
+		"max_wait_s", "ftf_mean", "ftf_worst_queue", "jain_backlogged", "money_gap", "money_gap_p95", "utilization", "utilization_window", "partial_gang_gpu_hours", "preemptions", "preempted_gpu_hours"})
 	for _, r := range runs {
 		x := r.Result
-		w.Write([]string{r.Workload, r.Half, strconv.FormatUint(r.Seed, 10), ff(r.Load), ff(r.Scale), r.Regime, r.Candidate, r.Variant,
+		w.Write([]string{r.Workload, r.Half, strconv.FormatUint(r.Seed, 10), ff(r.Load), ff(r.BuiltLoad), ff(r.Scale), r.Regime, r.Candidate, r.Variant,
 			strconv.Itoa(x.Jobs), strconv.Itoa(x.Finished), ff(x.AvgJCTSeconds), ff(x.P95JCTSeconds), ff(x.MaxWaitSeconds), ff(x.FTFMean),
-			ff(x.FTFMaxQueue), ff(x.JainBacklogged), ff(x.MoneyGap), ff(x.MoneyGapP95), ff(x.Utilization), ff(x.PartialGangGPUHours), strconv.Itoa(x.Preemptions), ff(x.PreemptedGPUHours)})
+			ff(x.FTFMaxQueue), ff(x.JainBacklogged), ff(x.MoneyGap), ff(x.MoneyGapP95), ff(x.Utilization), ff(x.UtilizationWindow), ff(x.PartialGangGPUHours), strconv.Itoa(x.Preemptions), ff(x.PreemptedGPUHours)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,11 @@ func TestEvaluate(t *testing.T) {
 	for _, r := range runs {
 		if r.Result.Finished != r.Result.Jobs || r.Result.Jobs == 0 || r.Result.PartialGangGPUHours != 0 {
 			t.Errorf("%+v: %d of %d finished, %.1f partial GPU-h", r, r.Result.Finished, r.Result.Jobs, r.Result.PartialGangGPUHours)
+		}
+		// The load as built: the offered demand over the GPUs the
+		// replay had, near the load asked for (whole nodes of 8), not it.
+		if r.BuiltLoad <= 0 || math.Abs(r.BuiltLoad-r.Load) > 0.15*r.Load || r.Result.GPUs%8 != 0 {
+			t.Errorf("%s/%s seed %d: built load %.3f for %.2f on %d GPUs", r.Workload, r.Half, r.Seed, r.BuiltLoad, r.Load, r.Result.GPUs)
 		}
 	}
 	rows := Tuned(c, runs)

@@ -205,25 +205,29 @@ type replay struct {
 	// The workloads waiting, per queue (admission's queue manager).
 	queues *admission.Queues
 
-	now       time.Duration
-	run       runHeap
-	partial   []*replayJob // without gating: admitted, some pods placed
-	busyGPUs  int
-	heldGPUs  int // by partial gangs
-	usedSec   map[string]float64
-	usedCost  map[string]float64 // micros
-	busySec   float64
-	heldSec   float64
-	lostSec   float64
-	nextJain  time.Duration
-	jainSum   float64
-	jainN     int
-	gaps      moneyGaps
-	waits     map[string][]float64
-	maxWait   map[string]float64
-	jcts      map[string]float64
-	evictions int
-	preempted int
+	now      time.Duration
+	run      runHeap
+	partial  []*replayJob // without gating: admitted, some pods placed
+	busyGPUs int
+	heldGPUs int // by partial gangs
+	usedSec  map[string]float64
+	usedCost map[string]float64 // micros
+	busySec  float64
+	// window is the submission window (to the last submission);
+	// busyWindowSec the GPU time busy in it, the drain apart.
+	window        time.Duration
+	busyWindowSec float64
+	heldSec       float64
+	lostSec       float64
+	nextJain      time.Duration
+	jainSum       float64
+	jainN         int
+	gaps          moneyGaps
+	waits         map[string][]float64
+	maxWait       map[string]float64
+	jcts          map[string]float64
+	evictions     int
+	preempted     int
 }
 
 // withDefaults fills in the options' defaults.
@@ -397,6 +401,7 @@ func newReplay(m *Model, jobs []TraceJob, opts ReplayOptions) (*replay, error) {
 		r.jobs[i] = &replayJob{TraceJob: j, queuePriority: prio, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: j.Resource, Pods: j.Pods,
 			PerPod: int64(j.PerPod), Priority: prio, SubmittedMs: j.Submit.Milliseconds()}}
 		r.byID[j.ID] = r.jobs[i]
+		r.window = max(r.window, j.Submit)
 	}
 	r.decayed = admission.NewDecayed(opts.HalfLife.Milliseconds())
 	r.penalties = admission.NewDecayed(opts.HalfLife.Milliseconds())
@@ -481,6 +486,9 @@ func (r *replay) advance(t time.Duration) {
 	dt := (t - r.now).Seconds()
 	if dt > 0 {
 		r.busySec += float64(r.busyGPUs) * dt
+		if in := min(t, r.window) - r.now; in > 0 {
+			r.busyWindowSec += float64(r.busyGPUs) * in.Seconds()
+		}
 		r.heldSec += float64(r.heldGPUs) * dt
 		for _, run := range r.run {
 			if run.cancelled {

@@ -22,13 +22,13 @@ func WriteReplayTable(w io.Writer, results []ReplayResult, classes []string) err
 	for _, c := range classes {
 		fmt.Fprintf(tw, "wait %s s\t", c)
 	}
-	fmt.Fprintln(tw, "max wait s\tutil\tJain backlogged\tmoney gap\tmoney gap p95\tFTF mean\tFTF worst queue\tpartial GPU-h\tevictions\tpreemptions\tlost GPU-h\t")
+	fmt.Fprintln(tw, "max wait s\tutil\tutil (window)\tJain backlogged\tmoney gap\tmoney gap p95\tFTF mean\tFTF worst queue\tpartial GPU-h\tevictions\tpreemptions\tlost GPU-h\t")
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t", r.Policy, r.AvgJCTSeconds, r.P95JCTSeconds)
 		for _, c := range classes {
 			fmt.Fprintf(tw, "%.1f\t", r.WaitBySize[c])
 		}
-		fmt.Fprintf(tw, "%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f\t%.1f\t%d\t%d\t%.1f\t\n", r.MaxWaitSeconds, r.Utilization, r.JainBacklogged,
+		fmt.Fprintf(tw, "%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f\t%.1f\t%d\t%d\t%.1f\t\n", r.MaxWaitSeconds, r.Utilization, r.UtilizationWindow, r.JainBacklogged,
 			r.MoneyGap, r.MoneyGapP95, r.FTFMean, r.FTFMaxQueue,
 			r.PartialGangGPUHours, r.Evictions, r.Preemptions, r.PreemptedGPUHours)
 	}
@@ -56,7 +56,7 @@ func SaveReplayResults(dir string, results []ReplayResult, classes []string) (js
 	for _, c := range classes {
 		header = append(header, "wait_"+c+"_s")
 	}
-	w.Write(append(header, "max_wait_s", "utilization", "jain", "jain_cost", "jain_backlogged", "money_gap", "money_gap_p95", "ftf_mean", "ftf_worst_queue", "partial_gang_gpu_hours",
+	w.Write(append(header, "max_wait_s", "utilization", "utilization_window", "jain", "jain_cost", "jain_backlogged", "money_gap", "money_gap_p95", "ftf_mean", "ftf_worst_queue", "partial_gang_gpu_hours",
 		"evictions", "preemptions", "preempted_gpu_hours", "queue", "queue_max_wait_s", "cost"))
 	for _, r := range results {
 		qs := make([]string, 0, len(r.CostMicrosByQueue))
@@ -70,7 +70,7 @@ func SaveReplayResults(dir string, results []ReplayResult, classes []string) (js
 			for _, c := range classes {
 				rec = append(rec, ff(r.WaitBySize[c]))
 			}
-			rec = append(rec, ff(r.MaxWaitSeconds), ff(r.Utilization), ff(r.Jain), ff(r.JainCost), ff(r.JainBacklogged), ff(r.MoneyGap), ff(r.MoneyGapP95),
+			rec = append(rec, ff(r.MaxWaitSeconds), ff(r.Utilization), ff(r.UtilizationWindow), ff(r.Jain), ff(r.JainCost), ff(r.JainBacklogged), ff(r.MoneyGap), ff(r.MoneyGapP95),
 				ff(r.FTFMean), ff(r.FTFMaxQueue), ff(r.PartialGangGPUHours), strconv.Itoa(r.Evictions), strconv.Itoa(r.Preemptions), ff(r.PreemptedGPUHours), q,
 				ff(r.MaxWaitByQueue[q]), ledger.FormatMicros(r.CostMicrosByQueue[q]))
 			w.Write(rec)

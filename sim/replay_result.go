@@ -14,7 +14,9 @@ type ReplayResult struct {
 	Gating     bool   `json:"gating"`
 	Preemption bool   `json:"preemption"`
 	Jobs       int    `json:"jobs"`
-	Finished   int    `json:"finished"`
+	// GPUs is the cluster's GPUs as built.
+	GPUs     int `json:"gpus"`
+	Finished int `json:"finished"`
 	// AvgJCTSeconds and P95JCTSeconds are over finished jobs: finish − submit.
 	AvgJCTSeconds float64 `json:"avgJctSeconds"`
 	P95JCTSeconds float64 `json:"p95JctSeconds"`
@@ -24,8 +26,11 @@ type ReplayResult struct {
 	// MaxWaitSeconds the longest of all (starvation shows here).
 	MaxWaitByQueue map[string]float64 `json:"maxWaitSecondsByQueue"`
 	MaxWaitSeconds float64            `json:"maxWaitSeconds"`
-	// Utilization is GPU time of running jobs over GPUs × makespan.
-	Utilization float64 `json:"utilization"`
+	// Utilization is GPU time of running jobs over GPUs × makespan (the
+	// drain after the last submission included); UtilizationWindow the
+	// same over the submission window alone (to the last submission).
+	Utilization       float64 `json:"utilization"`
+	UtilizationWindow float64 `json:"utilizationWindow"`
 	// Jain is Jain's fairness index over each queue's GPU time divided by
 	// its nominal quota, over the whole replay.
 	Jain float64 `json:"jainFairness"`
@@ -42,7 +47,8 @@ type ReplayResult struct {
 	// queue's quota.
 	JainBacklogged float64 `json:"jainBacklogged"`
 	// MoneyGap is money-fairness (moneyGaps), sampled every SampleEvery
-	// that two or more queues have work waiting: the mean of the largest
+	// of the submission window (the drain apart) that two or more queues
+	// have work waiting: the mean of the largest
 	// gap between a backlogged queue's share of the backlogged queues'
 	// spend and its share of their entitlements (its nominal quota's
 	// value), a fraction (0.05: 5 points); MoneyGapP95 its 95th
@@ -126,7 +132,9 @@ func (r *replay) sampleJain() {
 	if !waiting {
 		return
 	}
-	r.sampleMoneyGap()
+	if r.nextJain <= r.window {
+		r.sampleMoneyGap()
+	}
 	r.jainN++
 	j := jainIndex(xs)
 	if j == 0 {
@@ -168,7 +176,7 @@ func jainIndex(xs []float64) float64 {
 
 func (r *replay) result(jobs int) ReplayResult {
 	o := r.opts
-	res := ReplayResult{Policy: o.Policy, Gating: o.Gating, Preemption: o.Preemption, Jobs: jobs, Finished: len(r.jcts), Makespan: r.now,
+	res := ReplayResult{Policy: o.Policy, Gating: o.Gating, Preemption: o.Preemption, Jobs: jobs, GPUs: r.model.capacity, Finished: len(r.jcts), Makespan: r.now,
 		Evictions: r.evictions, Preemptions: r.preempted, PreemptedGPUHours: r.lostSec / 3600,
 		WaitBySize: map[string]float64{}, MaxWaitByQueue: r.maxWait, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: r.heldSec / 3600, jct: r.jcts}
 	if len(r.jcts) > 0 {
@@ -193,6 +201,9 @@ func (r *replay) result(jobs int) ReplayResult {
 	}
 	if r.now > 0 {
 		res.Utilization = r.busySec / (float64(r.model.capacity) * r.now.Seconds())
+	}
+	if w := min(r.window, r.now); w > 0 {
+		res.UtilizationWindow = r.busyWindowSec / (float64(r.model.capacity) * w.Seconds())
 	}
 	var byTime, byCost []float64
 	for _, q := range r.names {
