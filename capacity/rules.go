@@ -14,6 +14,11 @@ import (
 type RuleFlavor struct {
 	Name  string
 	Nodes []string
+	// MIG is the layout each GPU of the nodes is partitioned into (such
+	// as 3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb); empty for whole GPUs. The
+	// rules then count in whole-GPU equivalents, as the ledger does: a
+	// 3g.40gb slice is 3/7 of a GPU.
+	MIG []string
 }
 
 // RuleInterval is how often the recording rules evaluate; the sample-count
@@ -62,16 +67,14 @@ groups:
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	for _, f := range sorted {
 		nodes := nodeRegex(f.Nodes)
-		capacity := fmt.Sprintf(`sum(kube_node_status_capacity{resource="nvidia_com_gpu",node=~%q})`, nodes)
-		allocated := fmt.Sprintf(`sum(kube_pod_container_resource_requests{resource="nvidia_com_gpu",node=~%q} * on(namespace, pod) group_left() (kube_pod_status_phase{phase="Running"} == 1)) or vector(0)`, nodes)
-		active := busyGPUs(fmt.Sprintf("Hostname=~%q", nodes), "Hostname, gpu")
+		capacity, allocated, active := flavorGPUs(nodes, f.MIG)
 		labels := fmt.Sprintf("{cluster: %q, flavor: %q}", cluster, f.Name)
 		for _, rec := range [][2]string{
 			{"gpuledger:gpus:capacity", capacity},
 			{"gpuledger:gpus:allocated", allocated},
-			{"gpuledger:gpus:allocated_ratio", "(" + allocated + ") / " + capacity},
+			{"gpuledger:gpus:allocated_ratio", "(" + allocated + ") / (" + capacity + ")"},
 			{"gpuledger:gpus:active", active},
-			{"gpuledger:gpus:active_ratio", active + " / " + capacity},
+			{"gpuledger:gpus:active_ratio", "(" + active + ") / (" + capacity + ")"},
 		} {
 			fmt.Fprintf(&b, "  - record: %s\n    expr: %s\n    labels: %s\n", rec[0], yamlString(rec[1]), labels)
 		}
@@ -109,6 +112,52 @@ groups:
 			yamlString(fmt.Sprintf("held %.0f%% or more of the time over %s but busy less: avg_over_time(gpuledger:gpus:allocated) - avg_over_time(gpuledger:gpus:active) = {{ $value | printf \"%%.1f\" }} GPUs; gpuledger capacity names who holds them", 100*r.Threshold, window)))
 	}
 	return b.String()
+}
+
+// flavorGPUs is the PromQL for the GPUs of the nodes (a node regex),
+// those held by Running pods and those busy: whole GPUs, or, with a MIG
+// layout, whole-GPU equivalents of the slices (their compute slices over
+// 7): GPUs from the capacity of the layout's first profile, held and busy
+// slices weighed by their profile.
+func flavorGPUs(nodes string, mig []string) (capacity, allocated, active string) {
+	held := func(resource string) string {
+		return fmt.Sprintf(`sum(kube_pod_container_resource_requests{resource=%q,node=~%q} * on(namespace, pod) group_left() (kube_pod_status_phase{phase="Running"} == 1)) or vector(0)`, resource, nodes)
+	}
+	if len(mig) == 0 {
+		return fmt.Sprintf(`sum(kube_node_status_capacity{resource="nvidia_com_gpu",node=~%q})`, nodes), held("nvidia_com_gpu"),
+			busyGPUs(fmt.Sprintf("Hostname=~%q", nodes), "Hostname, gpu")
+	}
+	resource := func(profile string) string {
+		return "nvidia_com_mig_" + strings.NewReplacer(".", "_", "-", "_").Replace(profile)
+	}
+	perGPU := 0
+	for _, p := range mig {
+		if p == mig[0] {
+			perGPU++
+		}
+	}
+	capacity = fmt.Sprintf(`sum(kube_node_status_capacity{resource=%q,node=~%q}) / %d`, resource(mig[0]), nodes, perGPU)
+	var heldTerms, busyTerms []string
+	seen := map[string]bool{}
+	for _, p := range mig {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		w := fmt.Sprintf("%d / 7", migSlices(p))
+		heldTerms = append(heldTerms, fmt.Sprintf("(%s) * %s", held(resource(p)), w))
+		busyTerms = append(busyTerms, fmt.Sprintf("%s * %s", busyGPUs(fmt.Sprintf("Hostname=~%q,GPU_I_PROFILE=%q", nodes, p), "Hostname, gpu, GPU_I_ID"), w))
+	}
+	return capacity, strings.Join(heldTerms, " + "), strings.Join(busyTerms, " + ")
+}
+
+// migSlices is a MIG profile's compute slices (3 for 3g.40gb, of 7).
+func migSlices(profile string) int {
+	var g int
+	if _, err := fmt.Sscanf(profile, "%dg", &g); err != nil || g < 1 || g > 7 {
+		return 1
+	}
+	return g
 }
 
 // busyGPUs is the PromQL for the GPUs busy among the DCGM series that sel

@@ -68,6 +68,56 @@ func kubeSeries(prefix, ns string, days int, now time.Time, busy float64, extra 
 	return []byte(b.String())
 }
 
+// migLayout is the MIG layout of migSeries' GPUs.
+var migLayout = []string{"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}
+
+// migSeries writes days of kube-state-metrics and dcgm-exporter series of
+// 2 MIG nodes (prefix-0, prefix-1) of 8 GPUs partitioned as migLayout, in
+// VictoriaMetrics' import format: Running pods hold every GPU's 3g.40gb,
+// 2g.20gb and first 1g.10gb slice (6/7 of each GPU), each slice they hold
+// busy for busy of its time; the second 1g.10gb slices are free and idle.
+func migSeries(prefix string, days int, now time.Time, busy float64) []byte {
+	var ts []int64
+	end := now.Truncate(capacity.RuleInterval)
+	for t := end.Add(-time.Duration(days) * 24 * time.Hour); !t.After(end); t = t.Add(capacity.RuleInterval) {
+		ts = append(ts, t.UnixMilli())
+	}
+	var b strings.Builder
+	line := func(metric map[string]string, v float64) {
+		vals := make([]float64, len(ts))
+		for i := range vals {
+			vals[i] = v
+		}
+		j, _ := json.Marshal(map[string]any{"metric": metric, "values": vals, "timestamps": ts})
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	resource := func(p string) string { return "nvidia_com_mig_" + strings.NewReplacer(".", "_").Replace(p) }
+	for i := range 2 {
+		node := fmt.Sprintf("%s-%d", prefix, i)
+		for p, n := range map[string]float64{"3g.40gb": 8, "2g.20gb": 8, "1g.10gb": 16} {
+			line(map[string]string{"__name__": "kube_node_status_capacity", "node": node, "resource": resource(p), "unit": "integer"}, n)
+			pod := fmt.Sprintf("%s-nb-%s", node, strings.ReplaceAll(p, ".", "-"))
+			line(map[string]string{"__name__": "kube_pod_container_resource_requests", "namespace": "notebooks", "pod": pod, "container": "nb", "node": node,
+				"resource": resource(p), "unit": "integer"}, 8)
+			line(map[string]string{"__name__": "kube_pod_status_phase", "namespace": "notebooks", "pod": pod, "phase": "Running"}, 1)
+		}
+		for g := range 8 {
+			for k, p := range migLayout {
+				m := map[string]string{"__name__": "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Hostname": node, "gpu": strconv.Itoa(g), "GPU_I_ID": strconv.Itoa(k + 1),
+					"GPU_I_PROFILE": p, "modelName": "NVIDIA H100 80GB HBM3"}
+				v := 0.0
+				if k < 3 {
+					m["namespace"], m["pod"] = "notebooks", fmt.Sprintf("%s-nb-%s", node, strings.ReplaceAll(p, ".", "-"))
+					v = busy
+				}
+				line(m, v)
+			}
+		}
+	}
+	return []byte(b.String())
+}
+
 // ruleFiles writes the rules doc gives for the clusters, their alert
 // group run every 2 s instead of every hour, and returns vmalert's -rule
 // flags for them.
@@ -132,7 +182,9 @@ func runVMAlert(t *testing.T, vmalert, vm, amURL string, files []string, from, t
 // GPUCapacityExpansion for it in a real Alertmanager, as gpuledger
 // capacity does from its ledger; the same GPUs held but 10% busy raise
 // GPUCapacityReclaim with the GPUs held idle, not an expansion; 29 days of
-// the busy one raise nothing. The recording rules' 31 days are filled by
+// the busy one raise nothing; MIG slices held (6/7 of 16 GPUs) and 10%
+// busy raise GPUCapacityReclaim in whole-GPU equivalents. The recording
+// rules' 31 days are filled by
 // vmalert's replay mode, as a user backfills a new recording rule.
 func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 	testenv.Slow(t, "VictoriaMetrics, vmalert and Alertmanager")
@@ -144,22 +196,33 @@ func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 	series = append(series, kubeSeries("prod", "nlp", 31, now, 0.95, nil)...)
 	series = append(series, kubeSeries("hoard", "nlp", 31, now, 0.1, nil)...)
 	series = append(series, kubeSeries("young", "nlp", 29, now, 0.95, nil)...)
+	series = append(series, migSeries("slices", 31, now, 0.1)...)
 	post(t, vm+"/api/v1/import", "application/json", series)
-	files := ruleFiles(t, []string{"prod", "hoard", "young"}, func(c string) string {
+	files := ruleFiles(t, []string{"prod", "hoard", "young", "slices"}, func(c string) string {
+		if c == "slices" {
+			return capacity.PrometheusRules(c, []capacity.RuleFlavor{{Name: "h100-mig", Nodes: []string{"slices-0", "slices-1"}, MIG: migLayout}},
+				capacity.DefaultRule)
+		}
 		var nodes []string
 		for i := range 8 {
 			nodes = append(nodes, fmt.Sprintf("%s-%d", c, i))
 		}
 		return capacity.PrometheusRules(c, []capacity.RuleFlavor{{Name: "h100", Nodes: nodes}}, capacity.DefaultRule)
 	})
-	got := runVMAlert(t, vmalert, vm, amURL, files, now.Add(-31*24*time.Hour-time.Hour), now, 2)
-	if len(got) != 2 {
-		t.Fatalf("%d alerts from vmalert, want exactly prod's expansion and hoard's reclaim alerts: %+v", len(got), got)
+	got := runVMAlert(t, vmalert, vm, amURL, files, now.Add(-31*24*time.Hour-time.Hour), now, 3)
+	if len(got) != 3 {
+		t.Fatalf("%d alerts from vmalert, want exactly prod's expansion and hoard's and slices' reclaim alerts: %+v", len(got), got)
 	}
 	byCluster := alertsBy(t, got, "cluster", map[string]map[string]string{
-		"prod":  {"alertname": capacity.AlertExpansion, "flavor": "h100", "action": "expand", "severity": "warning"},
-		"hoard": {"alertname": capacity.AlertReclaim, "flavor": "h100", "action": "reclaim", "severity": "warning"},
+		"prod":   {"alertname": capacity.AlertExpansion, "flavor": "h100", "action": "expand", "severity": "warning"},
+		"hoard":  {"alertname": capacity.AlertReclaim, "flavor": "h100", "action": "reclaim", "severity": "warning"},
+		"slices": {"alertname": capacity.AlertReclaim, "flavor": "h100-mig", "action": "reclaim", "severity": "warning"},
 	})
+	// slices: 16 GPUs, 6/7 of each held (13.71 GPUs), a tenth of that busy:
+	// 12.3 held idle, in whole-GPU equivalents as the ledger counts.
+	if s := byCluster["slices"].Annotations["summary"]; !strings.Contains(s, "12.3 of them were held but idle") {
+		t.Errorf("slices' summary %q: want 16 × 6/7 × 0.9 = 12.3 idle", s)
+	}
 	// prod: 58 GPUs 95% busy of 64 is 86.09% busy.
 	if ev := byCluster["prod"].Annotations["evidence"]; !strings.Contains(ev, "86.09%") {
 		t.Errorf("prod's evidence %q: want the 30-day busy share, 58 × 0.95 / 64 = 86.09%%", ev)

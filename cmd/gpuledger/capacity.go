@@ -449,8 +449,10 @@ GPU_UTIL/100); then, over capacity.windowDays, guarded by a sample count (95%
 of the window) and data from before the window, never a 'for' of 30 days:
 GPUCapacityExpansion when the share of capacity.measure (busy by default) is
 at or over capacity.utilizationPercent, and GPUCapacityReclaim when the held
-share is but the busy one is not (buying would add idle GPUs). MIG nodes are
-left out (their GPUs are requested as nvidia.com/mig-* slices). The queue-wait
+share is but the busy one is not (buying would add idle GPUs). On MIG nodes
+the slices count as whole-GPU equivalents (3g.40gb: 3/7), as in the ledger:
+nvidia.com/mig-* requests and each instance's GR engine activity by its
+GPU_I_PROFILE. The queue-wait
 trigger too: recording rules for each ClusterQueue's admitted waits
 (kueue_admission_wait_time_seconds' increase), its pending workloads' ages
 (gpuledger controller's metrics) and the GPUs its LocalQueues' namespaces hold
@@ -473,18 +475,22 @@ queue's quota.`, stdout)
 	if err != nil {
 		return err
 	}
-	byFlavor := map[string][]string{}
-	var mig []string
+	byFlavor := map[string]*capacity.RuleFlavor{}
 	for _, n := range c.Nodes {
-		if len(n.MIG) > 0 {
-			mig = append(mig, n.Name)
-			continue
+		f := byFlavor[n.Flavor]
+		if f == nil {
+			f = &capacity.RuleFlavor{Name: n.Flavor, MIG: n.MIG}
+			byFlavor[n.Flavor] = f
 		}
-		byFlavor[n.Flavor] = append(byFlavor[n.Flavor], n.Name)
+		if !slices.Equal(f.MIG, n.MIG) {
+			return fmt.Errorf("flavor %s: node %s is partitioned %v, another node %v; the rules count one layout per flavor: give the layouts flavors of their own",
+				n.Flavor, n.Name, n.MIG, f.MIG)
+		}
+		f.Nodes = append(f.Nodes, n.Name)
 	}
 	var flavors []capacity.RuleFlavor
-	for f, nodes := range byFlavor {
-		flavors = append(flavors, capacity.RuleFlavor{Name: f, Nodes: nodes})
+	for _, f := range byFlavor {
+		flavors = append(flavors, *f)
 	}
 	namespaces := map[string][]string{}
 	for _, lq := range cfg.LocalQueues {
@@ -499,9 +505,6 @@ queue's quota.`, stdout)
 		}
 	}
 	doc := capacity.PrometheusRules(c.Name, flavors, capacityRule(cfg.Capacity)) + capacity.PrometheusWaitRules(c.Name, queues, waitRule(cfg.Capacity), *kueueMatch)
-	if len(mig) > 0 {
-		doc = "# MIG nodes left out: " + strings.Join(mig, ", ") + "\n" + doc
-	}
 	if *out == "" {
 		_, err := io.WriteString(stdout, doc)
 		return err

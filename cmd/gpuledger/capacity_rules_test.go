@@ -8,7 +8,8 @@ import (
 )
 
 // TestRulesCommand: gpuledger rules on the example configuration records
-// every non-MIG flavor's held and busy GPUs, and each ClusterQueue's held
+// every flavor's held and busy GPUs (the MIG flavor's slices as whole-GPU
+// equivalents), and each ClusterQueue's held
 // and busy devices over the namespaces of its LocalQueues (MIG slices
 // too, for the notebooks queue on h100-mig), and writes both alerts.
 func TestRulesCommand(t *testing.T) {
@@ -18,7 +19,7 @@ func TestRulesCommand(t *testing.T) {
 	}
 	doc := out.String()
 	for _, want := range []string{
-		"# MIG nodes left out: ",
+		`resource=\"nvidia_com_mig_3g_40gb\"`, `GPU_I_PROFILE=\"1g.10gb\"`,
 		"record: gpuledger:gpus:active_ratio",
 		"alert: GPUCapacityReclaim",
 		`namespace=~\"research|research-exp\"`,
