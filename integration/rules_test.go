@@ -26,21 +26,10 @@ import (
 // its time (DCGM_FI_PROF_GR_ENGINE_ACTIVE), the others idle. extra labels
 // every series.
 func kubeSeries(prefix, ns string, days int, now time.Time, busy float64, extra map[string]string) []byte {
-	var ts []int64
-	end := now.Truncate(capacity.RuleInterval)
-	for t := end.Add(-time.Duration(days) * 24 * time.Hour); !t.After(end); t = t.Add(capacity.RuleInterval) {
-		ts = append(ts, t.UnixMilli())
-	}
-	var b strings.Builder
+	series := newImportLines(days, now)
 	line := func(metric map[string]string, v float64) {
-		vals := make([]float64, len(ts))
-		for i := range vals {
-			vals[i] = v
-		}
 		maps.Copy(metric, extra)
-		j, _ := json.Marshal(map[string]any{"metric": metric, "values": vals, "timestamps": ts})
-		b.Write(j)
-		b.WriteByte('\n')
+		series.add(metric, func(int) float64 { return v })
 	}
 	left := 58
 	for i := range 8 {
@@ -65,7 +54,7 @@ func kubeSeries(prefix, ns string, days int, now time.Time, busy float64, extra 
 			"resource": "nvidia_com_gpu", "unit": "integer"}, float64(gpus))
 		line(map[string]string{"__name__": "kube_pod_status_phase", "namespace": ns, "pod": pod, "phase": "Running"}, 1)
 	}
-	return []byte(b.String())
+	return series.bytes()
 }
 
 // migLayout is the MIG layout of migSeries' GPUs.
@@ -77,21 +66,8 @@ var migLayout = []string{"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}
 // 2g.20gb and first 1g.10gb slice (6/7 of each GPU), each slice they hold
 // busy for busy of its time; the second 1g.10gb slices are free and idle.
 func migSeries(prefix string, days int, now time.Time, busy float64) []byte {
-	var ts []int64
-	end := now.Truncate(capacity.RuleInterval)
-	for t := end.Add(-time.Duration(days) * 24 * time.Hour); !t.After(end); t = t.Add(capacity.RuleInterval) {
-		ts = append(ts, t.UnixMilli())
-	}
-	var b strings.Builder
-	line := func(metric map[string]string, v float64) {
-		vals := make([]float64, len(ts))
-		for i := range vals {
-			vals[i] = v
-		}
-		j, _ := json.Marshal(map[string]any{"metric": metric, "values": vals, "timestamps": ts})
-		b.Write(j)
-		b.WriteByte('\n')
-	}
+	series := newImportLines(days, now)
+	line := func(metric map[string]string, v float64) { series.add(metric, func(int) float64 { return v }) }
 	resource := func(p string) string { return "nvidia_com_mig_" + strings.NewReplacer(".", "_").Replace(p) }
 	for i := range 2 {
 		node := fmt.Sprintf("%s-%d", prefix, i)
@@ -115,7 +91,7 @@ func migSeries(prefix string, days int, now time.Time, busy float64) []byte {
 			}
 		}
 	}
-	return []byte(b.String())
+	return series.bytes()
 }
 
 // ruleFiles writes the rules doc gives for the clusters, their alert
@@ -267,21 +243,8 @@ func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 // count ten times as many short waits, which would bring the p90 under 30
 // minutes if they counted.
 func kueueSeries(cluster, queue string, days int, now time.Time) []byte {
-	var ts []int64
-	end := now.Truncate(capacity.RuleInterval)
-	for t := end.Add(-time.Duration(days) * 24 * time.Hour); !t.After(end); t = t.Add(capacity.RuleInterval) {
-		ts = append(ts, t.UnixMilli())
-	}
-	var b strings.Builder
-	line := func(metric map[string]string, v func(i int) float64) {
-		vals := make([]float64, len(ts))
-		for i := range vals {
-			vals[i] = v(i)
-		}
-		j, _ := json.Marshal(map[string]any{"metric": metric, "values": vals, "timestamps": ts})
-		b.Write(j)
-		b.WriteByte('\n')
-	}
+	series := newImportLines(days, now)
+	line := series.add
 	for _, le := range []string{"1280", "2560", "5120", "+Inf"} {
 		over := le != "1280" && le != "2560"
 		line(map[string]string{"__name__": "kueue_admission_wait_time_seconds_bucket", "cluster": cluster, "cluster_queue": queue,
@@ -301,7 +264,7 @@ func kueueSeries(cluster, queue string, days int, now time.Time) []byte {
 				return 0
 			})
 	}
-	return []byte(b.String())
+	return series.bytes()
 }
 
 // TestVMAlertWaitRulesFire: the queue-wait rules gpuledger rules writes,
@@ -374,3 +337,32 @@ func alertsBy(t *testing.T, alerts []capacity.Alert, label string, want map[stri
 	}
 	return by
 }
+
+// importLines is a body for VictoriaMetrics' /api/v1/import: series
+// sampled every capacity.RuleInterval over days up to now.
+type importLines struct {
+	ts []int64
+	b  strings.Builder
+}
+
+func newImportLines(days int, now time.Time) *importLines {
+	l := &importLines{}
+	end := now.Truncate(capacity.RuleInterval)
+	for t := end.Add(-time.Duration(days) * 24 * time.Hour); !t.After(end); t = t.Add(capacity.RuleInterval) {
+		l.ts = append(l.ts, t.UnixMilli())
+	}
+	return l
+}
+
+// add writes one series, its i-th sample v(i).
+func (l *importLines) add(metric map[string]string, v func(i int) float64) {
+	vals := make([]float64, len(l.ts))
+	for i := range vals {
+		vals[i] = v(i)
+	}
+	j, _ := json.Marshal(map[string]any{"metric": metric, "values": vals, "timestamps": l.ts})
+	l.b.Write(j)
+	l.b.WriteByte('\n')
+}
+
+func (l *importLines) bytes() []byte { return []byte(l.b.String()) }
