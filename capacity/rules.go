@@ -14,11 +14,20 @@ import (
 type RuleFlavor struct {
 	Name  string
 	Nodes []string
-	// MIG is the layout each GPU of the nodes is partitioned into (such
-	// as 3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb); empty for whole GPUs. The
-	// rules then count in whole-GPU equivalents, as the ledger does: a
-	// 3g.40gb slice is 3/7 of a GPU.
-	MIG []string
+	// MIG is the layout each GPU of the nodes is partitioned into, slice
+	// by slice (3g.40gb, 2g.20gb, 1g.10gb, 1g.10gb); empty for whole
+	// GPUs. The rules then count in whole-GPU equivalents, as the ledger
+	// does.
+	MIG []RuleSlice
+}
+
+// RuleSlice is one MIG slice of a layout, as the caller parsed it with
+// the ledger's own rules: its profile, its resource as kube-state-metrics
+// names it (nvidia_com_mig_3g_40gb), and its compute slices of the GPU's
+// (3 of 7 for 3g.40gb on an H100).
+type RuleSlice struct {
+	Profile, Resource string
+	Slices, Of        int
 }
 
 // RuleInterval is how often the recording rules evaluate; the sample-count
@@ -116,10 +125,10 @@ groups:
 
 // flavorGPUs is the PromQL for the GPUs of the nodes (a node regex),
 // those held by Running pods and those busy: whole GPUs, or, with a MIG
-// layout, whole-GPU equivalents of the slices (their compute slices over
-// 7): GPUs from the capacity of the layout's first profile, held and busy
-// slices weighed by their profile.
-func flavorGPUs(nodes string, mig []string) (capacity, allocated, active string) {
+// layout, whole-GPU equivalents of the slices (their compute slices of
+// the GPU's): GPUs from the capacity of the layout's first profile, held
+// and busy slices weighed by their profile.
+func flavorGPUs(nodes string, mig []RuleSlice) (capacity, allocated, active string) {
 	held := func(resource string) string {
 		return fmt.Sprintf(`sum(kube_pod_container_resource_requests{resource=%q,node=~%q} * on(namespace, pod) group_left() (kube_pod_status_phase{phase="Running"} == 1)) or vector(0)`, resource, nodes)
 	}
@@ -127,37 +136,25 @@ func flavorGPUs(nodes string, mig []string) (capacity, allocated, active string)
 		return fmt.Sprintf(`sum(kube_node_status_capacity{resource="nvidia_com_gpu",node=~%q})`, nodes), held("nvidia_com_gpu"),
 			busyGPUs(fmt.Sprintf("Hostname=~%q", nodes), "Hostname, gpu")
 	}
-	resource := func(profile string) string {
-		return "nvidia_com_mig_" + strings.NewReplacer(".", "_", "-", "_").Replace(profile)
-	}
 	perGPU := 0
-	for _, p := range mig {
-		if p == mig[0] {
+	for _, sl := range mig {
+		if sl.Profile == mig[0].Profile {
 			perGPU++
 		}
 	}
-	capacity = fmt.Sprintf(`sum(kube_node_status_capacity{resource=%q,node=~%q}) / %d`, resource(mig[0]), nodes, perGPU)
+	capacity = fmt.Sprintf(`sum(kube_node_status_capacity{resource=%q,node=~%q}) / %d`, mig[0].Resource, nodes, perGPU)
 	var heldTerms, busyTerms []string
 	seen := map[string]bool{}
-	for _, p := range mig {
-		if seen[p] {
+	for _, sl := range mig {
+		if seen[sl.Profile] {
 			continue
 		}
-		seen[p] = true
-		w := fmt.Sprintf("%d / 7", migSlices(p))
-		heldTerms = append(heldTerms, fmt.Sprintf("(%s) * %s", held(resource(p)), w))
-		busyTerms = append(busyTerms, fmt.Sprintf("%s * %s", busyGPUs(fmt.Sprintf("Hostname=~%q,GPU_I_PROFILE=%q", nodes, p), "Hostname, gpu, GPU_I_ID"), w))
+		seen[sl.Profile] = true
+		w := fmt.Sprintf("%d / %d", sl.Slices, sl.Of)
+		heldTerms = append(heldTerms, fmt.Sprintf("(%s) * %s", held(sl.Resource), w))
+		busyTerms = append(busyTerms, fmt.Sprintf("%s * %s", busyGPUs(fmt.Sprintf("Hostname=~%q,GPU_I_PROFILE=%q", nodes, sl.Profile), "Hostname, gpu, GPU_I_ID"), w))
 	}
 	return capacity, strings.Join(heldTerms, " + "), strings.Join(busyTerms, " + ")
-}
-
-// migSlices is a MIG profile's compute slices (3 for 3g.40gb, of 7).
-func migSlices(profile string) int {
-	var g int
-	if _, err := fmt.Sscanf(profile, "%dg", &g); err != nil || g < 1 || g > 7 {
-		return 1
-	}
-	return g
 }
 
 // busyGPUs is the PromQL for the GPUs busy among the DCGM series that sel

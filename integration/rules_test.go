@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/capacity"
+	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/internal/testenv"
 )
 
@@ -60,6 +62,17 @@ func kubeSeries(prefix, ns string, days int, now time.Time, busy float64, extra 
 // migLayout is the MIG layout of migSeries' GPUs.
 var migLayout = []string{"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}
 
+// migRuleSlices is migLayout as gpuledger rules gives it to the rules:
+// slices of 7 on the H100.
+func migRuleSlices() []capacity.RuleSlice {
+	var out []capacity.RuleSlice
+	for _, p := range migLayout {
+		g, _ := attribution.ParseMIGProfile(p)
+		out = append(out, capacity.RuleSlice{Profile: p, Resource: attribution.SanitizeName(config.MIGResourcePrefix + p), Slices: g.ComputeSlices, Of: 7})
+	}
+	return out
+}
+
 // migSeries writes days of kube-state-metrics and dcgm-exporter series of
 // 2 MIG nodes (prefix-0, prefix-1) of 8 GPUs partitioned as migLayout, in
 // VictoriaMetrics' import format: Running pods hold every GPU's 3g.40gb,
@@ -68,7 +81,7 @@ var migLayout = []string{"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}
 func migSeries(prefix string, days int, now time.Time, busy float64) []byte {
 	series := newImportLines(days, now)
 	line := func(metric map[string]string, v float64) { series.add(metric, func(int) float64 { return v }) }
-	resource := func(p string) string { return "nvidia_com_mig_" + strings.NewReplacer(".", "_").Replace(p) }
+	resource := func(p string) string { return attribution.SanitizeName(config.MIGResourcePrefix + p) }
 	for i := range 2 {
 		node := fmt.Sprintf("%s-%d", prefix, i)
 		for p, n := range map[string]float64{"3g.40gb": 8, "2g.20gb": 8, "1g.10gb": 16} {
@@ -176,7 +189,7 @@ func TestVMAlertRulesFireTheExpansionAlert(t *testing.T) {
 	post(t, vm+"/api/v1/import", "application/json", series)
 	files := ruleFiles(t, []string{"prod", "hoard", "young", "slices"}, func(c string) string {
 		if c == "slices" {
-			return capacity.PrometheusRules(c, []capacity.RuleFlavor{{Name: "h100-mig", Nodes: []string{"slices-0", "slices-1"}, MIG: migLayout}},
+			return capacity.PrometheusRules(c, []capacity.RuleFlavor{{Name: "h100-mig", Nodes: []string{"slices-0", "slices-1"}, MIG: migRuleSlices()}},
 				capacity.DefaultRule)
 		}
 		var nodes []string

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
+	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/capacity"
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ledger"
@@ -477,14 +478,18 @@ queue's quota.`, stdout)
 	}
 	byFlavor := map[string]*capacity.RuleFlavor{}
 	for _, n := range c.Nodes {
+		layout, err := ruleSlices(n)
+		if err != nil {
+			return err
+		}
 		f := byFlavor[n.Flavor]
 		if f == nil {
-			f = &capacity.RuleFlavor{Name: n.Flavor, MIG: n.MIG}
+			f = &capacity.RuleFlavor{Name: n.Flavor, MIG: layout}
 			byFlavor[n.Flavor] = f
 		}
-		if !slices.Equal(f.MIG, n.MIG) {
-			return fmt.Errorf("flavor %s: node %s is partitioned %v, another node %v; the rules count one layout per flavor: give the layouts flavors of their own",
-				n.Flavor, n.Name, n.MIG, f.MIG)
+		if !slices.Equal(f.MIG, layout) {
+			return fmt.Errorf("flavor %s: node %s is partitioned %v (%s), another node otherwise; the rules count one layout per flavor: give the layouts flavors of their own",
+				n.Flavor, n.Name, n.MIG, n.GPUModel)
 		}
 		f.Nodes = append(f.Nodes, n.Name)
 	}
@@ -514,6 +519,22 @@ queue's quota.`, stdout)
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d flavors of cluster %s\n", *out, len(flavors), c.Name)
 	return nil
+}
+
+// ruleSlices is a node's MIG layout for the rules, parsed by the ledger's
+// own rules: each profile's compute slices of its GPU model's, and its
+// resource as kube-state-metrics names it.
+func ruleSlices(n config.Node) ([]capacity.RuleSlice, error) {
+	var out []capacity.RuleSlice
+	for _, p := range n.MIG {
+		mp, err := attribution.ParseMIGProfile(p)
+		if err != nil {
+			return nil, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		out = append(out, capacity.RuleSlice{Profile: p, Resource: attribution.SanitizeName(config.MIGResourcePrefix + p),
+			Slices: mp.ComputeSlices, Of: attribution.MIGComputeSlices(n.GPUModel)})
+	}
+	return out, nil
 }
 
 // capacityOptions are the capacity routes' business data from the
