@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ledger"
 )
@@ -148,11 +149,11 @@ func migShare(profile string) float64 {
 	if profile == "" {
 		return 1
 	}
-	var g, mem int
-	if n, _ := fmt.Sscanf(profile, "%dg.%dgb", &g, &mem); n < 1 {
+	mp, err := attribution.ParseMIGProfile(profile)
+	if err != nil {
 		return 1
 	}
-	return float64(g) / 7
+	return float64(mp.ComputeSlices) / 7
 }
 
 func containerName(k Kind) string {

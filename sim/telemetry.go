@@ -87,9 +87,8 @@ func NewTelemetry(c *Cluster, start, end time.Time, interval time.Duration) *Tel
 		for _, d := range n.Devices {
 			ds := devState{d: d, gpu: perGPU[d.GPU], share: 1, fbTotal: 81559}
 			if d.Profile != "" {
-				var g, mem int
-				fmt.Sscanf(d.Profile, "%dg.%dgb", &g, &mem)
-				ds.share, ds.fbTotal = float64(g), float64(mem)*1024-500
+				mp, _ := attribution.ParseMIGProfile(d.Profile)
+				ds.share, ds.fbTotal = float64(mp.ComputeSlices), float64(mp.MemoryGB)*1024-500
 			}
 			ds.head = deviceLabels(d)
 			ds.tail = holderLabels(nil, nil)

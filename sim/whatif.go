@@ -225,31 +225,30 @@ func CullAfter(times []ledger.WorkloadTime, hours []ledger.WorkloadRow, idleFor 
 			continue
 		}
 		joined++
-		idle := map[time.Time]bool{}
+		var idle []time.Time
 		for _, r := range rows {
 			measured := r.GPUSeconds - r.UnmeasuredGPUSeconds
 			// Only hours the workload ran from start to end: a part hour
 			// (starting up, finishing) is not an hour idle.
 			if !r.Hour.Before(t.Admit) && (t.Finish.IsZero() || !r.Hour.Add(time.Hour).After(t.Finish)) &&
 				measured > 0 && r.ActiveGPUSeconds < busyBelow*measured {
-				idle[r.Hour] = true
+				idle = append(idle, r.Hour)
 			}
 		}
-		for h := t.Admit.Truncate(time.Hour); len(idle) > 0; h = h.Add(time.Hour) {
-			if !idle[h] {
-				continue
-			}
-			run := 0
-			for idle[h.Add(time.Duration(run)*time.Hour)] {
+		slices.SortFunc(idle, time.Time.Compare)
+		idle = slices.CompactFunc(idle, time.Time.Equal)
+		// The first run of need consecutive idle hours ends the workload
+		// at the end of its last hour.
+		run := 0
+		for k, h := range idle {
+			if k > 0 && h.Equal(idle[k-1].Add(time.Hour)) {
 				run++
+			} else {
+				run = 1
 			}
-			if run >= need {
-				cull[i] = h.Add(time.Duration(need) * time.Hour).Sub(t.Admit)
+			if run == need {
+				cull[i] = h.Add(time.Hour).Sub(t.Admit)
 				break
-			}
-			for range run {
-				delete(idle, h)
-				h = h.Add(time.Hour)
 			}
 		}
 	}
