@@ -103,6 +103,20 @@ func headless(t *testing.T, height int) (context.Context, func(name string)) {
 	}
 }
 
+// signIn is the sign-in form driven as a user does: open url, send the
+// token, and wait for landed, an element of the page signed in. Not h1:
+// the sign-in page has one, and navigating before the form's answer
+// came aborted it.
+func signIn(url, token, landed string) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), token),
+		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
+		chromedp.WaitVisible(chromedp.CSS(landed)),
+	}
+}
+
 // chromium finds Debian's chromium, or ends the test.
 func chromium(t *testing.T) string {
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -130,17 +144,10 @@ func TestOverviewInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, shot := headless(t, 1000)
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(ts.URL+"/?month=2026-10"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "secret-finops"),
-		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
-		// The overview's own element, not h1 (the sign-in page has one):
-		// navigating before the form's answer came aborted it.
-		chromedp.WaitVisible(chromedp.CSS(`#pick`)),
+	if err := chromedp.Do(ctx, append(signIn(ts.URL+"/?month=2026-10", "secret-finops", `#pick`),
 		chromedp.Navigate(ts.URL+"/?month=2026-10"),
 		chromedp.WaitVisible(chromedp.CSS(`#cost-chart`)),
-	); err != nil {
+	)...); err != nil {
 		t.Fatal(err)
 	}
 	bars, err := chromedp.Run(ctx, chromedp.AttributesAll(chromedp.CSSAll(`#cost-chart g.bar`)))

@@ -139,13 +139,7 @@ func TestTeamPageInChromium(t *testing.T) {
 		t.Fatalf("%v %v", want, err)
 	}
 	ctx, shot := headless(t, 900)
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(ts.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name=token]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name=token]`), "secret-ml-dash"),
-		chromedp.Submit(chromedp.CSS(`input[name=token]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#daily`)),
-	); err != nil {
+	if err := chromedp.Do(ctx, signIn(ts.URL+"/", "secret-ml-dash", `#daily`)...); err != nil {
 		t.Fatal(err)
 	}
 	cost, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#cost`)))
