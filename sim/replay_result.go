@@ -123,11 +123,7 @@ func (r *replay) sampleJain() {
 			continue
 		}
 		waiting = waiting || r.queues.In(q) > 0
-		var rate float64
-		for _, fr := range r.model.resources {
-			rate += float64(r.snap.Usage[q][fr]) * r.model.Rates[fr]
-		}
-		xs = append(xs, rate/r.model.value[q])
+		xs = append(xs, r.spendRate(q)/r.model.value[q])
 	}
 	if !waiting {
 		return
@@ -152,12 +148,18 @@ func (r *replay) sampleMoneyGap() {
 			continue
 		}
 		backlogged = append(backlogged, q)
-		for _, fr := range r.model.resources {
-			spend[q] += float64(r.snap.Usage[q][fr]) * r.model.Rates[fr]
-		}
-		entitled[q] = r.model.value[q]
+		spend[q], entitled[q] = r.spendRate(q), r.model.value[q]
 	}
 	r.gaps.sample(backlogged, spend, entitled)
+}
+
+// spendRate is what queue q's held GPUs cost now, at their flavors' rates.
+func (r *replay) spendRate(q string) float64 {
+	var rate float64
+	for _, fr := range r.model.resources {
+		rate += float64(r.snap.Usage[q][fr]) * r.model.Rates[fr]
+	}
+	return rate
 }
 
 // jainIndex is Jain's fairness index of xs, (Σx)² / (n·Σx²); 0 when every
