@@ -735,7 +735,7 @@ func (a *Attributor) shareNums(in *instance) []int64 {
 			weights[i] = 1
 		}
 	}
-	in.shares = splitLargestRemainder(ShareUnits, weights, in.shares)[:len(in.holders)]
+	in.shares = SplitLargestRemainder(ShareUnits, weights, in.shares)[:len(in.holders)]
 	return in.shares
 }
 

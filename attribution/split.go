@@ -5,7 +5,7 @@ import (
 	"sort"
 )
 
-// splitLargestRemainder divides total among len(weights) parts in proportion
+// SplitLargestRemainder divides total among len(weights) parts in proportion
 // to weights, in whole units, so that the parts sum to total exactly. Each
 // part first gets floor(total×w/W); the units left over go one each to the
 // parts with the largest remainders, ties going to the lower index (callers
@@ -14,7 +14,7 @@ import (
 //
 // total must be >= 0 and weights >= 0 with a positive sum; the products are
 // computed in 128 bits, so any int64 inputs are exact.
-func splitLargestRemainder(total int64, weights []int64, dst []int64) []int64 {
+func SplitLargestRemainder(total int64, weights []int64, dst []int64) []int64 {
 	dst = append(dst[:0], make([]int64, len(weights))...)
 	var sum uint64
 	for _, w := range weights {

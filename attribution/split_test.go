@@ -10,7 +10,7 @@ import (
 func TestSplitLargestRemainder(t *testing.T) {
 	f := func(total int64, weights, want []int64) {
 		t.Helper()
-		got := splitLargestRemainder(total, weights, nil)
+		got := SplitLargestRemainder(total, weights, nil)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("split(%d, %v) (-want +got):\n%s", total, weights, diff)
 		}
@@ -38,7 +38,7 @@ func FuzzSplit(f *testing.F) {
 			return
 		}
 		w := []int64{a, b, c}
-		got := splitLargestRemainder(total, w, nil)
+		got := SplitLargestRemainder(total, w, nil)
 		sum := a + b + c
 		var s int64
 		for i, g := range got {

@@ -255,12 +255,12 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 	}
 	// Each queue's GPUs, and the nodes that make them.
 	totalNodes := 0
-	gpusOf := make([]int, len(queues))
+	gpusOf := make([]int64, len(queues))
 	for i, q := range queues {
 		nodes := max(int(math.Round(float64(q.NominalGPUs)/float64(tc.NodeSize)*scale)), 1)
-		gpusOf[i] = nodes * tc.NodeSize
+		gpusOf[i] = int64(nodes * tc.NodeSize)
 		if flavorGPUs != nil {
-			nodes, gpusOf[i] = 0, tc.SharedGPUs
+			nodes, gpusOf[i] = 0, int64(tc.SharedGPUs)
 		}
 		totalNodes += nodes
 	}
@@ -293,7 +293,7 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 					have += int64(tc.NodeSize)
 				}
 			}
-			quota[k] = apportion(have, gpusOf)
+			quota[k] = attribution.SplitLargestRemainder(have, gpusOf, nil)
 		}
 	}
 	for i, q := range queues {
@@ -315,7 +315,7 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 			am.Quotas[attribution.QuotaRef{ClusterQueue: q.Name, Flavor: f.Name}] = n * attribution.QuotaUnitsPerGPU
 		}
 		m.Queues[q.Name] = cq
-		m.nominal[q.Name] = gpusOf[i]
+		m.nominal[q.Name] = int(gpusOf[i])
 		m.LocalQueues[q.Name+"/"+q.Name] = q.Name
 		am.LocalQueues[attribution.QueueRef{Namespace: q.Name, Name: q.Name}] = q.Name
 		am.ClusterQueueTeams[q.Name] = q.Name
@@ -353,34 +353,4 @@ func (m *Model) queueNames() []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// apportion splits total among the weights in proportion (largest
-// remainder, ties to the first): the parts add up to total exactly.
-func apportion(total int64, weights []int) []int64 {
-	out := make([]int64, len(weights))
-	var sum int64
-	for _, w := range weights {
-		sum += int64(w)
-	}
-	if sum == 0 {
-		return out
-	}
-	type rem struct {
-		i int
-		r int64
-	}
-	rems := make([]rem, len(weights))
-	left := total
-	for i, w := range weights {
-		out[i] = total * int64(w) / sum
-		left -= out[i]
-		rems[i] = rem{i, total * int64(w) % sum}
-	}
-	sort.SliceStable(rems, func(a, b int) bool { return rems[a].r > rems[b].r })
-	for j := 0; left > 0; j++ {
-		out[rems[j%len(rems)].i]++
-		left--
-	}
-	return out
 }
