@@ -130,7 +130,7 @@ groups:
 // and busy slices weighed by their profile.
 func flavorGPUs(nodes string, mig []RuleSlice) (capacity, allocated, active string) {
 	held := func(resource string) string {
-		return fmt.Sprintf(`sum(kube_pod_container_resource_requests{resource=%q,node=~%q} * on(namespace, pod) group_left() (kube_pod_status_phase{phase="Running"} == 1)) or vector(0)`, resource, nodes)
+		return heldGPUs(fmt.Sprintf("{resource=%q,node=~%q}", resource, nodes), `{phase="Running"}`)
 	}
 	if len(mig) == 0 {
 		return fmt.Sprintf(`sum(kube_node_status_capacity{resource="nvidia_com_gpu",node=~%q})`, nodes), held("nvidia_com_gpu"),
@@ -155,6 +155,13 @@ func flavorGPUs(nodes string, mig []RuleSlice) (capacity, allocated, active stri
 		busyTerms = append(busyTerms, fmt.Sprintf("%s * %s", busyGPUs(fmt.Sprintf("Hostname=~%q,GPU_I_PROFILE=%q", nodes, sl.Profile), "Hostname, gpu, GPU_I_ID"), w))
 	}
 	return capacity, strings.Join(heldTerms, " + "), strings.Join(busyTerms, " + ")
+}
+
+// heldGPUs is the PromQL for the GPUs (or slices) that Running pods
+// request: kube-state-metrics' requests the selector requests picks, of
+// the pods the selector phase picks Running, 0 when none.
+func heldGPUs(requests, phase string) string {
+	return fmt.Sprintf(`sum(kube_pod_container_resource_requests%s * on(namespace, pod) group_left() (kube_pod_status_phase%s == 1)) or vector(0)`, requests, phase)
 }
 
 // busyGPUs is the PromQL for the GPUs busy among the DCGM series that sel
@@ -246,8 +253,7 @@ func PrometheusWaitRules(cluster string, queues []RuleQueue, r WaitRule, match s
 			continue
 		}
 		ns := fmt.Sprintf("namespace=~%q", nodeRegex(q.Namespaces))
-		held := fmt.Sprintf(`sum(kube_pod_container_resource_requests%s * on(namespace, pod) group_left() (kube_pod_status_phase%s == 1)) or vector(0)`,
-			sel(`resource=~"nvidia_com_gpu|nvidia_com_mig_.+",`+ns), sel(`phase="Running"`))
+		held := heldGPUs(sel(`resource=~"nvidia_com_gpu|nvidia_com_mig_.+",`+ns), sel(`phase="Running"`))
 		fmt.Fprintf(&b, "  - record: gpuledger:cluster_queue:held_gpus\n    expr: %s\n    labels: %s\n  - record: gpuledger:cluster_queue:busy_gpus\n    expr: %s\n    labels: %s\n",
 			yamlString(held), labels, yamlString(busyGPUs(strings.Trim(sel(ns), "{}"), "namespace, pod, Hostname, gpu, GPU_I_ID")), labels)
 	}
