@@ -162,7 +162,7 @@ func TestFeatureModel(t *testing.T) {
 			t.Errorf("rate of %s = %d, want %d", f, got, want)
 		}
 	}
-	if cp := c.Capacity; cp == nil || cp.PurchaseGPUs != 64 || cp.UtilizationPercent != 85 || cp.WindowDays != 28 {
+	if cp := c.Capacity; cp == nil || cp.PurchaseGPUs != 64 || cp.UtilizationPercent != 85 || cp.WindowDays != 28 || cp.ReclaimIdleMinutes != 120 {
 		t.Errorf("capacity %+v", cp)
 	}
 	m, err := c.AttributionModel("")
