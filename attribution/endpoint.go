@@ -16,6 +16,13 @@ import (
 // requests) since its previous report; idle when none of its pods does.
 // An idle gap runs from one busy report to the next with only idle reports
 // between: its length is what a scale-to-zero cooldown is replayed on.
+//
+// Where the cluster counts the endpoint's requests in front of its model
+// servers (EndpointArrivals, a gateway's counter), that counter is one
+// more member of the endpoint, arrivalsPod: busy when requests came since
+// its last report, reporting while the endpoint has no pod (scaled to
+// zero: the gap goes on, and the request that ends it is seen), and the
+// source of a gap's wake counts wherever it reported past the window.
 
 // endpointBook is what the Attributor keeps of the endpoints. Fields are
 // exported for the snapshot's encoding.
@@ -59,8 +66,11 @@ type Wake struct {
 	// its longest possible length, EndMs its end.
 	HourMs, EndMs int64
 	Bucket        int
-	// Requests are the counts so far, one per bound.
+	// Requests are the counts so far, one per bound, from the pods;
+	// Arrivals the gateway's (EndpointArrivals), nil when it has sent
+	// none.
 	Requests []float64
+	Arrivals []float64
 	// PassMs is, per pod, its first report at or past each bound's end;
 	// 0 until then.
 	PassMs map[string][]int64
@@ -94,8 +104,16 @@ type EndpointHour struct {
 
 const endpointStaleMs = int64(ledger.EndpointStale / time.Millisecond)
 
+// arrivalsPod is the gateway's place among an endpoint's pods: a name no
+// pod can have.
+const arrivalsPod = "\x00arrivals"
+
 func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
-	if math.IsNaN(q.Value) || math.IsInf(q.Value, 0) || q.Value < 0 || q.Namespace == "" || q.Pod == "" || q.Model == "" {
+	podName := q.Pod
+	if q.Metric == EndpointArrivals {
+		podName = arrivalsPod
+	}
+	if math.IsNaN(q.Value) || math.IsInf(q.Value, 0) || q.Value < 0 || q.Namespace == "" || podName == "" || q.Model == "" {
 		if !prime {
 			a.reject(ReasonBadValue)
 		}
@@ -106,10 +124,10 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 		return
 	}
 	key := q.Namespace + "\x00" + q.Model
-	e, pod := a.endpointState(key, q.Pod, q.TimeMs)
+	e, pod := a.endpointState(key, podName, q.TimeMs)
 	// A counter's increase since its last sample (0 for its first).
 	var inc float64
-	if q.Metric == EndpointTokens || q.Metric == EndpointRequests {
+	if q.Metric == EndpointTokens || q.Metric == EndpointRequests || q.Metric == EndpointArrivals {
 		if pod.Counters == nil {
 			pod.Counters = map[string]QueueLast{}
 		}
@@ -154,10 +172,14 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 	switch q.Metric {
 	case EndpointRunning, EndpointWaiting:
 		busy = q.Value > 0
+	case EndpointArrivals:
+		// Requests that came while no server was up wait for one: the
+		// endpoint is busy (loading) until a server reports.
+		busy = inc > 0 || pod.Busy && !e.serving(q.TimeMs)
 	default:
 		busy = inc > 0
 	}
-	longest, end := a.endpointReport(e, key, id, pod, q.Pod, q.TimeMs, busy, h)
+	longest, end := a.endpointReport(e, key, id, pod, podName, q.TimeMs, busy, h)
 	if b := ledger.Bucket(longest); longest > 0 && b > 0 {
 		// A gap no cooldown can scale down in (the shortest is the first
 		// bucket's bound) has no requests to count.
@@ -166,16 +188,17 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 		h.OpenWakes++
 	}
 	if len(e.Wakes) > 0 {
-		a.countWakes(key, e, q, inc)
+		a.countWakes(key, e, q, podName, inc)
 	}
 }
 
-// countWakes counts a sample of an endpoint's pod into its open wakes, and
-// closes those every pod still reporting has reported past.
-func (a *Attributor) countWakes(key string, e *EndpointState, q *QueueSample, inc float64) {
+// countWakes counts a sample of an endpoint's pod podName (or gateway)
+// into its open wakes, and closes those every pod still reporting has
+// reported past.
+func (a *Attributor) countWakes(key string, e *EndpointState, q *QueueSample, podName string, inc float64) {
 	var v float64
 	switch q.Metric {
-	case EndpointRequests:
+	case EndpointRequests, EndpointArrivals:
 		v = inc
 	case EndpointRunning, EndpointWaiting:
 		v = q.Value
@@ -183,10 +206,13 @@ func (a *Attributor) countWakes(key string, e *EndpointState, q *QueueSample, in
 		return
 	}
 	for _, w := range e.Wakes {
-		pass := w.PassMs[q.Pod]
+		pass := w.PassMs[podName]
 		if pass == nil {
 			pass = make([]int64, len(ledger.WakeBounds))
-			w.PassMs[strings.Clone(q.Pod)] = pass
+			w.PassMs[strings.Clone(podName)] = pass
+		}
+		if q.Metric == EndpointArrivals && w.Arrivals == nil {
+			w.Arrivals = make([]float64, len(ledger.WakeBounds))
 		}
 		for j, b := range ledger.WakeBounds {
 			if pass[j] == 0 && q.TimeMs >= w.EndMs+int64(b*1000) {
@@ -194,6 +220,10 @@ func (a *Attributor) countWakes(key string, e *EndpointState, q *QueueSample, in
 			}
 			switch {
 			case pass[j] != 0 && q.TimeMs > pass[j]:
+			case q.Metric == EndpointArrivals:
+				// Counted as they came: those of the window, and those
+				// of the scrape interval around its ends.
+				w.Arrivals[j] += v
 			case q.Metric == EndpointRequests:
 				w.Requests[j] += v
 			case pass[j] == q.TimeMs:
@@ -254,6 +284,18 @@ func (a *Attributor) closeWake(key string, e *EndpointState, w *Wake, nowMs int6
 	if !dataEnd {
 		complete = w.covered(e, nowMs, true)
 	}
+	if gw := w.PassMs[arrivalsPod]; gw != nil && w.Arrivals != nil {
+		// The gateway's count is the window's wherever it reported past
+		// the window's end (or the data ended): every request that came
+		// in it, and no request counted twice, as the pods' counts may
+		// (one finished by a pod and counted in flight by another) or
+		// miss (one failed, or still waiting past the window).
+		for j := range w.Requests {
+			if gw[j] != 0 || dataEnd {
+				w.Requests[j] = w.Arrivals[j]
+			}
+		}
+	}
 	for j := len(w.Requests) - 1; j >= 0; j-- {
 		// A longer window's count bounds a shorter one's too (a request
 		// in flight at one pass may have stopped without success by the
@@ -273,6 +315,17 @@ func (a *Attributor) closeWake(key string, e *EndpointState, w *Wake, nowMs int6
 	}
 	h.Gaps.AddWoken(w.Bucket, w.Requests, complete)
 	h.OpenWakes--
+}
+
+// serving says whether a model server (not the gateway) of the endpoint
+// has reported within ledger.EndpointStale of ms.
+func (e *EndpointState) serving(ms int64) bool {
+	for name, p := range e.Pods {
+		if name != arrivalsPod && p.Ms >= ms-endpointStaleMs {
+			return true
+		}
+	}
+	return false
 }
 
 // endpointState returns the timeline of the endpoint key and the state of
@@ -313,7 +366,7 @@ type endpointID struct{ namespace, model, kind, name string }
 // It returns the longest length the gap counted may have had, if any (0
 // else), and the activity that ended it, in ms.
 func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID, pod *EndpointPod, podName string, t int64, busy bool, h *EndpointHour) (longest float64, endMs int64) {
-	if !h.Pods[podName] {
+	if podName != arrivalsPod && !h.Pods[podName] {
 		h.Pods[strings.Clone(podName)] = true
 	}
 	if t < e.LastMs {
@@ -328,10 +381,19 @@ func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID,
 			// away is neither reported nor a gap; an idle stretch
 			// before it is a gap that ended when it went.
 			if e.IdleFromMs != 0 && e.LastMs > e.LastBusyMs {
-				// Its requests came while it was away: not counted.
+				// Its requests came while it was away: not counted. The
+				// gap's seconds are those it reported (the time away is
+				// no GPU time to save); the request that brought it back
+				// may have come as late as now, so the gap is marked by
+				// that longest length: a cooldown shorter than it may
+				// have made that request wait.
 				gap := float64(e.LastMs-e.LastBusyMs) / 1000
 				h.Gaps.Add(gap)
-				if b := ledger.Bucket(gap); b > 0 {
+				prev := e.LastBusyPrevMs
+				if prev == 0 || prev > e.LastBusyMs {
+					prev = e.LastBusyMs
+				}
+				if b := ledger.Bucket(float64(t-prev) / 1000); b > 0 {
 					h.Gaps.AddUnmeasured(b)
 				}
 			}
@@ -481,13 +543,21 @@ func (a *Attributor) appendEndpointHours(h int64, forced bool) {
 		a.closeWakes(h - hourMs)
 	}
 	a.releaseEndpointHours(h)
-	// An endpoint gone for a day is forgotten: it comes back as new.
+	// An endpoint gone for a day is forgotten: it comes back as new; so
+	// is a pod gone for a day from an endpoint that goes on (a gateway
+	// keeps one going across its pods' lives).
 	for key, e := range a.queues.Endpoints.Eps {
 		if e.LastMs < h-24*3_600_000 {
 			for _, w := range e.Wakes {
 				a.closeWake(key, e, w, e.LastMs, false)
 			}
 			delete(a.queues.Endpoints.Eps, key)
+			continue
+		}
+		for name, p := range e.Pods {
+			if p.Ms < h-24*3_600_000 {
+				delete(e.Pods, name)
+			}
 		}
 	}
 }

@@ -156,9 +156,11 @@ func TestEndpointRowsSnapshot(t *testing.T) {
 	}
 	g1 := gapsOf(870, 1200)
 	g1.AddWoken(ledger.Bucket(1200), []float64{3, 4, 6, 12, 20}, 5)
-	g1.AddUnmeasured(ledger.Bucket(870))
+	// Marked by its longest length: from pod b's report before its
+	// tokens (0:24:30) to the return (1:00), 2130 s.
+	g1.AddUnmeasured(ledger.Bucket(2130))
 	if !cmp.Equal(got[1].Gaps, g1) {
-		t.Errorf("hour 1: gaps %+v; want the 870 s before it went, booked when it came back (no requests counted: they came while it was away), and 1200 s from its return to 1:20", got[1].Gaps)
+		t.Errorf("hour 1: gaps %+v; want the 870 s before it went, booked when it came back (no requests counted: they came while it was away) and marked by its longest length, 2130 s, and 1200 s from its return to 1:20", got[1].Gaps)
 	}
 }
 
@@ -261,5 +263,80 @@ func TestEndpointCountsCutShort(t *testing.T) {
 	}
 	if _, un := g.WokenOver(1800, 2); un != 0 {
 		t.Errorf("within 2 minutes over 1800 s: %d unmeasured; want 0", un)
+	}
+}
+
+// TestEndpointArrivals: a gateway's counter of arriving requests keeps an
+// endpoint's timeline while its model server is away (scaled to zero) and
+// counts the requests that end a gap. One request comes at 0:00:05; the
+// server goes at 0:10; five come at 0:40:05, and the server is back at
+// 0:42 (its load) to serve them. vLLM scraped every 30 s, the gateway 10 s
+// after it.
+func TestEndpointArrivals(t *testing.T) {
+	run := func(gateway bool) ledger.EndpointRow {
+		a, err := New(testModel(), Options{StartMs: t0.UnixMilli()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for sec := 0; sec < 3600; sec += 30 {
+			ms := t0.UnixMilli() + int64(sec)*1000
+			if sec < 600 || sec >= 2520 {
+				running, done := 0.0, 0.0
+				switch {
+				case sec >= 30 && sec < 2520:
+					done = 1
+				case sec == 2520 || sec == 2550:
+					running, done = 5, 1
+				case sec >= 2580:
+					done = 6
+				}
+				for _, q := range []QueueSample{
+					{Metric: EndpointRunning, Series: "0,", Value: running},
+					{Metric: EndpointRequests, Series: "0,stop", Value: done},
+				} {
+					q.TimeMs, q.Namespace, q.Pod, q.Model = ms, "serve", "llama-a", "llama"
+					a.AddQueue(&q)
+				}
+			}
+			if gateway {
+				n := 0.0
+				if sec+10 >= 5 {
+					n = 1
+				}
+				if sec+10 >= 2405 {
+					n = 6
+				}
+				a.AddQueue(&QueueSample{TimeMs: ms + 10_000, Namespace: "serve", Model: "llama", Metric: EndpointArrivals, Series: "pod=epp-0,", Value: n})
+			}
+		}
+		a.CloseEndpoints()
+		a.Emit(t0.Add(time.Hour).UnixMilli())
+		rows := a.EndpointRows()
+		if len(rows) != 1 {
+			t.Fatalf("gateway %v: %d rows; want 1", gateway, len(rows))
+		}
+		return rows[0]
+	}
+	// With the gateway: the 30 s from the first report to the first
+	// request's; then one gap, from the server's last busy report
+	// (0:00:30, its counter's increase) to the gateway's report of the
+	// five (0:40:10), 2380 s, filed by its longest length (from the
+	// server's report before, 0:00:00: 2410 s), all five counted in every
+	// window; busy while the five wait for the server's load (no gap
+	// there); the time away is reported (the gateway reported it).
+	r := run(true)
+	want := gapsOf(30, 2380)
+	want.AddWoken(ledger.Bucket(2410), []float64{5, 5, 5, 5, 5}, 5)
+	if !cmp.Equal(r.Gaps, want) || r.Pods != 1 || r.ReportedSeconds < 3550 || r.Requests != 6 {
+		t.Errorf("with the gateway: gaps %+v, %d pods, reported %g s, %g requests; want %+v, 1 pod (the gateway is none), about 3580 s, 6", r.Gaps, r.Pods, r.ReportedSeconds, r.Requests, want)
+	}
+	// Without it: the 540 s idle before the server went, its requests not
+	// known, marked by the longest length it may have had, to the
+	// server's return (2520 s); the time away is not reported.
+	r = run(false)
+	want = gapsOf(30, 540)
+	want.AddUnmeasured(ledger.Bucket(2520))
+	if !cmp.Equal(r.Gaps, want) || r.ReportedSeconds > 3600-1800 {
+		t.Errorf("without the gateway: gaps %+v, reported %g s; want %+v and under 1800 s", r.Gaps, r.ReportedSeconds, want)
 	}
 }

@@ -40,10 +40,16 @@ const (
 	// vllm:request_success_total: counters of an endpoint's pod.
 	EndpointTokens
 	EndpointRequests
+	// EndpointArrivals is gpuledger_endpoint_arrivals_total: a counter of
+	// the requests that came to an endpoint, counted in front of its
+	// model servers as each arrives (a gateway's, the series a KEDA
+	// trigger reads), so it counts too while the endpoint has no pod.
+	// Its samples name no Pod; Series tells the gateway's series apart.
+	EndpointArrivals
 )
 
 // IsEndpoint says whether m is an inference endpoint's metric.
-func (m QueueMetric) IsEndpoint() bool { return m >= EndpointRunning && m <= EndpointRequests }
+func (m QueueMetric) IsEndpoint() bool { return m >= EndpointRunning && m <= EndpointArrivals }
 
 // QueueSample is one value of one queue series at one instant, or of an
 // inference endpoint's series (the Endpoint metrics), which name the

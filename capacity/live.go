@@ -193,7 +193,10 @@ func LiveEndpoints(rows []ledger.EndpointRow, workloads []ledger.WorkloadRow, fr
 // no count (rows from before the ledger kept them, an endpoint that
 // stopped reporting, a load longer than the longest bound, or an endpoint
 // known from GPU activity alone, with no request counts) every request is
-// counted as waiting.
+// counted as waiting. So is every request where a gap that may have been
+// longer than the cooldown has no count (an endpoint back after being
+// away, whose gap is known only by its longest length): it may have made
+// a request wait, though its cold start is not in the count.
 //
 // Per-day figures are over the days the endpoint reported.
 func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour int64) Outcome {
@@ -215,6 +218,10 @@ func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour i
 	wake, bounded := ledger.WakeIndex(load)
 	bounded = bounded && !e.FromGPUActivity()
 	var downSec, waiting float64
+	// away: a gap that may have been longer than C has no count, and
+	// no cold start of its own in the buckets: an endpoint back after
+	// being away (scaled to zero: only its longest length is known).
+	away := false
 	for h := range e.GapsByHour {
 		if warmFrom[h] < 0 {
 			n, beyond := e.GapsByHour[h].Over(c)
@@ -224,6 +231,10 @@ func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour i
 				w, unmeasured := e.GapsByHour[h].WokenOver(c, wake)
 				waiting += w
 				bounded = unmeasured == 0
+			} else if n == 0 {
+				if _, unmeasured := e.GapsByHour[h].WokenOver(c, wake); unmeasured > 0 {
+					away, bounded = true, false
+				}
 			}
 			continue
 		}
@@ -253,7 +264,7 @@ func ReplayGaps(e *LiveEndpoint, p Policy, cs ColdStart, priceMicrosPerGPUHour i
 	o.HeldGPUHours = o.AlwaysOnGPUHours - o.SavedGPUHours
 	o.ColdStartsPerDay = float64(o.ColdStarts) / o.Days
 	o.LatencyBound = true
-	if o.ColdStarts > 0 {
+	if o.ColdStarts > 0 || away {
 		requests := e.Requests
 		if !bounded || requests <= 0 {
 			o.AffectedRequests = requests

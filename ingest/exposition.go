@@ -51,6 +51,11 @@ const (
 	MetricVLLMWaiting     = "vllm:num_requests_waiting"
 	MetricVLLMTokens      = "vllm:generation_tokens_total"
 	MetricVLLMRequests    = "vllm:request_success_total"
+	// MetricArrivals counts an endpoint's requests as they arrive in front
+	// of its model servers (a gateway's counter, renamed to this by the
+	// scrape or recorded under it), with the endpoint's namespace and
+	// model_name.
+	MetricArrivals        = "gpuledger_endpoint_arrivals_total"
 	LabelQueueDCGM        = "kueue_x_k8s_io_queue_name"
 	LabelQueueKubeState   = "label_kueue_x_k8s_io_queue_name"
 	maxRecordedLineErrors = 10
@@ -62,7 +67,7 @@ var ReadMetrics = []string{
 	MetricGPUUtil, MetricGREngineActive, MetricFBUsed, MetricPowerUsage, MetricTotalEnergy,
 	MetricKubePodLabels, MetricKubePodOwner, MetricKubePodRequests, MetricKubePodInfo, MetricKubePodPhase,
 	MetricKueuePending, MetricKueueWait, MetricPendingGPUs, MetricPendingAge,
-	MetricVLLMRunning, MetricVLLMWaiting, MetricVLLMTokens, MetricVLLMRequests,
+	MetricVLLMRunning, MetricVLLMWaiting, MetricVLLMTokens, MetricVLLMRequests, MetricArrivals,
 }
 
 func fieldOf(metric string) attribution.Field {
@@ -188,6 +193,8 @@ type Parser struct {
 	rw RemoteWrite
 	// scan is an export line's tokens, reused between lines.
 	scan rawExport
+	// seriesKey is a gateway series' other labels, reused between samples.
+	seriesKey []byte
 }
 
 // Stats returns the counters so far.
@@ -484,6 +491,8 @@ func queueMetricOf(metric string) attribution.QueueMetric {
 		return attribution.EndpointTokens
 	case MetricVLLMRequests:
 		return attribution.EndpointRequests
+	case MetricArrivals:
+		return attribution.EndpointArrivals
 	}
 	return attribution.QueueMetricUnknown
 }
@@ -491,14 +500,20 @@ func queueMetricOf(metric string) attribution.QueueMetric {
 // handleEndpointRow reads a sample of an inference endpoint's vLLM series:
 // the model (model_name), the pod and namespace the scrape gave it
 // (exported_* win, as for kube-state-metrics), and the other labels that
-// tell its series apart (engine, finished_reason).
+// tell its series apart (engine, finished_reason). A gateway's arrivals
+// name the endpoint by namespace and model_name alone; every other label
+// (the gateway's pod, instance, job) tells its counters apart.
 func (p *Parser) handleEndpointRow(m attribution.QueueMetric, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
 	q := &p.queue
 	*q = attribution.QueueSample{TimeMs: ts, Metric: m, Value: value}
 	var engine, reason string
 	var at scrapedPod
+	series := p.seriesKey[:0]
 	for _, t := range tags {
 		if at.take(t) {
+			if m == attribution.EndpointArrivals && (t.Key == "pod" || t.Key == "exported_pod") {
+				series = append(append(append(append(series, t.Key...), '='), t.Value...), ',')
+			}
 			continue
 		}
 		switch t.Key {
@@ -508,9 +523,26 @@ func (p *Parser) handleEndpointRow(m attribution.QueueMetric, tags []prometheus.
 			engine = t.Value
 		case "finished_reason":
 			reason = t.Value
+		case "__name__":
+		default:
+			if m == attribution.EndpointArrivals {
+				series = append(append(append(append(series, t.Key...), '='), t.Value...), ',')
+			}
 		}
 	}
+	p.seriesKey = series
 	q.Namespace, q.Pod = at.names()
+	if m == attribution.EndpointArrivals {
+		q.Pod = ""
+		if q.Model == "" || q.Namespace == "" {
+			p.stats.MissingLabels++
+			return
+		}
+		q.Series = string(series)
+		p.stats.Queues++
+		sink.AddQueue(q)
+		return
+	}
 	if q.Model == "" || q.Namespace == "" || q.Pod == "" {
 		p.stats.MissingLabels++
 		return

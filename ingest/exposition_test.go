@@ -335,3 +335,36 @@ vllm:kv_cache_usage_perc{engine="0",model_name="llama-8b",namespace="serve",pod=
 		t.Errorf("stats %+v; want 5 endpoint samples, 2 without a model or pod, 1 skipped", st)
 	}
 }
+
+// TestArrivalSeries: a gateway's arrivals reach attribution as endpoint
+// samples with no pod, their namespace (exported_* winning) and model,
+// every other label (the gateway's pod among them) telling its counters
+// apart; one without a model does not, one without a pod does.
+func TestArrivalSeries(t *testing.T) {
+	const t0ms = 1_790_000_000_000
+	body := []byte(`# TYPE gpuledger_endpoint_arrivals_total counter
+gpuledger_endpoint_arrivals_total{model_name="llama-8b",namespace="serve",pod="epp-0",job="inference-gateway"} 41
+gpuledger_endpoint_arrivals_total{model_name="llama-8b",namespace="gateways",pod="epp-1",exported_namespace="serve"} 7
+gpuledger_endpoint_arrivals_total{model_name="llama-8b",namespace="serve"} 2
+gpuledger_endpoint_arrivals_total{namespace="serve",pod="epp-0"} 1
+`)
+	var p Parser
+	var r recorder
+	if err := p.ParseExposition(body, t0ms, &r); err != nil {
+		t.Fatal(err)
+	}
+	ep := func(series string, v float64) attribution.QueueSample {
+		return attribution.QueueSample{TimeMs: t0ms, Namespace: "serve", Model: "llama-8b", Metric: attribution.EndpointArrivals, Series: series, Value: v}
+	}
+	want := []attribution.QueueSample{
+		ep("pod=epp-0,job=inference-gateway,", 41),
+		ep("pod=epp-1,", 7),
+		ep("", 2),
+	}
+	if diff := cmp.Diff(want, r.queues); diff != "" {
+		t.Errorf("arrival samples (-want +got):\n%s", diff)
+	}
+	if st := p.Stats(); st.Queues != 3 || st.MissingLabels != 1 {
+		t.Errorf("stats %+v; want 3 arrival samples, 1 without a model", st)
+	}
+}

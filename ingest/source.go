@@ -33,7 +33,7 @@ var DefaultMatch = []string{
 	`{__name__=~"kube_pod_labels|kube_pod_owner|kube_pod_container_resource_requests|kube_pod_info"}`,
 	`kube_pod_status_phase{phase="Running"}`,
 	`{__name__=~"kueue_pending_workloads|kueue_admission_wait_time_seconds_bucket|gpuledger_pending_workload_gpus|gpuledger_pending_workload_age_seconds_bucket"}`,
-	`{__name__=~"vllm:num_requests_running|vllm:num_requests_waiting|vllm:generation_tokens_total|vllm:request_success_total"}`,
+	`{__name__=~"vllm:num_requests_running|vllm:num_requests_waiting|vllm:generation_tokens_total|vllm:request_success_total|gpuledger_endpoint_arrivals_total"}`,
 }
 
 // rangeSink keeps the samples of [from, to).

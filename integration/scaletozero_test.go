@@ -28,7 +28,12 @@ type request struct{ at, service time.Duration }
 // requests themselves, for every cooldown and three model loads. The
 // ledger's count of requests that wait for a load is never below the
 // requests' own, and where it prints a p95 of 0 at most 5% of the requests
-// waited. The traces: three seeds of bursts (1 to 40 requests a burst,
+// waited. The same holds with a gateway's counter of arriving requests
+// (gpuledger_endpoint_arrivals_total, scraped every 15 s beside vLLM's),
+// whose counts are the ledger's where it has them; and with the model
+// server gone (scaled to zero, its series with it) from 5 minutes after
+// each request until the next, where only the gateway measures the gaps:
+// without it every request of such a gap counts as waiting. The traces: three seeds of bursts (1 to 40 requests a burst,
 // bursts from 20 s to 4 h apart) over 14 days; GPULEDGER_ARRIVALS adds
 // a CSV trace (Azure's LLM inference traces' TIMESTAMP,ContextTokens,
 // GeneratedTokens), stretched GPULEDGER_ARRIVALS_STRETCH times.
@@ -61,33 +66,57 @@ func TestScaleToZeroBoundOnArrivals(t *testing.T) {
 		tr := traces[name]
 		from := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 		span := (tr[len(tr)-1].at + time.Hour).Truncate(time.Hour)
-		rows := endpointRowsOf(t, tr, from, span)
-		eps := capacity.LiveEndpoints(rows, nil, from, from.Add(span))
-		if len(eps) != 1 {
-			t.Fatalf("%s: %d endpoints; want 1", name, len(eps))
+		sources := []struct {
+			name    string
+			gateway bool
+			gone    time.Duration
+		}{
+			{"vLLM's series", false, 0},
+			{"gateway arrivals", true, 0},
+			{"vLLM's series, server at zero after 5 min", false, 5 * time.Minute},
+			{"gateway arrivals, server at zero after 5 min", true, 5 * time.Minute},
 		}
-		e := &eps[0]
+		eps := make([]capacity.LiveEndpoint, len(sources))
+		for i, src := range sources {
+			got := capacity.LiveEndpoints(endpointRowsOf(t, tr, from, span, src.gateway, src.gone), nil, from, from.Add(span))
+			if len(got) != 1 {
+				t.Fatalf("%s, %s: %d endpoints; want 1", name, src.name, len(got))
+			}
+			eps[i] = got[0]
+		}
 		for _, load := range []time.Duration{30 * time.Second, 2 * time.Minute, 5 * time.Minute} {
 			cs := capacity.ColdStart{Load: load, GPUsPerReplica: 1}
-			var ratios []float64
+			ratios := make([][]float64, len(sources))
 			for _, c := range capacity.Cooldowns {
 				p := capacity.Policy{Cooldown: c}
-				live := capacity.ReplayGaps(e, p, cs, 1_000_000)
 				waited := replayRequests(tr, c, load)
-				if live.AffectedRequests < waited {
-					t.Errorf("%s, load %s, cooldown %s: the ledger bounds the waiting requests at %g; %g waited", name, load, c, live.AffectedRequests, waited)
-				}
-				if live.P95ExtraLatency == 0 && waited > 0.05*float64(len(tr)) {
-					t.Errorf("%s, load %s, cooldown %s: the ledger's p95 is 0, yet %.2f%% of requests waited", name, load, c, 100*waited/float64(len(tr)))
-				}
-				if waited > 0 {
-					ratios = append(ratios, live.AffectedRequests/waited)
+				for i, src := range sources {
+					live := capacity.ReplayGaps(&eps[i], p, cs, 1_000_000)
+					if live.AffectedRequests < waited {
+						t.Errorf("%s, %s, load %s, cooldown %s: the ledger bounds the waiting requests at %g; %g waited", name, src.name, load, c, live.AffectedRequests, waited)
+					}
+					if live.P95ExtraLatency == 0 && waited > 0.05*float64(len(tr)) {
+						t.Errorf("%s, %s, load %s, cooldown %s: the ledger's p95 is 0, yet %.2f%% of requests waited", name, src.name, load, c, 100*waited/float64(len(tr)))
+					}
+					if waited > 0 {
+						ratios[i] = append(ratios[i], live.AffectedRequests/waited)
+					}
 				}
 			}
-			slices.Sort(ratios)
-			if len(ratios) > 0 {
-				t.Logf("%s, load %s: %d requests; bound / waited over the cooldowns: min %.2f, median %.2f, max %.2f", name, load, len(tr),
-					ratios[0], ratios[len(ratios)/2], ratios[len(ratios)-1])
+			for i, src := range sources {
+				r := ratios[i]
+				slices.Sort(r)
+				if len(r) > 0 {
+					t.Logf("%s, %s, load %s: %d requests; bound / waited over the cooldowns: min %.2f, median %.2f, max %.2f", name, src.name, load, len(tr),
+						r[0], r[len(r)/2], r[len(r)-1])
+				}
+			}
+			// With the server gone in the long gaps, vLLM's series know
+			// nothing of them (every request counts as waiting at the
+			// cooldowns they may exceed); the gateway's arrivals still
+			// count them.
+			if a, b := ratios[2], ratios[3]; len(a) != len(b) || len(a) > 0 && b[len(b)/2] >= a[len(a)/2] {
+				t.Errorf("%s, load %s: with the server at zero the gateway's bound / waited has median %.3f, vLLM's %.3f; want the gateway's tighter", name, load, b[len(b)/2], a[len(a)/2])
 			}
 		}
 	}
@@ -177,8 +206,11 @@ func readTrace(path string, stretch float64) ([]request, error) {
 }
 
 // endpointRowsOf scrapes the trace's vLLM series every 15 s, from one
-// pod, into an Attributor, and returns its endpoint rows.
-func endpointRowsOf(t *testing.T, tr []request, from time.Time, span time.Duration) []ledger.EndpointRow {
+// pod, into an Attributor, and returns its endpoint rows; with gateway,
+// a gateway's counter of the requests that arrived too, scraped 5 s after
+// the pod. With gone, the pod is away (scaled to zero: it reports nothing)
+// from gone after a request ended until the next request comes.
+func endpointRowsOf(t *testing.T, tr []request, from time.Time, span time.Duration, gateway bool, gone time.Duration) []ledger.EndpointRow {
 	t.Helper()
 	a, err := attribution.New(&attribution.Model{Cluster: "c1"}, attribution.Options{StartMs: from.UnixMilli()})
 	if err != nil {
@@ -198,14 +230,26 @@ func endpointRowsOf(t *testing.T, tr []request, from time.Time, span time.Durati
 			finished++
 		}
 		ms := from.Add(at).UnixMilli()
+		away := gone > 0 && arrived == finished && finished > 0 && ends[finished-1]+gone < at && (arrived == len(tr) || tr[arrived].at > at)
 		for _, q := range []attribution.QueueSample{
 			{Metric: attribution.EndpointRunning, Value: float64(arrived - finished)},
 			{Metric: attribution.EndpointWaiting, Value: 0},
 			{Metric: attribution.EndpointRequests, Series: "stop", Value: float64(finished)},
 			{Metric: attribution.EndpointTokens, Value: float64(50 * finished)},
 		} {
+			if away {
+				break
+			}
 			q.TimeMs, q.Namespace, q.Pod, q.Model = ms, "serve", "server-0", "model"
 			a.AddQueue(&q)
+		}
+		if gateway {
+			n := arrived
+			for n < len(tr) && tr[n].at <= at+5*time.Second {
+				n++
+			}
+			a.AddQueue(&attribution.QueueSample{TimeMs: ms + 5000, Namespace: "serve", Model: "model", Metric: attribution.EndpointArrivals,
+				Series: "pod=gateway-0", Value: float64(n)})
 		}
 	}
 	a.CloseEndpoints()
