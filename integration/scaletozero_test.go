@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/capacity"
+	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger"
 )
 
@@ -206,7 +207,8 @@ func readTrace(path string, stretch float64) ([]request, error) {
 }
 
 // endpointRowsOf scrapes the trace's vLLM series every 15 s, from one
-// pod, into an Attributor, and returns its endpoint rows; with gateway,
+// pod, as text exposition through ingest's parser into an Attributor, and
+// returns its endpoint rows; with gateway,
 // a gateway's counter of the requests that arrived too, scraped 5 s after
 // the pod. With gone, the pod is away (scaled to zero: it reports nothing)
 // from gone after a request ended until the next request comes.
@@ -222,6 +224,7 @@ func endpointRowsOf(t *testing.T, tr []request, from time.Time, span time.Durati
 	}
 	slices.Sort(ends)
 	var arrived, finished int
+	var p ingest.Parser
 	for at := time.Duration(0); at <= span; at += 15 * time.Second {
 		for arrived < len(tr) && tr[arrived].at <= at {
 			arrived++
@@ -231,26 +234,28 @@ func endpointRowsOf(t *testing.T, tr []request, from time.Time, span time.Durati
 		}
 		ms := from.Add(at).UnixMilli()
 		away := gone > 0 && arrived == finished && finished > 0 && ends[finished-1]+gone < at && (arrived == len(tr) || tr[arrived].at > at)
-		for _, q := range []attribution.QueueSample{
-			{Metric: attribution.EndpointRunning, Value: float64(arrived - finished)},
-			{Metric: attribution.EndpointWaiting, Value: 0},
-			{Metric: attribution.EndpointRequests, Series: "stop", Value: float64(finished)},
-			{Metric: attribution.EndpointTokens, Value: float64(50 * finished)},
-		} {
-			if away {
-				break
+		if !away {
+			const l = `{engine="0",model_name="model",namespace="serve",pod="server-0"}`
+			body := fmt.Sprintf("vllm:num_requests_running%s %d\nvllm:num_requests_waiting%s 0\n"+
+				"vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=\"model\",namespace=\"serve\",pod=\"server-0\"} %d\n"+
+				"vllm:generation_tokens_total%s %d\n", l, arrived-finished, l, finished, l, 50*finished)
+			if err := p.ParseExposition([]byte(body), ms, a); err != nil {
+				t.Fatal(err)
 			}
-			q.TimeMs, q.Namespace, q.Pod, q.Model = ms, "serve", "server-0", "model"
-			a.AddQueue(&q)
 		}
 		if gateway {
 			n := arrived
 			for n < len(tr) && tr[n].at <= at+5*time.Second {
 				n++
 			}
-			a.AddQueue(&attribution.QueueSample{TimeMs: ms + 5000, Namespace: "serve", Model: "model", Metric: attribution.EndpointArrivals,
-				Series: "pod=gateway-0", Value: float64(n)})
+			body := fmt.Sprintf("gpuledger_endpoint_arrivals_total{model_name=\"model\",namespace=\"serve\",pod=\"epp-0\"} %d\n", n)
+			if err := p.ParseExposition([]byte(body), ms+5000, a); err != nil {
+				t.Fatal(err)
+			}
 		}
+	}
+	if st := p.Stats(); st.Invalid != 0 || st.MissingLabels != 0 || st.Skipped != 0 {
+		t.Fatalf("parse: %+v; want every sample read", st)
 	}
 	a.CloseEndpoints()
 	a.Emit(from.Add(span).UnixMilli())
