@@ -50,7 +50,11 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 	defer csv.Close()
 	fmt.Fprintln(csv, "cluster,namespace,model,workload,sla_class,gpus_per_replica,price_per_gpu_hour,reported_hours,busy_hours,requests,idle_gaps,always_on_gpu_hours,idle_gpu_hours_dcgm,idle_cost_dcgm,min_replicas,cooldown_s,prewarm,saved_gpu_hours,cold_starts_per_day,p95_extra_latency_s,net_saving,waiting_requests_max,keda_default_saved_gpu_hours,keda_default_cold_starts_per_day,keda_default_p95_extra_latency_s,keda_default_waiting_requests_max,keda_default_net_saving,days_reported")
 	days := o.to.Sub(o.from).Hours() / 24
-	fmt.Fprintf(stdout, "gpuledger scale-to-zero, %s to %s (%.0f days), from the ledger's endpoint hours (vLLM's series)\n\n", o.from.Format("2006-01-02"), o.to.Format("2006-01-02"), days)
+	source := "vLLM's series, and a gateway's arrivals where it counts them; else the GPUs' activity"
+	if o.eps.GPUActivity {
+		source = "every serving workload's GPUs' activity (-gpuActivity)"
+	}
+	fmt.Fprintf(stdout, "gpuledger scale-to-zero, %s to %s (%.0f days), from the ledger's endpoint hours (%s)\n\n", o.from.Format("2006-01-02"), o.to.Format("2006-01-02"), days, source)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "endpoint\tworkload\tclass\tGPUs×load\tdays\tbusy\tidle GPU-h (DCGM)\tidle cost\tgaps >5m\tKEDA 300 s: saved GPU-h\tcold/day\twait (≤)\tp95 (≤)\tgpuledger: cooldown\tpre-warm\tsaved GPU-h\tcold/day\twait (≤)\tp95 (≤)\tmin replicas\tnet saving\t")
 	var totalSaved, totalDefault float64
@@ -112,7 +116,7 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "\ndays: the days the endpoint reported (per-day figures are over them); gaps >5m: idle gaps longer than KEDA's default cooldown; saved over the window, less two loads a cold start (the load, and the work it delays); wait (≤): at most this share of the requests waits for a load (those the ledger counted within the load after each gap's end, at scrape resolution; all of them where it has no count); p95 (≤): the 95th percentile request waits at most this (0 when at most 5%% wait, else the load); net saving: the saved GPU time at the workload's price in the ledger less -penalty per cold start.\nPer endpoint: %s; KEDA objects: %s\n",
+	fmt.Fprintf(stdout, "\ndays: the days the endpoint reported (per-day figures are over them); gaps >5m: idle gaps longer than KEDA's default cooldown; saved over the window, less two loads a cold start (the load, and the work it delays); wait (≤): at most this share of the requests waits for a load (those the ledger counted within the load after each gap's end, at scrape resolution: the gateway's arrivals where it counted them, else vLLM's finished and in-flight requests; all of them where a gap the cooldown may exceed has no count, such as one across a time at zero replicas without a gateway); p95 (≤): the 95th percentile request waits at most this (0 when at most 5%% wait, else the load); net saving: the saved GPU time at the workload's price in the ledger less -penalty per cold start.\nPer endpoint: %s; KEDA objects: %s\n",
 		csvPath, filepath.Join(o.out, "keda"))
 	return nil
 }
