@@ -52,7 +52,7 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 	days := o.to.Sub(o.from).Hours() / 24
 	source := "vLLM's series, and a gateway's arrivals where it counts them; else the GPUs' activity"
 	if o.eps.GPUActivity {
-		source = "every serving workload's GPUs' activity (-gpuActivity)"
+		source = "every serving workload's GPUs' activity, as -gpuActivity asks"
 	}
 	fmt.Fprintf(stdout, "gpuledger scale-to-zero, %s to %s (%.0f days), from the ledger's endpoint hours (%s)\n\n", o.from.Format("2006-01-02"), o.to.Format("2006-01-02"), days, source)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
