@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -398,5 +399,54 @@ func TestInflightCountsDecodedBytes(t *testing.T) {
 	}
 	if code, body := post(t, srv, bomb, nil); code != http.StatusNoContent {
 		t.Errorf("the second once the first is done: %d %s", code, body)
+	}
+}
+
+// TestMetricsExposition: /metrics is what Prometheus expects: every
+// family with HELP and TYPE, the request durations as a Prometheus
+// histogram (le buckets, which histogram_quantile reads), the Go runtime's
+// and the process's families, and nothing promtool check metrics (its
+// linter, promlint) finds wrong; each family of the server's own is
+// listed with its type and help.
+func TestMetricsExposition(t *testing.T) {
+	srv := testServer(t)
+	get(t, srv, "/healthz")
+	srv.PublishStats(ingest.PipelineStats{Ingest: ingest.Stats{Samples: 10, Invalid: 2}, WALCorruptRecords: map[string]uint64{"0001": 1},
+		Attribution: attribution.Stats{Accepted: 8, Rejected: map[attribution.Reason]uint64{attribution.ReasonLate: 3}},
+		Rejected:    map[[2]string]uint64{{"vmagent", "late"}: 4}})
+	_, _, body := get(t, srv, "/metrics")
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatalf("/metrics does not parse as the text exposition format: %v\n%s", err, body)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
+	types := map[string]string{}
+	for line := range strings.Lines(body) {
+		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
+			name, typ, _ := strings.Cut(strings.TrimSpace(rest), " ")
+			types[name] = typ
+		}
+	}
+	for name, typ := range types {
+		if strings.HasPrefix(name, "gpuledger_") {
+			if f, ok := families[name]; !ok || f.typ != typ {
+				t.Errorf("family %s of type %s: want it in api.families with that type", name, typ)
+			}
+		}
+	}
+	for _, want := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes", "gpuledger_http_request_duration_seconds",
+		"gpuledger_ingest_buffered_samples", "gpuledger_wal_corrupt_records_total"} {
+		if types[want] == "" {
+			t.Errorf("/metrics has no TYPE line for %s", want)
+		}
+	}
+	if types["gpuledger_http_request_duration_seconds"] != "histogram" || !strings.Contains(body, `gpuledger_http_request_duration_seconds_bucket{path="/healthz",le="+Inf"} 1`) ||
+		strings.Contains(body, "vmrange") {
+		t.Errorf("request durations are not a Prometheus histogram with le buckets:\n%s", body)
+	}
+	if types["gpuledger_ingest_buffered_samples"] != "gauge" || types["gpuledger_ingest_samples_total"] != "counter" {
+		t.Errorf("types: buffered samples %q, samples %q; want gauge and counter", types["gpuledger_ingest_buffered_samples"], types["gpuledger_ingest_samples_total"])
 	}
 }
