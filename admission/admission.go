@@ -361,6 +361,9 @@ func AdmitInOrder(s *Snapshot, pending Pending, opts Options) []Decision {
 				if pen, ok := opts.Policy.(AdmissionPenalizer); ok && s.Share != nil {
 					s.Share[w.Queue] += pen.Penalty(s, w, d.Flavor) / weight(q)
 				}
+				if st, ok := pending.(*streamer); ok {
+					st.admitted(w.Queue)
+				}
 			}
 		}
 		out = append(out, d)

@@ -174,6 +174,20 @@ func (KueueFairSharing) QueueShares(s *Snapshot) map[string]float64 {
 	return out
 }
 
+// LiveSharer is a Sharer whose value of a queue changes as a cycle admits
+// its workloads (Kueue's dominant resource share grows as the queue
+// borrows): a live stream asks it again after each admission, as Kueue
+// orders a cycle's entries on the shares the cycle's admissions leave.
+type LiveSharer interface {
+	Sharer
+	QueueShare(s *Snapshot, queue string) float64
+}
+
+// QueueShare returns the queue's dominant resource share now.
+func (KueueFairSharing) QueueShare(s *Snapshot, queue string) float64 {
+	return s.DominantResourceShare(queue)
+}
+
 // QueueShares returns Snapshot.Share.
 func (ShareOrder) QueueShares(s *Snapshot) map[string]float64 { return s.Share }
 
@@ -198,6 +212,27 @@ type streamer struct {
 	skip   func(*Workload) bool
 	names  []string
 	cursor []int // -1: dropped
+	// refresh, when set, gives a queue's share again after it admitted.
+	refresh func(queue string) float64
+}
+
+// LiveStream is Stream whose order follows the shares as the cycle
+// admits: after each admission AdmitInOrder has refresh give the
+// admitting queue's share again.
+func LiveStream(shares map[string]float64, lists map[string][]*Workload, skip func(*Workload) bool, refresh func(queue string) float64) Pending {
+	st := Stream(shares, lists, skip).(*streamer)
+	if st.shares == nil {
+		st.shares = map[string]float64{}
+	}
+	st.refresh = refresh
+	return st
+}
+
+// admitted takes the admitting queue's share again.
+func (st *streamer) admitted(queue string) {
+	if st.refresh != nil {
+		st.shares[queue] = st.refresh(queue)
+	}
 }
 
 func (st *streamer) head(i int) *Workload {

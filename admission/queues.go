@@ -137,6 +137,12 @@ func (q *Queues) Stream(shares map[string]float64) Pending {
 	return Stream(shares, q.lists, func(w *Workload) bool { return q.dead[w] })
 }
 
+// LiveStream offers the queued workloads as Stream does, the shares
+// following the cycle's admissions (LiveStream).
+func (q *Queues) LiveStream(shares map[string]float64, refresh func(queue string) float64) Pending {
+	return LiveStream(shares, q.lists, func(w *Workload) bool { return q.dead[w] }, refresh)
+}
+
 // AgedStream offers the aged tier the same way.
 func (q *Queues) AgedStream(shares map[string]float64) Pending {
 	return Stream(shares, q.aged, nil)

@@ -102,3 +102,38 @@ func TestQueuesDeferAndWake(t *testing.T) {
 		t.Errorf("order %s, want old,evicted (requeued by eviction time)", got)
 	}
 }
+
+// TestLiveStreamFollowsTheCycle: under Kueue's dominant resource share,
+// once a queue borrows in a cycle its later workloads go behind a queue
+// within its quota, as Kueue orders a cycle on the shares its admissions
+// leave; a stream whose shares are taken once at the cycle's start lets
+// the borrower take the rest first.
+func TestLiveStreamFollowsTheCycle(t *testing.T) {
+	run := func(live bool) string {
+		s := &Snapshot{
+			Queues: map[string]*ClusterQueue{
+				"a": {Name: "a", Cohort: "all", Flavors: []string{"h100"}, Quotas: map[FlavorResource]Quota{fr("h100"): {Nominal: 8, BorrowingLimit: -1, LendingLimit: -1}}},
+				"b": {Name: "b", Cohort: "all", Flavors: []string{"h100"}, Quotas: map[FlavorResource]Quota{fr("h100"): {Nominal: 8, BorrowingLimit: -1, LendingLimit: -1}}},
+			},
+			Usage: map[string]map[FlavorResource]int64{},
+			Nodes: []Node{{Name: "n1", Flavor: "h100", Domain: "r", Free: 8}, {Name: "n2", Flavor: "h100", Domain: "r", Free: 8}},
+		}
+		q := NewQueues(0)
+		for _, w := range []*Workload{wl("a1", "a", 1, 4, 1), wl("a2", "a", 1, 4, 2), wl("a3", "a", 1, 4, 3), wl("a4", "a", 1, 4, 4),
+			wl("b1", "b", 1, 4, 10), wl("b2", "b", 1, 4, 11)} {
+			q.Push(w)
+		}
+		p := KueueFairSharing{}
+		pending := q.Stream(p.QueueShares(s))
+		if live {
+			pending = q.LiveStream(p.QueueShares(s), func(queue string) float64 { return p.QueueShare(s, queue) })
+		}
+		return admitted(AdmitInOrder(s, pending, Options{Policy: p}))
+	}
+	if got := run(true); got != "a1,a2,a3,b1" {
+		t.Errorf("live: admitted %s; want a1,a2,a3 (a borrows 4) then b1 ahead of a4", got)
+	}
+	if got := run(false); got != "a1,a2,a3,a4" {
+		t.Errorf("shares taken once: admitted %s; want a1-a4 (the test shows the difference)", got)
+	}
+}

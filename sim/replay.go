@@ -616,7 +616,7 @@ func (r *replay) cycle() {
 				defer r.unreserve(held)
 			}
 		}
-		r.apply(admission.AdmitInOrder(r.snap, r.queues.Stream(r.policy.QueueShares(r.snap)), aopts))
+		r.apply(admission.AdmitInOrder(r.snap, r.stream(), aopts))
 		return
 	}
 	stream := r.queues.Stream(r.policy.QueueShares(r.snap))
@@ -645,6 +645,16 @@ func (r *replay) cycle() {
 			r.partial = append(r.partial, j)
 		}
 	}
+}
+
+// stream is the cycle's queued workloads in the policy's order; a
+// LiveSharer's (Kueue's dominant resource share) follows the cycle's
+// admissions, as Kueue's does.
+func (r *replay) stream() admission.Pending {
+	if ls, ok := r.policy.(admission.LiveSharer); ok {
+		return r.queues.LiveStream(ls.QueueShares(r.snap), func(q string) float64 { return ls.QueueShare(r.snap, q) })
+	}
+	return r.queues.Stream(r.policy.QueueShares(r.snap))
 }
 
 // apply carries out a cycle's decisions: admitted jobs start, preempted
