@@ -73,6 +73,7 @@ sim-to-real: build
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	bash tools/check-readme.sh
 
 # Runs each fuzz target for FUZZTIME.
 fuzz:
