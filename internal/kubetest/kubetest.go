@@ -34,15 +34,12 @@ import (
 	"github.com/gpuledger/gpuledger/internal/testenv"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 )
 
 // Env names the variable that locates the built stack.
@@ -458,73 +455,6 @@ func (s *Stack) kueueReady(ctx context.Context, health int, probe string) error 
 	}
 }
 
-// Apply creates every object of a multi-document YAML (kueue.x-k8s.io
-// objects at v1beta2, core objects at v1), in order.
-func (s *Stack) Apply(ctx context.Context, doc string) error {
-	objs, err := decodeObjects(strings.NewReader(doc))
-	if err != nil {
-		return err
-	}
-	for _, u := range objs {
-		if err := s.create(ctx, u); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// create creates one object, at the resource its kind guesses.
-func (s *Stack) create(ctx context.Context, u *unstructured.Unstructured) error {
-	gvr, _ := meta.UnsafeGuessKindToResource(u.GroupVersionKind())
-	var err error
-	if ns := u.GetNamespace(); ns != "" {
-		_, err = s.Dynamic.Resource(gvr).Namespace(ns).Create(ctx, u, metav1.CreateOptions{})
-	} else {
-		_, err = s.Dynamic.Resource(gvr).Create(ctx, u, metav1.CreateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("create %s %s: %w", u.GetKind(), u.GetName(), err)
-	}
-	return nil
-}
-
-// ServerSideApply applies every object of doc as kubectl apply
-// --server-side does (field manager "kubetest", conflicts forced), putting
-// namespaced objects without a namespace in namespace; the resource and its
-// scope come from the API server's discovery.
-func (s *Stack) ServerSideApply(ctx context.Context, doc, namespace string) error {
-	objs, err := decodeObjects(strings.NewReader(doc))
-	if err != nil {
-		return err
-	}
-	groups, err := restmapper.GetAPIGroupResources(s.Client.Discovery())
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
-	for _, u := range objs {
-		gvk := u.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
-		}
-		r := s.Dynamic.Resource(m.Resource)
-		opts := metav1.ApplyOptions{FieldManager: "kubetest", Force: true}
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			if u.GetNamespace() == "" {
-				u.SetNamespace(namespace)
-			}
-			_, err = r.Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), u, opts)
-		} else {
-			_, err = r.Apply(ctx, u.GetName(), u, opts)
-		}
-		if err != nil {
-			return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
-		}
-	}
-	return nil
-}
-
 func insecureTLS() *tls.Config {
 	// Only to poll /readyz before the server's self-signed certificate,
 	// which then serves as the CA, exists.
@@ -633,135 +563,4 @@ func webhookCerts(dnsName string) (caCert, caKey, cert, key []byte, err error) {
 	enc := func(typ string, b []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}) }
 	return enc("CERTIFICATE", caDER), enc("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(caPriv)),
 		enc("CERTIFICATE", der), enc("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(priv)), nil
-}
-
-// Workload is the YAML of a Kueue Workload in namespace ns queued in
-// LocalQueue queue: pods pods of gpus nvidia.com/gpu each, at priority.
-func Workload(ns, name, queue string, pods, gpus int, priority int32) string {
-	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
-kind: Workload
-metadata: {name: %s, namespace: %s}
-spec:
-  queueName: %s
-  priority: %d
-  podSets:
-  - name: main
-    count: %d
-%s`, name, ns, queue, priority, pods, podTemplate("    ", gpus))
-}
-
-// podTemplate is a pod template of one pause container asking for gpus
-// nvidia.com/gpu, indented by indent.
-func podTemplate(indent string, gpus int) string {
-	t := fmt.Sprintf(`template:
-  spec:
-    restartPolicy: Never
-    containers:
-    - name: trainer
-      image: registry.k8s.io/pause:3.10
-      resources: {requests: {nvidia.com/gpu: "%d"}, limits: {nvidia.com/gpu: "%d"}}
-`, gpus, gpus)
-	return indent + strings.ReplaceAll(strings.TrimSuffix(t, "\n"), "\n", "\n"+indent) + "\n"
-}
-
-// Condition says whether an object's status has condition typ True.
-func Condition(u *unstructured.Unstructured, typ string) bool {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ && m["status"] == "True" {
-			return true
-		}
-	}
-	return false
-}
-
-// Admitted says whether a Workload is admitted.
-func Admitted(u *unstructured.Unstructured) bool { return Condition(u, "Admitted") }
-
-var flavorsGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "resourceflavors"}
-
-// WorkloadsGVR is Kueue's Workload resource.
-var WorkloadsGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
-
-// Job is the YAML of a suspended batch/v1 Job queued in LocalQueue queue
-// (Kueue makes its Workload and unsuspends it when admitted): one pod of
-// gpus nvidia.com/gpu, with a run-time limit of maxSeconds when > 0.
-func Job(ns, name, queue string, gpus, maxSeconds int) string {
-	limit := ""
-	if maxSeconds > 0 {
-		limit = fmt.Sprintf(", kueue.x-k8s.io/max-exec-time-seconds: %q", strconv.Itoa(maxSeconds))
-	}
-	return fmt.Sprintf(`apiVersion: batch/v1
-kind: Job
-metadata: {name: %s, namespace: %s, labels: {kueue.x-k8s.io/queue-name: %s%s}}
-spec:
-  suspend: true
-  parallelism: 1
-  completions: 1
-%s`, name, ns, queue, limit, podTemplate("  ", gpus))
-}
-
-// JobWorkload returns the Workload Kueue made for Job ns/job, or nil
-// while there is none.
-func (s *Stack) JobWorkload(ctx context.Context, ns, job string) (*unstructured.Unstructured, error) {
-	list, err := s.Dynamic.Resource(WorkloadsGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		for _, o := range list.Items[i].GetOwnerReferences() {
-			if o.Kind == "Job" && o.Name == job {
-				return &list.Items[i], nil
-			}
-		}
-	}
-	return nil, nil
-}
-
-// ClusterQueue is the YAML of ResourceFlavor flavor and of ClusterQueue
-// name with gpus nvidia.com/gpu of it as nominal quota, open to every
-// namespace; spec adds lines to its spec (indented by two spaces).
-func ClusterQueue(name, flavor string, gpus int, spec string) string {
-	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: %[2]s}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: %[1]s}
-spec:
-  namespaceSelector: {}
-%[4]s  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: %[2]s
-      resources: [{name: nvidia.com/gpu, nominalQuota: %[3]d}]
-`, name, flavor, gpus, spec)
-}
-
-// Namespace is the YAML of namespace ns with LocalQueue lq of ClusterQueue cq.
-func Namespace(ns, lq, cq string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata: {name: %[1]s}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: %[2]s, namespace: %[1]s}
-spec: {clusterQueue: %[3]s}
-`, ns, lq, cq)
-}
-
-// WaitFor polls cond every 100 ms until it holds, or ends the test after
-// within.
-func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
