@@ -148,6 +148,9 @@ func New(opts Options) *Server {
 	s.e.GET("/api/v1/cost", s.cost, read, s.cache)
 	s.e.GET("/api/v1/reports/chargeback/:month", s.chargeback, read, s.cache)
 	s.e.GET("/api/v1/workloads", s.workloads, read, s.cache)
+	// OpenCost's allocation API, for the tools built on it.
+	s.e.GET("/allocation", s.allocation, read, s.cache)
+	s.e.GET("/allocation/compute", s.allocation, read, s.cache)
 	s.e.GET("/api/v1/capacity", s.capacity, s.require(string(ScopeViewer)), s.cache)
 	s.e.GET("/api/v1/budgets", s.budgets, read, s.cache)
 	s.e.POST("/api/v1/write", s.remoteWrite, s.require(string(ScopeWrite)))
