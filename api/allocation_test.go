@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
-	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/reports"
 )
 
@@ -23,11 +22,7 @@ import (
 // capacity nobody held; workload rows for part of the teams' time.
 func allocationServer(t *testing.T) *Server {
 	t.Helper()
-	s, err := embedded.Open(t.TempDir(), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := testStore(t)
 	var rows []ledger.Row
 	var wls []ledger.WorkloadRow
 	for h := 0; h < 48; h++ {

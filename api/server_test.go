@@ -22,13 +22,20 @@ import (
 	"github.com/gpuledger/gpuledger/reports"
 )
 
-func testServer(t *testing.T) *Server {
+// testStore is an empty embedded ledger, closed when the test ends.
+func testStore(t *testing.T) *embedded.Store {
 	t.Helper()
 	s, err := embedded.Open(t.TempDir(), embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func testServer(t *testing.T) *Server {
+	t.Helper()
+	s := testStore(t)
 	var rows []ledger.Row
 	for h := 0; h < 48; h++ {
 		hour := time.Date(2026, 10, 1, h, 0, 0, 0, time.UTC)
