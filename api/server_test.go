@@ -273,8 +273,7 @@ func post(t *testing.T, srv *Server, body string, header map[string]string) (int
 // chunked (no length) reach ingest byte for byte; a chunked one over the
 // limit is refused with 413, as one whose length says so.
 func TestRemoteWriteBodies(t *testing.T) {
-	store, _ := embedded.Open(t.TempDir(), embedded.Options{})
-	defer store.Close()
+	store := testStore(t)
 	fi := &fakeIngest{}
 	hs := httptest.NewServer(New(Options{Store: store, Ingest: fi, MaxRemoteWriteBytes: 10}).Handler())
 	defer hs.Close()
@@ -322,8 +321,7 @@ func TestRemoteWriteBodies(t *testing.T) {
 // TestRemoteWriteStatus: 204 when taken; 400 and 413 for bodies the sender
 // must drop; 500 only for failures a retry can get past; 404 when off.
 func TestRemoteWriteStatus(t *testing.T) {
-	store, _ := embedded.Open(t.TempDir(), embedded.Options{})
-	defer store.Close()
+	store := testStore(t)
 	fi := &fakeIngest{}
 	srv := New(Options{Store: store, Ingest: fi, MaxRemoteWriteBytes: 10})
 	if code, body := post(t, srv, "ok", nil); code != http.StatusNoContent || len(fi.got) != 1 {
@@ -386,8 +384,7 @@ func (b *blockingIngest) RemoteWrite(ctx context.Context, _ string, _ []byte) (i
 // done it is taken. (Before, the limit counted the bytes sent: 32 bombs of
 // 3 KB each took 2.4 GB.)
 func TestInflightCountsDecodedBytes(t *testing.T) {
-	store, _ := embedded.Open(t.TempDir(), embedded.Options{})
-	defer store.Close()
+	store := testStore(t)
 	bi := &blockingIngest{started: make(chan struct{}, 2), release: make(chan struct{})}
 	srv := New(Options{Store: store, Ingest: bi, MaxInflightBytes: 100 << 20})
 	bomb := string(binary.AppendUvarint(nil, 60<<20)) + "\x00\x00\x00"
