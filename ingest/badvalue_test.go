@@ -85,7 +85,7 @@ func TestPipelineRefusesBadValues(t *testing.T) {
 func TestBadValueEdges(t *testing.T) {
 	f := func(metric string, v float64, want int) {
 		t.Helper()
-		if got := badValue(fieldOf(metric), nil, v); got != want {
+		if got := badValue(fieldOf(metric), nil, v, true); got != want {
 			t.Errorf("%s %v: %d, want %d", metric, v, got, want)
 		}
 	}
@@ -99,7 +99,25 @@ func TestBadValueEdges(t *testing.T) {
 	f(MetricTotalEnergy, 2e18, badOutOfRange)
 	f(MetricKubePodRequests, 1e300, -1) // no range but finite and not negative
 	f(MetricKubePodRequests, math.Copysign(0, -1), -1)
-	if got := badValue(fieldOf(MetricGPUUtil), []prometheus.Tag{{Key: "a", Value: "b"}, {Key: "c\xff", Value: "d"}}, 1); got != badUTF8 {
+	if got := badValue(fieldOf(MetricGPUUtil), []prometheus.Tag{{Key: "a", Value: "b"}, {Key: "c\xff", Value: "d"}}, 1, true); got != badUTF8 {
 		t.Errorf("a label name not UTF-8: %d, want %d", got, badUTF8)
+	}
+}
+
+// TestExpositionUTF8: a text body is checked for UTF-8 whole, once; a body
+// that is not valid has each sample's labels checked, so that only the
+// sample with the bad label is refused, and a valid body's next parse is
+// checked again.
+func TestExpositionUTF8(t *testing.T) {
+	var p Parser
+	var r recorder
+	body := []byte("DCGM_FI_DEV_GPU_UTIL{Hostname=\"n1\",gpu=\"0\",pod=\"ok\"} 10\nDCGM_FI_DEV_GPU_UTIL{Hostname=\"n1\",gpu=\"1\",pod=\"bad\xff\"} 10\n")
+	p.ParseExposition(body, 1_790_000_000_000, &r)
+	if len(r.samples) != 1 || p.Stats().BadValues[badUTF8] != 1 {
+		t.Errorf("%d samples, %d refused as not UTF-8; want 1 and 1", len(r.samples), p.Stats().BadValues[badUTF8])
+	}
+	p.ParseExposition([]byte("DCGM_FI_DEV_GPU_UTIL{Hostname=\"n1\",gpu=\"0\",pod=\"ok\\\\n\"} 10\n"), 1_790_000_015_000, &r)
+	if len(r.samples) != 2 || p.validUTF8 {
+		t.Errorf("a valid body after: %d samples, the flag left %v; want 2 and false", len(r.samples), p.validUTF8)
 	}
 }

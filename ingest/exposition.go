@@ -159,7 +159,7 @@ func fieldMax(f attribution.Field) float64 {
 // and not negative, DCGM's fields within their range (fieldMax), and label
 // names and values are UTF-8 (as the exposition format and remote write
 // require).
-func badValue(f attribution.Field, tags []prometheus.Tag, value float64) int {
+func badValue(f attribution.Field, tags []prometheus.Tag, value float64, checkUTF8 bool) int {
 	switch {
 	case math.IsNaN(value):
 		return badNaN
@@ -171,7 +171,7 @@ func badValue(f attribution.Field, tags []prometheus.Tag, value float64) int {
 		return badOutOfRange
 	}
 	for i := range tags {
-		if !utf8.ValidString(tags[i].Key) || !utf8.ValidString(tags[i].Value) {
+		if checkUTF8 && (!utf8.ValidString(tags[i].Key) || !utf8.ValidString(tags[i].Value)) {
 			return badUTF8
 		}
 	}
@@ -195,6 +195,10 @@ type Parser struct {
 	scan rawExport
 	// seriesKey is a gateway series' other labels, reused between samples.
 	seriesKey []byte
+	// validUTF8 is set while the rows come from a body known to be valid
+	// UTF-8 (checked whole, once): their labels need no check of their
+	// own.
+	validUTF8 bool
 }
 
 // Stats returns the counters so far.
@@ -214,6 +218,10 @@ func (p *Parser) ParseExposition(body []byte, defaultMs int64, sink Sink) error 
 	// The rows alias body. They are only read during this call and
 	// overwritten by the next; the sink copies what it keeps.
 	p.rows.UnmarshalWithErrLogger(unsafe.String(unsafe.SliceData(body), len(body)), p.logLineError)
+	// Unquoting a label value turns escapes into ASCII: a valid body has
+	// valid labels.
+	p.validUTF8 = utf8.Valid(body)
+	defer func() { p.validUTF8 = false }()
 	// Attribution takes samples in time order: a body of timestamped lines
 	// (a file of many scrapes) is put in order, each series' own order kept.
 	rowTime := func(r *prometheus.Row) int64 {
@@ -266,7 +274,7 @@ func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, 
 		p.stats.Skipped++
 		return
 	}
-	if r := badValue(f, tags, value); r >= 0 {
+	if r := badValue(f, tags, value, !p.validUTF8); r >= 0 {
 		p.stats.BadValues[r]++
 		return
 	}

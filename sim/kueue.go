@@ -90,7 +90,7 @@ func (k *kueueSeries) appendScrape(dst []byte, at time.Time) []byte {
 	for _, cq := range k.cqs {
 		c := k.counts[cq]
 		for b, le := range admission.WaitBuckets {
-			dst = fmt.Appendf(dst, "kueue_admission_wait_time_seconds_bucket{cluster_queue=%q,priority_class=\"\",replica_role=\"leader\",le=%q} %d\n", cq, bound(le), c[b])
+			dst = appendBucket(dst, "kueue_admission_wait_time_seconds_bucket{cluster_queue=", cq, `,priority_class="",replica_role="leader",le=`, le, c[b])
 		}
 		dst = fmt.Appendf(dst, "kueue_admission_wait_time_seconds_sum{cluster_queue=%q,priority_class=\"\",replica_role=\"leader\"} %g\n", cq, k.sums[cq])
 		dst = fmt.Appendf(dst, "kueue_admission_wait_time_seconds_count{cluster_queue=%q,priority_class=\"\",replica_role=\"leader\"} %d\n", cq, c[len(c)-1])
@@ -103,10 +103,23 @@ func (k *kueueSeries) appendScrape(dst []byte, at time.Time) []byte {
 	for _, cq := range k.cqs {
 		c := admission.CumulativeCounts(ages[cq])
 		for b, le := range admission.WaitBuckets {
-			dst = fmt.Appendf(dst, "gpuledger_pending_workload_age_seconds_bucket{cluster_queue=%q,le=%q} %d\n", cq, bound(le), c[b])
+			dst = appendBucket(dst, "gpuledger_pending_workload_age_seconds_bucket{cluster_queue=", cq, ",le=", le, c[b])
 		}
 	}
 	return dst
+}
+
+// appendBucket appends a bucket's line: head, the ClusterQueue quoted,
+// mid, the bound quoted, and the count (what fmt's %q and %d write, at a
+// fraction of its cost: these lines are most of a scrape's Kueue series).
+func appendBucket(dst []byte, head, cq, mid string, le float64, n int) []byte {
+	dst = append(dst, head...)
+	dst = strconv.AppendQuote(dst, cq)
+	dst = append(dst, mid...)
+	dst = strconv.AppendQuote(dst, bound(le))
+	dst = append(dst, "} "...)
+	dst = strconv.AppendInt(dst, int64(n), 10)
+	return append(dst, '\n')
 }
 
 // bound writes a bucket bound as Prometheus does: +Inf, or the number.

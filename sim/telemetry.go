@@ -39,7 +39,7 @@ type Telemetry struct {
 	tick     uint64
 	devs     []devState
 	gpus     []*gpuState
-	seenPods map[string]struct{}
+	seenPods map[podName]struct{}
 	// kueue renders the queues' series when the cluster has workload
 	// times (Model.Run); nil otherwise.
 	kueue *kueueSeries
@@ -69,7 +69,7 @@ type devState struct {
 
 // NewTelemetry returns scrapes at every interval over [start, end).
 func NewTelemetry(c *Cluster, start, end time.Time, interval time.Duration) *Telemetry {
-	t := &Telemetry{c: c, next: start, end: end, interval: interval, seenPods: make(map[string]struct{})}
+	t := &Telemetry{c: c, next: start, end: end, interval: interval, seenPods: make(map[podName]struct{})}
 	if len(c.Workloads) > 0 {
 		t.kueue = newKueueSeries(c.Workloads)
 	}
@@ -337,6 +337,9 @@ func kubeStateLines(h *Hold, node string) [len(ksmFamilies)][]byte {
 
 // eachPod calls fn once for each pod holding a device this scrape, with
 // the first device it holds.
+// podName is a pod's namespace and name.
+type podName struct{ namespace, pod string }
+
 func (t *Telemetry) eachPod(fn func(ds *devState)) {
 	clear(t.seenPods)
 	for i := range t.devs {
@@ -344,7 +347,7 @@ func (t *Telemetry) eachPod(fn func(ds *devState)) {
 		if h == nil {
 			continue
 		}
-		key := h.Job.Namespace + "/" + h.Pod
+		key := podName{h.Job.Namespace, h.Pod}
 		if _, dup := t.seenPods[key]; dup {
 			continue
 		}
