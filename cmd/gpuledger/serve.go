@@ -55,7 +55,7 @@ team:<name>.`, stdout)
 	catchUp := fs.Duration("ingest.catchUpWindow", 10*time.Minute, "the least reorder window while a backlog comes in (requests more than -ingest.reorderWindow behind the clock, and that long after the last): after an outage each vmagent queue retries the block it held at its own time, as old as the outage is long, so the window is as deep as the backlog when that is longer, within -ingest.maxBuffered; a negative value, or one no longer than -ingest.reorderWindow, keeps -ingest.reorderWindow")
 	maxBuffered := fs.Int("ingest.maxBuffered", 5_000_000, "most samples and pod facts waiting in the reorder window; past it (or past a quarter of -ingest.memoryLimit in bytes: 32 bytes an item and the labels it brought, a few hundred for a pod seen for the first time) the oldest are put in order early (gpuledger_ingest_shed_samples_total), and a held block of a backlog that deep can come out of order: 5,000,000 is about 23 minutes of 10,000 GPUs' kept series")
 	memLimit := fs.String("ingest.memoryLimit", "", "memory serve may use in all, such as 4GiB: an eighth of it for the remote-write bytes in flight (as sent and as they decode; at most -remoteWrite.maxInflightBytes), a quarter for the reorder window (past it the oldest are put in order early), an eighth for the pods remembered (about 1 KiB each; past it those with no GPU request and the least recently reported are forgotten), and Go's garbage collector is told 80% of it unless GOMEMLIMIT is set; empty: the container's cgroup limit, else the machine's memory")
-	cacheTTL := fs.Duration("http.cacheTTL", 30*time.Second, "how long answers of the read routes are kept (dropped at once when serve writes the ledger); 0 turns the cache off")
+	cacheTTL := fs.Duration("http.cacheTTL", 30*time.Second, "how long answers of the read routes are kept (dropped at once when serve writes the ledger, or, on the embedded ledger, when another process such as gpuledger ingest does); 0 turns the cache off")
 	newLogger := logFlags(fs)
 	clock := clockFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -97,7 +97,7 @@ team:<name>.`, stdout)
 	}
 	opts := api.Options{Store: store, Logger: log, Auth: auth, Report: reportOptions(cfg, ""), Capacity: capacityOptions(cfg, model.Cluster), Stats: pl.Stats, Health: pl.Health,
 		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: budget.inflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
-		CacheTTL: *cacheTTL, Generation: pl.Writes}
+		CacheTTL: *cacheTTL, Generation: storeGeneration(store, pl.Writes)}
 	if *tokensFile != "" {
 		opts.TokenFiles = []string{*tokensFile}
 		opts.ReloadTokens = func() ([]api.Token, error) { return collectTokens(cfg, *tokensFile) }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/clickhouse"
@@ -63,6 +64,26 @@ func storeFlags(fs *flag.FlagSet, defaultPath string, mode storeMode) func(ctx c
 }
 
 // storeGauges exports what a store counts: the ClickHouse spool.
+// storeGeneration is what the API's answer cache keys on: the pipeline's
+// writes, and on the embedded ledger its data version, which also moves
+// when another process (a backfill) commits to the file, so that a
+// rewritten hour is not served from the cache. ClickHouse has no such
+// counter: there a backfill shows once the cache's TTL has passed.
+func storeGeneration(s ledger.Store, writes func() uint64) func() uint64 {
+	es, ok := s.(*embedded.Store)
+	if !ok {
+		return writes
+	}
+	var last atomic.Uint64 // the version last read (kept when a read fails)
+	return func() uint64 {
+		if v, err := es.DataVersion(context.Background()); err == nil {
+			last.Store(v)
+		}
+		// Both only grow: any change of either changes the sum.
+		return writes() + last.Load()
+	}
+}
+
 func storeGauges(s ledger.Store) map[string]func() float64 {
 	chs, ok := s.(*clickhouse.Store)
 	if !ok {

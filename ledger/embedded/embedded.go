@@ -55,7 +55,10 @@ var ErrNoLedger = errors.New("no ledger")
 type Store struct {
 	db   *sql.DB // the writer
 	read *sql.DB
-	log  *slog.Logger
+	// version is a connection of its own for DataVersion: SQLite's
+	// data_version counts the commits of every other connection.
+	version *sql.DB
+	log     *slog.Logger
 }
 
 var _ ledger.Store = (*Store)(nil)
@@ -109,8 +112,30 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s.read.SetMaxOpenConns(opts.ReadConns)
 	s.read.SetMaxIdleConns(opts.ReadConns)
+	s.version, err = sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=query_only(1)")
+	if err != nil {
+		db.Close()
+		s.read.Close()
+		return nil, fmt.Errorf("open ledger %s for its version: %w", path, err)
+	}
+	s.version.SetMaxOpenConns(1)
+	s.version.SetMaxIdleConns(1)
+	s.version.SetConnMaxIdleTime(0)
+	s.version.SetConnMaxLifetime(0)
 	s.log.Info("ledger opened", "path", path)
 	return s, nil
+}
+
+// DataVersion changes whenever a transaction is committed to the ledger,
+// by this Store or by another process (a backfill's gpuledger ingest):
+// SQLite's data_version, read on a connection that writes nothing. An
+// answer cache keys on it so that a rewritten hour is never served stale.
+func (s *Store) DataVersion(ctx context.Context) (uint64, error) {
+	var v uint64
+	if err := s.version.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read the ledger's data version: %w", err)
+	}
+	return v, nil
 }
 
 func (s *Store) migrate() error {
@@ -169,7 +194,7 @@ func (s *Store) startCheck(path string, timeout time.Duration) error {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return errors.Join(s.read.Close(), s.db.Close()) }
+func (s *Store) Close() error { return errors.Join(s.version.Close(), s.read.Close(), s.db.Close()) }
 
 type clusterHour struct {
 	cluster string
