@@ -317,6 +317,16 @@ func (a *Attributor) closeWake(key string, e *EndpointState, w *Wake, nowMs int6
 	h.OpenWakes--
 }
 
+// lastBusyPrev is the report before the endpoint's last activity, where
+// its idle time may have begun; the activity itself when that is not
+// known (a snapshot from before it was kept).
+func (e *EndpointState) lastBusyPrev() int64 {
+	if e.LastBusyPrevMs == 0 || e.LastBusyPrevMs > e.LastBusyMs {
+		return e.LastBusyMs
+	}
+	return e.LastBusyPrevMs
+}
+
 // serving says whether a model server (not the gateway) of the endpoint
 // has reported within ledger.EndpointStale of ms.
 func (e *EndpointState) serving(ms int64) bool {
@@ -389,11 +399,7 @@ func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID,
 				// have made that request wait.
 				gap := float64(e.LastMs-e.LastBusyMs) / 1000
 				h.Gaps.Add(gap)
-				prev := e.LastBusyPrevMs
-				if prev == 0 || prev > e.LastBusyMs {
-					prev = e.LastBusyMs
-				}
-				if b := ledger.Bucket(float64(t-prev) / 1000); b > 0 {
+				if b := ledger.Bucket(float64(t-e.lastBusyPrev()) / 1000); b > 0 {
 					h.Gaps.AddUnmeasured(b)
 				}
 			}
@@ -427,11 +433,7 @@ func (a *Attributor) endpointReport(e *EndpointState, key string, id endpointID,
 	switch {
 	case e.Busy && e.IdleFromMs != 0 && e.IdleFromMs < busyAt:
 		h.Gaps.Add(float64(busyAt-e.LastBusyMs) / 1000)
-		prev := e.LastBusyPrevMs
-		if prev == 0 || prev > e.LastBusyMs {
-			prev = e.LastBusyMs // not known (a snapshot from before it was kept)
-		}
-		longest, endMs = float64(busyAt-prev)/1000, busyAt
+		longest, endMs = float64(busyAt-e.lastBusyPrev())/1000, busyAt
 		e.LastBusyMs, e.LastBusyPrevMs, e.IdleFromMs = busyAt, busyPrev, 0
 	case e.Busy:
 		if busyAt >= e.LastBusyMs {
