@@ -520,7 +520,7 @@ func (p *Parser) handleEndpointRow(m attribution.QueueMetric, tags []prometheus.
 	for _, t := range tags {
 		if at.take(t) {
 			if m == attribution.EndpointArrivals && (t.Key == "pod" || t.Key == "exported_pod") {
-				series = append(append(append(append(series, t.Key...), '='), t.Value...), ',')
+				series = appendLabel(series, t)
 			}
 			continue
 		}
@@ -534,7 +534,7 @@ func (p *Parser) handleEndpointRow(m attribution.QueueMetric, tags []prometheus.
 		case "__name__":
 		default:
 			if m == attribution.EndpointArrivals {
-				series = append(append(append(append(series, t.Key...), '='), t.Value...), ',')
+				series = appendLabel(series, t)
 			}
 		}
 	}
@@ -558,6 +558,12 @@ func (p *Parser) handleEndpointRow(m attribution.QueueMetric, tags []prometheus.
 	q.Series = engine + "," + reason
 	p.stats.Queues++
 	sink.AddQueue(q)
+}
+
+// appendLabel appends a label as key=value, to a series key.
+func appendLabel(dst []byte, t prometheus.Tag) []byte {
+	dst = append(append(dst, t.Key...), '=')
+	return append(append(dst, t.Value...), ',')
 }
 
 // handleQueueRow reads a sample of a queue series: the ClusterQueue, the
