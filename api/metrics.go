@@ -143,11 +143,8 @@ func withHelp(body []byte) []byte {
 			}
 			line = "# TYPE " + name + " " + typ
 		default:
-			end := strings.IndexAny(line, "{ ")
-			if end > 0 {
-				if to, ok := renamed[line[:end]]; ok {
-					line = to + line[end:]
-				}
+			if end := strings.IndexAny(line, "{ "); end > 0 {
+				line = rename(line[:end]) + line[end:]
 			}
 		}
 		out.WriteString(line)
