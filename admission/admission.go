@@ -64,6 +64,15 @@ type Workload struct {
 	Priority int32
 	// SubmittedMs orders FIFO; ties break on ID.
 	SubmittedMs int64
+	// Flavors, when set, are the only flavors its pods may run on (their
+	// node selector or required node affinity on the flavors' node
+	// labels, which Kueue matches when it assigns a flavor); empty: any.
+	Flavors []string
+}
+
+// allows says whether the workload's pods may run on flavor f.
+func (w *Workload) allows(f string) bool {
+	return len(w.Flavors) == 0 || slices.Contains(w.Flavors, f)
 }
 
 // PodSet is a group of identical pods of a workload (Kueue's PodSet).
@@ -376,7 +385,7 @@ func AdmitInOrder(s *Snapshot, pending Pending, opts Options) []Decision {
 func (s *Snapshot) tryPreempt(q *ClusterQueue, w *Workload, opts Options, d *Decision) string {
 	var reasons []string
 	for _, f := range q.Flavors {
-		if _, ok := q.Quotas[FlavorResource{f, w.Resource}]; !ok {
+		if _, ok := q.Quotas[FlavorResource{f, w.Resource}]; !ok || !w.allows(f) {
 			continue
 		}
 		victims, why := s.preempt(q, w, f, opts)
@@ -403,7 +412,7 @@ func (s *Snapshot) tryPreempt(q *ClusterQueue, w *Workload, opts Options, d *Dec
 func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decision) (string, WaitCode) {
 	var reasons []string
 	var code WaitCode
-	tried := false
+	tried, excluded := false, false
 	note := func(c WaitCode) {
 		if code == "" {
 			code = c
@@ -412,6 +421,13 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 	for _, f := range q.Flavors {
 		fr := FlavorResource{f, w.Resource}
 		if _, ok := q.Quotas[fr]; !ok {
+			continue
+		}
+		if !w.allows(f) {
+			excluded = true
+			if !opts.Terse {
+				reasons = append(reasons, fmt.Sprintf("flavor %s: the pods' node selector excludes it", f))
+			}
 			continue
 		}
 		tried = true
@@ -439,6 +455,9 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 		}
 		s.admit(q, w, f, nodes, d)
 		return "", ""
+	}
+	if !tried && excluded {
+		return fmt.Sprintf("the pods' node selector allows flavors %v, none of which ClusterQueue %s has quota of %s in", w.Flavors, q.Name, w.Resource), WaitNoQuota
 	}
 	if !tried {
 		return fmt.Sprintf("ClusterQueue %s has no quota for %s", q.Name, w.Resource), WaitNoQuota

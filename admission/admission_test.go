@@ -250,3 +250,34 @@ func TestNodesByResource(t *testing.T) {
 		t.Errorf("free after: %d and %d, want 13 and 0", s.Nodes[0].Free, s.Nodes[1].Free)
 	}
 }
+
+// TestWorkloadFlavors: a workload pinned to flavors (its pods' node
+// selector) skips the others, as Kueue's flavor assigner does, and is told
+// so when none of its flavors has quota.
+func TestWorkloadFlavors(t *testing.T) {
+	s := snapshot()
+	s.Queues["c"].Quotas[fr("h100")] = Quota{Nominal: 8, BorrowingLimit: -1, LendingLimit: -1}
+	// c tries a100 first; pinned to h100, it lands there.
+	w := wl("c1", "c", 1, 4, 1)
+	w.Flavors = []string{"h100"}
+	ds := Admit(s, FIFO{}, []*Workload{w, wl("c2", "c", 1, 4, 2)}, Options{})
+	if !ds[0].Admitted || ds[0].Flavor != "h100" || !ds[1].Admitted || ds[1].Flavor != "a100" {
+		t.Fatalf("c1 on %s (admitted %v), c2 on %s (admitted %v): want h100 and a100", ds[0].Flavor, ds[0].Admitted, ds[1].Flavor, ds[1].Admitted)
+	}
+	// Pinned to a flavor the queue has no quota of: refused, and told why.
+	w = wl("c3", "c", 1, 1, 3)
+	w.Flavors = []string{"t4"}
+	ds = Admit(s, FIFO{}, []*Workload{w}, Options{})
+	if ds[0].Admitted || ds[0].Code != WaitNoQuota || !strings.Contains(ds[0].Reason, "node selector allows flavors [t4]") {
+		t.Errorf("c3: %+v", ds[0])
+	}
+	// Pinned to h100 with h100 full: it waits, and a100's free GPUs do not
+	// take it.
+	w = wl("c4", "c", 1, 8, 4)
+	w.Flavors = []string{"h100"}
+	s.Queues["c"].Quotas[fr("h100")] = Quota{Nominal: 4, BorrowingLimit: -1, LendingLimit: -1}
+	ds = Admit(s, FIFO{}, []*Workload{w}, Options{})
+	if ds[0].Admitted || !strings.Contains(ds[0].Reason, "flavor a100: the pods' node selector excludes it") {
+		t.Errorf("c4: %+v", ds[0])
+	}
+}
