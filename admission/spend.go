@@ -10,15 +10,16 @@ import (
 )
 
 // LedgerSpend is the cost-weighted share's source in production: each
-// team's money as the ledger has it, every hour's cost, energy cost and
-// IdlePenalty × idle cost, decayed by its age (from the hour's middle)
-// with HalfLife, so that the order follows what was spent and wasted, not
-// what the scheduler thinks it handed out.
+// team's money as the ledger has it, every hour's cost and energy cost,
+// decayed by its age (from the hour's middle) with HalfLife, so that the
+// order follows what was spent, not what the scheduler thinks it handed
+// out. Idle time is money spent like any other: an extra penalty on it
+// was measured not to lower the GPU time held idle while others wait, and
+// to widen the money gap (docs/policy-eval/mechanism.txt), and is gone.
 type LedgerSpend struct {
-	Store       ledger.Store
-	Cluster     string
-	HalfLife    time.Duration
-	IdlePenalty float64
+	Store    ledger.Store
+	Cluster  string
+	HalfLife time.Duration
 	// Epoch is the earliest hour read; hours older than 20 half-lives
 	// weigh under a millionth and are not read either.
 	Epoch time.Time
@@ -42,7 +43,7 @@ func (l LedgerSpend) Spend(ctx context.Context, now, through time.Time) (map[str
 			continue
 		}
 		age := now.Sub(r.Hour.Add(30 * time.Minute))
-		v := float64(r.CostMicros+r.EnergyCostMicros) + l.IdlePenalty*float64(r.IdleCostMicros)
+		v := float64(r.CostMicros + r.EnergyCostMicros)
 		out[r.Team] += v * math.Exp2(-age.Seconds()/l.HalfLife.Seconds())
 	}
 	return out, nil

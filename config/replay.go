@@ -11,7 +11,11 @@ import (
 // given as in a cluster config (perGPUHour, a price-book catalog entry, or
 // onPrem). Queues try the flavors in this order.
 type Replay struct {
-	Currency string         `yaml:"currency"`
+	Currency string `yaml:"currency"`
+	// TraceGPU is the GPU type of Gavel's throughput table (k80, p100 or
+	// v100) the trace's durations were measured on; needed when a flavor
+	// has a gavelGPU.
+	TraceGPU string         `yaml:"traceGPU"`
 	Flavors  []ReplayFlavor `yaml:"flavors"`
 	rates    []int64
 }
@@ -24,6 +28,22 @@ type ReplayFlavor struct {
 	Share    Money  `yaml:"share"`
 	GPUModel string `yaml:"gpuModel"`
 	Price    Price  `yaml:"price"`
+	// Speed is how fast a job runs on it relative to the GPU the trace's
+	// durations were measured on (a decimal > 0; unset: 1): a job of
+	// duration d runs d / speed.
+	Speed Money `yaml:"speed"`
+	// GavelGPU, instead of speed, runs each job at Gavel's measured
+	// throughput of its model on this GPU type (k80, p100 or v100) over
+	// that on traceGPU.
+	GavelGPU string `yaml:"gavelGPU"`
+}
+
+// gavelGPUs are the GPU types of Gavel's throughput table.
+var gavelGPUs = map[string]bool{"k80": true, "p100": true, "v100": true}
+
+// SpeedOf is flavor i's speed, 0 when unset.
+func (r *Replay) SpeedOf(i int) float64 {
+	return float64(r.Flavors[i].Speed.Micros) / 1e6
 }
 
 // RateMicros is flavor i's price per GPU-hour, in micro-units of the
@@ -74,6 +94,21 @@ func ParseReplay(data []byte, file string) (*Replay, error) {
 			d.add(nil, p+".price", "missing; want perGPUHour, catalog or onPrem")
 		}
 		r.rates = append(r.rates, rate)
+		if f.Speed.Set && f.Speed.Micros <= 0 {
+			d.add(nil, p+".speed", "%q; want a throughput relative to the trace's GPU > 0, such as 3.17", f.Speed.String())
+		}
+		switch {
+		case f.GavelGPU == "":
+		case !gavelGPUs[f.GavelGPU]:
+			d.add(nil, p+".gavelGPU", "%q; want k80, p100 or v100 (the GPU types of Gavel's throughput table)", f.GavelGPU)
+		case f.Speed.Set:
+			d.add(nil, p+".gavelGPU", "%q with a speed; want one of speed and gavelGPU", f.GavelGPU)
+		case r.TraceGPU == "":
+			d.add(nil, "traceGPU", "missing, with flavors[%d].gavelGPU %q; want the GPU type (k80, p100 or v100) the trace's durations were measured on", i, f.GavelGPU)
+		}
+	}
+	if r.TraceGPU != "" && !gavelGPUs[r.TraceGPU] {
+		d.add(nil, "traceGPU", "%q; want k80, p100 or v100 (the GPU types of Gavel's throughput table)", r.TraceGPU)
 	}
 	if len(r.Flavors) > 0 && total != 1_000_000 && len(d.problems) == 0 {
 		d.add(nil, "flavors", "the shares add up to %s; want 1", Money{Micros: total})

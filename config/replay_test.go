@@ -16,6 +16,12 @@ func TestParseReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, y := range []string{"currency: USD\ntraceGPU: k80\nflavors:\n  - {name: v, share: 0.5, gpuModel: X, price: {perGPUHour: 3}, gavelGPU: v100}\n  - {name: k, share: 0.5, gpuModel: Y, price: {perGPUHour: 1}, speed: 0.25}\n"} {
+		g, err := ParseReplay([]byte(y), "g.yaml")
+		if err != nil || g.TraceGPU != "k80" || g.Flavors[0].GavelGPU != "v100" || g.SpeedOf(0) != 0 || g.SpeedOf(1) != 0.25 {
+			t.Errorf("%q: %+v, %v", y, g, err)
+		}
+	}
 	if len(r.Flavors) != 2 || r.RateMicros(0) != 6_880_000 || r.RateMicros(1) != 526_000 || r.Flavors[1].Share.Micros != 500_000 {
 		t.Errorf("flavors %+v, rates %d %d", r.Flavors, r.RateMicros(0), r.RateMicros(1))
 	}
@@ -30,6 +36,11 @@ func TestParseReplay(t *testing.T) {
 		{"currency: USD\nflavors:\n  - {name: a, share: 1, price: {perGPUHour: 1}}\n", "flavors[0].gpuModel: missing"},
 		{"currency: USD\nflavors:\n  - {name: a, share: 0.5, gpuModel: X, price: {perGPUHour: 1}}\n  - {name: a, share: 0.5, gpuModel: X, price: {perGPUHour: 1}}\n", `flavor "a" is listed twice`},
 		{"currency: USD\nflavors:\n  - {name: a, share: 1, gpuModel: X, price: {perGPUHour: 1}, colour: red}\n", "colour"},
+		{"currency: USD\nflavors:\n  - {name: a, share: 1, gpuModel: X, price: {perGPUHour: 1}, speed: 0}\n", `flavors[0].speed: "0.000000"; want a throughput`},
+		{"currency: USD\nflavors:\n  - {name: a, share: 1, gpuModel: X, price: {perGPUHour: 1}, gavelGPU: a100}\n", `flavors[0].gavelGPU: "a100"; want k80, p100 or v100`},
+		{"currency: USD\nflavors:\n  - {name: a, share: 1, gpuModel: X, price: {perGPUHour: 1}, gavelGPU: v100}\n", "traceGPU: missing, with flavors[0].gavelGPU"},
+		{"currency: USD\ntraceGPU: k80\nflavors:\n  - {name: a, share: 1, gpuModel: X, price: {perGPUHour: 1}, gavelGPU: v100, speed: 2}\n", "want one of speed and gavelGPU"},
+		{"currency: USD\ntraceGPU: h100\nflavors:\n  - {name: a, share: 1, gpuModel: X, price: {perGPUHour: 1}}\n", `traceGPU: "h100"`},
 	} {
 		_, err := ParseReplay([]byte(c.yaml), "r.yaml")
 		var ce *Error

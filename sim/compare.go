@@ -27,6 +27,8 @@ type RunFigures struct {
 	MoneyGap, MoneyGapP95 float64
 	// GPUHoursByFlavor is what the started jobs held, up to end.
 	GPUHoursByFlavor map[string]float64
+	// IdlePaidGPUHours is ReplayResult's, sampled hourly the same way.
+	IdlePaidGPUHours float64
 }
 
 // Figures computes RunFigures of jobs from the outcomes of those that
@@ -74,6 +76,7 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 	for t := time.Duration(0); t < end; t += time.Hour {
 		waiting := map[string]bool{}
 		rate := map[string]float64{}
+		idle := map[string]float64{}
 		for _, j := range jobs {
 			o, ok := started[j.ID]
 			switch {
@@ -82,6 +85,12 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 				waiting[j.Queue] = true
 			case o.Finish == 0 || o.Finish > t:
 				rate[j.Queue] += float64(o.GPUs) * float64(pricePerGPUHour[o.Flavor])
+				idle[j.Queue] += float64(o.GPUs) * j.Idle
+			}
+		}
+		for q, g := range idle {
+			if len(waiting) > 1 || (len(waiting) == 1 && !waiting[q]) {
+				f.IdlePaidGPUHours += g
 			}
 		}
 		if len(waiting) < 2 {

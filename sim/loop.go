@@ -163,7 +163,7 @@ func (l *loop) trim() {
 
 // shares reads each team's decayed spend from the Store (admission's
 // LedgerSpend, as a controller reads it); the caller divides by weights.
-func (l *loop) shares(ctx context.Context, now time.Duration, halfLife time.Duration, idlePenalty float64) (map[string]float64, error) {
-	src := admission.LedgerSpend{Store: l.store, Cluster: "replay", HalfLife: halfLife, IdlePenalty: idlePenalty, Epoch: l.epoch}
+func (l *loop) shares(ctx context.Context, now time.Duration, halfLife time.Duration) (map[string]float64, error) {
+	src := admission.LedgerSpend{Store: l.store, Cluster: "replay", HalfLife: halfLife, Epoch: l.epoch}
 	return src.Spend(ctx, l.epoch.Add(now), l.written)
 }

@@ -49,6 +49,8 @@ type Model struct {
 	nominal  map[string]int
 	value    map[string]float64
 	capacity int
+	// flavors are a trace model's flavors (TraceModel), with defaults.
+	flavors []ReplayFlavor
 }
 
 type nodeRef struct {
@@ -218,7 +220,6 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 	if len(flavors) == 0 {
 		flavors = []ReplayFlavor{{Name: "gpu", Share: 1, PriceMicrosPerGPUHour: tc.PriceMicrosPerGPUHour}}
 	}
-	const res = config.ResourceGPU
 	m := &Model{Cluster: &Cluster{Name: "replay"}, Queues: map[string]*admission.ClusterQueue{}, LocalQueues: map[string]string{},
 		Rates: map[admission.FlavorResource]float64{}, nominal: map[string]int{}, value: map[string]float64{}}
 	am := &attribution.Model{Cluster: "replay", LocalQueues: map[attribution.QueueRef]string{},
@@ -226,17 +227,33 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 		EnergyPriceMicrosPerKWh: tc.EnergyPriceMicrosPerKWh, PUEMicros: tc.PUEMicros}
 	m.Attribution = am
 	var flavorNames []string
+	perGPU := make([]int, len(flavors)) // units of its resource a GPU has
 	for i, f := range flavors {
-		if f.Name == "" || f.Share <= 0 || f.PriceMicrosPerGPUHour <= 0 {
-			return nil, fmt.Errorf("flavor %q: share %g, price %d; want a name, a share > 0 and a price > 0", f.Name, f.Share, f.PriceMicrosPerGPUHour)
+		if f.Name == "" || (f.Share <= 0 && f.GPUs <= 0) || f.PriceMicrosPerGPUHour <= 0 {
+			return nil, fmt.Errorf("flavor %q: share %g, %d GPUs, price %d; want a name, a share > 0 (or GPUs) and a price > 0", f.Name, f.Share, f.GPUs, f.PriceMicrosPerGPUHour)
 		}
 		if f.Model == "" {
 			flavors[i].Model = ReplayGPUModel
 		}
-		m.price(admission.FlavorResource{Flavor: f.Name, Resource: res}, float64(f.PriceMicrosPerGPUHour)/3600)
+		if f.Resource == "" {
+			flavors[i].Resource = config.ResourceGPU
+		}
+		perGPU[i] = 1
+		if prof, ok := strings.CutPrefix(flavors[i].Resource, config.MIGResourcePrefix); ok {
+			mp, err := attribution.ParseMIGProfile(prof)
+			if err != nil {
+				return nil, fmt.Errorf("flavor %s: %w", f.Name, err)
+			}
+			if tc.SharedGPUs <= 0 || f.GPUs <= 0 {
+				return nil, fmt.Errorf("flavor %s: MIG slices (%s) need the flavor's GPUs given, on a shared cluster", f.Name, prof)
+			}
+			perGPU[i] = attribution.MIGComputeSlices(flavors[i].Model) / mp.ComputeSlices
+		}
+		m.price(admission.FlavorResource{Flavor: f.Name, Resource: flavors[i].Resource}, unitRate(f.PriceMicrosPerGPUHour, flavors[i].Resource, flavors[i].Model))
 		flavorNames = append(flavorNames, f.Name)
 	}
-	// Shared: each flavor's GPUs, the last taking the rest.
+	m.flavors = flavors
+	// Shared: each flavor's GPUs (given, or the last taking the rest).
 	var flavorGPUs []int
 	if tc.SharedGPUs > 0 {
 		left := tc.SharedGPUs
@@ -244,6 +261,9 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 			n := int(math.Round(float64(tc.SharedGPUs) * f.Share))
 			if k == len(flavors)-1 || len(flavors) == 1 {
 				n = left
+			}
+			if f.GPUs > 0 {
+				n = f.GPUs
 			}
 			n = min(n, left)
 			if n <= 0 {
@@ -284,7 +304,7 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 		case flavorGPUs != nil:
 			quota[k] = make([]int64, len(queues))
 			for i := range queues {
-				quota[k][i] = int64(flavorGPUs[k])
+				quota[k][i] = int64(flavorGPUs[k] * perGPU[k])
 			}
 		default:
 			var have int64
@@ -308,7 +328,7 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 			if q.BorrowingLimit >= 0 {
 				borrow = int64(math.Round(float64(q.BorrowingLimit) * scale * share))
 			}
-			fr := admission.FlavorResource{Flavor: f.Name, Resource: res}
+			fr := admission.FlavorResource{Flavor: f.Name, Resource: f.Resource}
 			n := quota[k][i]
 			cq.Quotas[fr] = admission.Quota{Nominal: n, BorrowingLimit: borrow, LendingLimit: -1}
 			m.value[q.Name] += float64(n) * m.Rates[fr]
@@ -333,14 +353,32 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 		f := flavors[fi]
 		name := "node-" + strconv.Itoa(i)
 		n := &NodeInfo{Name: name, Model: f.Model, Flavor: f.Name, GPUs: size(fi), Rack: "rack-" + strconv.Itoa(i/tc.NodesPerRack)}
+		profile, _ := strings.CutPrefix(f.Resource, config.MIGResourcePrefix)
+		if profile == f.Resource {
+			profile = ""
+		}
+		for range perGPU[fi] {
+			if profile != "" {
+				n.MIG = append(n.MIG, profile)
+			}
+		}
 		for g := range n.GPUs {
-			n.Devices = append(n.Devices, &Device{Node: n, GPU: g})
+			if profile == "" {
+				n.Devices = append(n.Devices, &Device{Node: n, GPU: g})
+			}
+			for inst := range len(n.MIG) {
+				n.Devices = append(n.Devices, &Device{Node: n, GPU: g, Profile: profile, Instance: inst + 1})
+			}
 			am.GPUs = append(am.GPUs, attribution.GPU{Node: name, Index: strconv.Itoa(g), Model: f.Model,
 				Flavor: f.Name, RateMicrosPerHour: f.PriceMicrosPerGPUHour})
 		}
 		m.Cluster.Nodes = append(m.Cluster.Nodes, n)
 		m.Cluster.Devices = append(m.Cluster.Devices, n.Devices...)
-		m.addNode(admission.Node{Name: name, Flavor: f.Name, Resource: res, Domain: n.Rack, Free: int64(n.GPUs)}, nodeRef{node: i})
+		admName := name
+		if profile != "" {
+			admName = name + "/" + f.Resource
+		}
+		m.addNode(admission.Node{Name: admName, Flavor: f.Name, Resource: f.Resource, Domain: n.Rack, Free: int64(n.GPUs * perGPU[fi])}, nodeRef{node: i, profile: profile})
 	}
 	return m, nil
 }

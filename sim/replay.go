@@ -74,9 +74,13 @@ type ReplayOptions struct {
 	// its share (Admission Fair Sharing's penalty at admission). Default
 	// 5 min (Kueue's usage sampling interval); negative means none.
 	AdmissionPenalty time.Duration
-	// IdlePenalty: costfair counts a GPU-hour held idle (a gang's pods
-	// waiting for the rest, or measured idle in the ledger) as 1 +
-	// IdlePenalty GPU-hours of spend. Default 1; negative means 0.
+	// IdlePenalty, an experiment: costfair counts a GPU-hour held idle
+	// (a gang's pods waiting for the rest, a job's Idle share) as 1 +
+	// IdlePenalty GPU-hours of spend. Default 0 (none): measured on the
+	// mechanism scenario with idle-holding notebooks, it did not lower the
+	// GPU time held idle while others waited (IdlePaidGPUHours) and widened
+	// the money gap, so the product (LedgerSpend, the controller) has none.
+	// Without Ledger only.
 	IdlePenalty float64
 	// Limit stops the replay this long after the start; 0 runs until every
 	// job has finished.
@@ -94,8 +98,7 @@ type ReplayOptions struct {
 	// dcgm-exporter and kube-state-metrics exposition every ScrapeInterval
 	// (default 60 s), ingest and attribution turn it into hourly rows in
 	// this Store, and costfair reads its shares back from the Store: each
-	// hour's cost, energy cost and IdlePenalty × idle cost, decayed by its
-	// age. Hours start at Epoch (default 2026-01-01 UTC). Energy is priced
+	// hour's cost and energy cost, decayed by its age. Hours start at Epoch (default 2026-01-01 UTC). Energy is priced
 	// at EnergyPriceMicrosPerKWh (default 0.12) × PUEMicros (default 1.3).
 	// Ingest makes the pipeline the telemetry goes through (in
 	// production: ingest.NewPipeline onto Ledger).
@@ -129,6 +132,21 @@ type ReplayFlavor struct {
 	PriceMicrosPerGPUHour int64
 	// Model is the GPU model name its nodes report (closed loop).
 	Model string
+	// Speed is how fast a job runs on it relative to the GPU the trace's
+	// durations were measured on: a job of duration d runs d / Speed.
+	// 0 means 1.
+	Speed float64
+	// GavelGPU, instead of Speed, runs each job at Gavel's measured
+	// throughput of its model on this GPU type (k80, p100 or v100) over
+	// that on TraceGPU, the one the trace's durations were measured on.
+	GavelGPU, TraceGPU string
+	// Resource is what its nodes offer: nvidia.com/gpu (the default) or
+	// a MIG profile's nvidia.com/mig-<profile>, each GPU then cut into as
+	// many instances as the profile's compute slices allow.
+	Resource string
+	// GPUs, with TraceCluster.SharedGPUs, is its GPUs (instead of its
+	// Share of them).
+	GPUs int
 }
 
 type replayRun struct {
@@ -195,6 +213,8 @@ type replay struct {
 	byID    map[string]*replayJob
 	// ungated is the one flavor and resource of a replay without gating.
 	ungated admission.FlavorResource
+	// speeds says how long a job runs on each flavor.
+	speeds  speeds
 	decayed *admission.Decayed
 	// penalties holds the admission penalties apart when the shares come
 	// from the ledger (which knows what was spent, not what was charged).
@@ -218,6 +238,7 @@ type replay struct {
 	window        time.Duration
 	busyWindowSec float64
 	heldSec       float64
+	idlePaidSec   float64 // GPU time held idle while other queues waited
 	lostSec       float64
 	nextJain      time.Duration
 	jainSum       float64
@@ -242,9 +263,6 @@ func (opts ReplayOptions) withDefaults() ReplayOptions {
 		opts.AdmissionPenalty = 5 * time.Minute
 	}
 	opts.AdmissionPenalty = max(opts.AdmissionPenalty, 0)
-	if opts.IdlePenalty == 0 {
-		opts.IdlePenalty = 1
-	}
 	opts.IdlePenalty = max(opts.IdlePenalty, 0)
 	if opts.NodesPerRack <= 0 {
 		opts.NodesPerRack = 8
@@ -344,6 +362,9 @@ func newReplay(m *Model, jobs []TraceJob, opts ReplayOptions) (*replay, error) {
 		}
 	}
 	var err error
+	if r.speeds, err = newSpeeds(m.flavors); err != nil {
+		return nil, err
+	}
 	if r.policy, err = admission.NewPolicy(opts.Policy, admission.PolicyParams{HalfLifeMs: opts.HalfLife.Milliseconds(),
 		PenaltyMs: opts.AdmissionPenalty.Milliseconds(), Rates: m.Rates}); err != nil {
 		return nil, err
@@ -399,7 +420,7 @@ func newReplay(m *Model, jobs []TraceJob, opts ReplayOptions) (*replay, error) {
 			prio = j.Priority<<12 - int32(min(j.GPUs, 1<<12-1))
 		}
 		r.jobs[i] = &replayJob{TraceJob: j, queuePriority: prio, w: admission.Workload{ID: j.ID, Queue: j.Queue, Resource: j.Resource, Pods: j.Pods,
-			PerPod: int64(j.PerPod), Priority: prio, SubmittedMs: j.Submit.Milliseconds()}}
+			PerPod: int64(j.PerPod), Priority: prio, SubmittedMs: j.Submit.Milliseconds(), Flavors: j.Flavors}}
 		r.byID[j.ID] = r.jobs[i]
 		r.window = max(r.window, j.Submit)
 	}
@@ -443,7 +464,7 @@ func (r *replay) play(ctx context.Context) error {
 				return fmt.Errorf("closed loop: %w", err)
 			}
 			if wrote && opts.Policy == "costfair" {
-				spent, err := r.loop.shares(ctx, r.now, opts.HalfLife, opts.IdlePenalty)
+				spent, err := r.loop.shares(ctx, r.now, opts.HalfLife)
 				if err != nil {
 					return err
 				}
@@ -490,23 +511,43 @@ func (r *replay) advance(t time.Duration) {
 			r.busyWindowSec += float64(r.busyGPUs) * in.Seconds()
 		}
 		r.heldSec += float64(r.heldGPUs) * dt
+		// Idle GPU time is paid for while other queues wait.
+		backlogged := 0
+		for _, q := range r.names {
+			if r.queues.In(q) > 0 {
+				backlogged++
+			}
+		}
+		othersWait := func(q string) bool {
+			if r.queues.In(q) > 0 {
+				return backlogged > 1
+			}
+			return backlogged > 0
+		}
 		for _, run := range r.run {
 			if run.cancelled {
 				continue
 			}
-			g := float64(run.job.GPUs) * dt
-			cost := g * run.job.rate
-			r.usedSec[run.job.Queue] += g
-			r.usedCost[run.job.Queue] += cost
+			j := run.job
+			g := float64(j.GPUs) * dt
+			cost := g * j.rate
+			r.usedSec[j.Queue] += g
+			r.usedCost[j.Queue] += cost
+			if j.Idle > 0 && othersWait(j.Queue) {
+				r.idlePaidSec += g * j.Idle
+			}
 			switch r.opts.Policy {
 			case "kueue-afs":
-				r.decayed.Add(run.job.Queue, g)
+				r.decayed.Add(j.Queue, g)
 			case "costfair":
-				r.decayed.Add(run.job.Queue, cost)
+				r.decayed.Add(j.Queue, cost*(1+r.opts.IdlePenalty*j.Idle))
 			}
 		}
 		for _, p := range r.partial {
 			g := float64(p.held) * dt
+			if othersWait(p.Queue) {
+				r.idlePaidSec += g
+			}
 			switch r.opts.Policy {
 			case "kueue-afs":
 				r.decayed.Add(p.Queue, g)
@@ -572,7 +613,7 @@ func (r *replay) hold(j *replayJob, nodes []int, waiting bool) {
 func (r *replay) start(j *replayJob, nodes []int) {
 	j.start = r.now
 	j.w.Priority = j.TraceJob.Priority
-	j.run = &replayRun{end: r.now + j.Duration, job: j, nodes: nodes}
+	j.run = &replayRun{end: r.now + r.speeds.runTime(j.TraceJob, j.fr.Flavor), job: j, nodes: nodes}
 	heap.Push(&r.run, j.run)
 	r.busyGPUs += j.GPUs
 	r.hold(j, nodes, false)

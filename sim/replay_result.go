@@ -59,6 +59,10 @@ type ReplayResult struct {
 	MoneyGapP95     float64 `json:"moneyGapP95"`
 	MoneyGapSamples int     `json:"moneyGapSamples"`
 	MoneyGapStarved int     `json:"moneyGapStarved"`
+	// IdlePaidGPUHours is GPU time held idle while another queue had
+	// work waiting: the idle share of idle-holding jobs (TraceJob.Idle)
+	// and the GPUs partial gangs hold for their missing pods.
+	IdlePaidGPUHours float64 `json:"idlePaidGpuHours"`
 	// FinishTimeFairness is Themis' ρ: a job's completion time here over
 	// its completion time with its queue alone on its nominal quota.
 	// FTFMean is the mean over jobs; FTFMaxQueue the largest per-queue
@@ -180,7 +184,7 @@ func (r *replay) result(jobs int) ReplayResult {
 	o := r.opts
 	res := ReplayResult{Policy: o.Policy, Gating: o.Gating, Preemption: o.Preemption, Jobs: jobs, GPUs: r.model.capacity, Finished: len(r.jcts), Makespan: r.now,
 		Evictions: r.evictions, Preemptions: r.preempted, PreemptedGPUHours: r.lostSec / 3600,
-		WaitBySize: map[string]float64{}, MaxWaitByQueue: r.maxWait, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: r.heldSec / 3600, jct: r.jcts}
+		WaitBySize: map[string]float64{}, MaxWaitByQueue: r.maxWait, CostMicrosByQueue: map[string]int64{}, PartialGangGPUHours: r.heldSec / 3600, IdlePaidGPUHours: r.idlePaidSec / 3600, jct: r.jcts}
 	if len(r.jcts) > 0 {
 		all := make([]float64, 0, len(r.jcts))
 		var sum float64

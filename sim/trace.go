@@ -25,6 +25,17 @@ type TraceJob struct {
 	Class string
 	// Resource is what its pods ask for; empty: nvidia.com/gpu.
 	Resource string
+	// Flavors, when set, are the only flavors it may run on (what its
+	// model needs: an H100's memory, say); empty: any.
+	Flavors []string
+	// Model is the Gavel job type it trains, for flavors that run at
+	// Gavel's per-model throughputs; empty: one drawn by its ID.
+	Model string
+	// Idle is the share of the GPU time it holds that its GPUs sit idle
+	// (a notebook between cells, an endpoint without traffic), 0 to 1:
+	// costfair counts that time at 1 + IdlePenalty, and IdlePaidGPUHours
+	// counts it while others wait. Without the ledger loop only.
+	Idle float64
 	// Job, when set, is who runs it in the telemetry (namespace,
 	// LocalQueue, kind); without one the replay makes one up.
 	Job *Job

@@ -51,10 +51,8 @@ type Options struct {
 	Store ledger.Store
 	// Interval between weight updates. Default 2 minutes.
 	Interval time.Duration
-	// HalfLife of the decayed spend and IdlePenalty (an idle GPU-hour
-	// counts 1 + IdlePenalty), as in the simulator. Defaults 7 days, 1.
-	HalfLife    time.Duration
-	IdlePenalty float64
+	// HalfLife of the decayed spend, as in the simulator. Default 7 days.
+	HalfLife time.Duration
 	// Hysteresis: a weight is written when it moves by more than this
 	// fraction. Default 0.1.
 	Hysteresis float64
@@ -103,9 +101,6 @@ func New(cfg *rest.Config, o Options) (*Controller, error) {
 	}
 	if o.HalfLife <= 0 {
 		o.HalfLife = 7 * 24 * time.Hour
-	}
-	if o.IdlePenalty == 0 {
-		o.IdlePenalty = 1
 	}
 	if o.Hysteresis <= 0 {
 		o.Hysteresis = 0.1
@@ -476,7 +471,7 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 		queues = append(queues, q)
 	}
 	now := c.o.Now()
-	spend, err := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife, IdlePenalty: c.o.IdlePenalty}.Spend(ctx, now, now)
+	spend, err := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife}.Spend(ctx, now, now)
 	if err != nil {
 		return err
 	}

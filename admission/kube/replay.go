@@ -36,14 +36,46 @@ type ReplayJob struct {
 	ID, Team         string
 	Submit, Duration time.Duration
 	Pods, PerPod     int
+	// Resource is what its pods ask for; empty: nvidia.com/gpu.
+	Resource string
+	// Flavors, when set, are the only flavors it may run on: its pods'
+	// required node affinity on the flavors' gpuledger.io/flavor node
+	// label, which Kueue matches when it assigns a flavor.
+	Flavors []string
+	// RunTime, when set, is how long it runs on each flavor (a flavor's
+	// throughput); a flavor not in it: Duration.
+	RunTime map[string]time.Duration
 }
+
+// runTime is how long j runs on flavor.
+func (j ReplayJob) runTime(flavor string) time.Duration {
+	if d, ok := j.RunTime[flavor]; ok {
+		return d
+	}
+	return j.Duration
+}
+
+func (j ReplayJob) resource() string {
+	if j.Resource == "" {
+		return gpuResource
+	}
+	return j.Resource
+}
+
+// FlavorLabel is the node label that names a replay flavor's nodes.
+const FlavorLabel = "gpuledger.io/flavor"
+
+const gpuResource = "nvidia.com/gpu"
 
 // ReplayFlavor is one ResourceFlavor of the replay's ClusterQueue, in the
 // order Kueue tries them.
 type ReplayFlavor struct {
-	Name                  string
+	Name string
+	// GPUs is its quota in units of Resource (nvidia.com/gpu when
+	// empty; a MIG profile's slices); PriceMicrosPerGPUHour is per unit.
 	GPUs                  int
 	PriceMicrosPerGPUHour int64
+	Resource              string
 }
 
 // ReplayOptions configures ReplayOnKueue.
@@ -54,6 +86,9 @@ type ReplayOptions struct {
 	// Limit ends the replay this long after the start (trace clock); 0:
 	// when every job has finished.
 	Limit time.Duration
+	// NoFairSharing runs the ClusterQueue without Admission Fair Sharing
+	// (Kueue's default: BestEffortFIFO by priority and creation).
+	NoFairSharing bool
 	// Steer runs gpuledger's weights: every WeightInterval (trace clock)
 	// the controller sets the LocalQueues' fairSharing.weight from Store,
 	// decayed with HalfLife, into which the replay writes each trace hour
@@ -121,7 +156,7 @@ func ReplayOnKueue(ctx context.Context, cfg *rest.Config, jobs []ReplayJob, o Re
 	if err != nil {
 		return nil, err
 	}
-	if err := c.createReplayQueues(ctx, o.Flavors, teams); err != nil {
+	if err := c.createReplayQueues(ctx, o.Flavors, teams, !o.NoFairSharing); err != nil {
 		return nil, err
 	}
 	r := &kueueReplay{c: c, o: o, jobs: jobs, byName: map[string]int{}, out: make([]ReplayOutcome, len(jobs)),
@@ -148,18 +183,35 @@ func jobName(i int) string { return "j" + strconv.Itoa(i) }
 
 // createReplayQueues creates the flavors, the ClusterQueue and a namespace
 // with a LocalQueue per team, and waits until Kueue has them active.
-func (c *Controller) createReplayQueues(ctx context.Context, flavors []ReplayFlavor, teams map[string]bool) error {
-	var fl []any
+func (c *Controller) createReplayQueues(ctx context.Context, flavors []ReplayFlavor, teams map[string]bool, afs bool) error {
+	// One resource group per resource, its flavors in the given order.
+	var resources []string
+	groups := map[string][]any{}
 	for _, f := range flavors {
 		if err := c.create(ctx, schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "resourceflavors"}, "",
-			map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": f.Name}}); err != nil {
+			map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": f.Name},
+				"spec": map[string]any{"nodeLabels": map[string]any{FlavorLabel: f.Name}}}); err != nil {
 			return err
 		}
-		fl = append(fl, map[string]any{"name": f.Name, "resources": []any{map[string]any{"name": "nvidia.com/gpu", "nominalQuota": int64(f.GPUs)}}})
+		res := f.Resource
+		if res == "" {
+			res = gpuResource
+		}
+		if _, ok := groups[res]; !ok {
+			resources = append(resources, res)
+		}
+		groups[res] = append(groups[res], map[string]any{"name": f.Name, "resources": []any{map[string]any{"name": res, "nominalQuota": int64(f.GPUs)}}})
+	}
+	var rgs []any
+	for _, res := range resources {
+		rgs = append(rgs, map[string]any{"coveredResources": []any{res}, "flavors": groups[res]})
+	}
+	spec := map[string]any{"namespaceSelector": map[string]any{}, "resourceGroups": rgs}
+	if afs {
+		spec["admissionScope"] = map[string]any{"admissionMode": "UsageBasedAdmissionFairSharing"}
 	}
 	if err := c.create(ctx, clusterQsGVR, "", map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": replayQueue},
-		"spec": map[string]any{"namespaceSelector": map[string]any{}, "admissionScope": map[string]any{"admissionMode": "UsageBasedAdmissionFairSharing"},
-			"resourceGroups": []any{map[string]any{"coveredResources": []any{"nvidia.com/gpu"}, "flavors": fl}}}}); err != nil {
+		"spec": spec}); err != nil {
 		return err
 	}
 	names := make([]string, 0, len(teams))
@@ -340,12 +392,21 @@ func (r *kueueReplay) submit(ctx context.Context) {
 			return
 		case <-time.After(time.Until(r.real(j.Submit))):
 		}
+		pod := map[string]any{"restartPolicy": "Never", "containers": []any{map[string]any{
+			"name": "trainer", "image": "registry.k8s.io/pause:3.10",
+			"resources": map[string]any{"requests": map[string]any{j.resource(): strconv.Itoa(j.PerPod)},
+				"limits": map[string]any{j.resource(): strconv.Itoa(j.PerPod)}}}}}
+		if len(j.Flavors) > 0 {
+			values := make([]any, len(j.Flavors))
+			for k, f := range j.Flavors {
+				values[k] = f
+			}
+			pod["affinity"] = map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+				"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": FlavorLabel, "operator": "In", "values": values}}}}}}}
+		}
 		wl := map[string]any{"kind": "Workload", "metadata": map[string]any{"name": jobName(i), "namespace": j.Team},
 			"spec": map[string]any{"queueName": "q", "podSets": []any{map[string]any{"name": "main", "count": int64(j.Pods),
-				"template": map[string]any{"spec": map[string]any{"restartPolicy": "Never", "containers": []any{map[string]any{
-					"name": "trainer", "image": "registry.k8s.io/pause:3.10",
-					"resources": map[string]any{"requests": map[string]any{"nvidia.com/gpu": strconv.Itoa(j.PerPod)},
-						"limits": map[string]any{"nvidia.com/gpu": strconv.Itoa(j.PerPod)}}}}}}}}}}
+				"template": map[string]any{"spec": pod}}}}}
 		if err := r.c.create(ctx, workloadsGVR, j.Team, wl); err != nil {
 			if ctx.Err() == nil {
 				r.fail(fmt.Errorf("job %s: %w", j.ID, err))
@@ -378,9 +439,10 @@ func (r *kueueReplay) observe(ctx context.Context, obj any) {
 	j := r.jobs[i]
 	r.admitted[i] = true
 	r.nAdmitted++
-	r.out[i] = ReplayOutcome{ID: j.ID, Team: j.Team, Flavor: admittedFlavor(u), GPUs: j.Pods * j.PerPod, Submit: j.Submit, Admitted: now}
+	flavor := admittedFlavor(u, j.resource())
+	r.out[i] = ReplayOutcome{ID: j.ID, Team: j.Team, Flavor: flavor, GPUs: j.Pods * j.PerPod, Submit: j.Submit, Admitted: now}
 	r.mu.Unlock()
-	time.AfterFunc(time.Until(r.real(now+j.Duration)), func() { r.finish(ctx, i, u.GetNamespace(), u.GetName()) })
+	time.AfterFunc(time.Until(r.real(now+j.runTime(flavor))), func() { r.finish(ctx, i, u.GetNamespace(), u.GetName()) })
 }
 
 func (r *kueueReplay) isAdmitted(u *unstructured.Unstructured) bool {
@@ -388,12 +450,12 @@ func (r *kueueReplay) isAdmitted(u *unstructured.Unstructured) bool {
 	return ok
 }
 
-// admittedFlavor is the flavor Kueue assigned the workload's GPUs.
-func admittedFlavor(u *unstructured.Unstructured) string {
+// admittedFlavor is the flavor Kueue assigned the workload's resource.
+func admittedFlavor(u *unstructured.Unstructured, resource string) string {
 	assign, _, _ := unstructured.NestedSlice(u.Object, "status", "admission", "podSetAssignments")
 	for _, a := range assign {
 		m, _ := a.(map[string]any)
-		if f, ok, _ := unstructured.NestedString(m, "flavors", "nvidia.com/gpu"); ok {
+		if f, ok, _ := unstructured.NestedString(m, "flavors", resource); ok {
 			return f
 		}
 	}

@@ -39,7 +39,6 @@ changes, errors) and /healthz are served on -http.listenAddr.`, stdout)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; default $KUBECONFIG, else the in-cluster service account")
 	interval := fs.Duration("interval", 2*time.Minute, "how often the fair-sharing weights are computed")
 	halfLife := fs.Duration("halfLife", 7*24*time.Hour, "half-life of the decayed spend the weights follow")
-	idlePenalty := fs.Float64("idlePenalty", 1, "an idle GPU-hour counts 1+this GPU-hours of spend")
 	hysteresis := fs.Float64("hysteresis", 0.1, "write a weight only when it moves by more than this fraction")
 	dryRun := fs.Bool("dryRun", false, "compute the weights and write Events, but change no weight")
 	defaultDuration := fs.Duration("defaultDuration", 24*time.Hour, "how long a workload without maximumExecutionTimeSeconds is priced for by the budget check")
@@ -65,7 +64,7 @@ changes, errors) and /healthz are served on -http.listenAddr.`, stdout)
 		return err
 	}
 	defer store.Close()
-	c, err := kube.New(rc, kube.Options{Teams: teams, Store: store, Interval: *interval, HalfLife: *halfLife, IdlePenalty: *idlePenalty,
+	c, err := kube.New(rc, kube.Options{Teams: teams, Store: store, Interval: *interval, HalfLife: *halfLife,
 		Hysteresis: *hysteresis, DryRun: *dryRun, DefaultDuration: *defaultDuration, RetryAfter: *retryAfter, Log: log})
 	if err != nil {
 		return err

@@ -44,7 +44,7 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	hours := fs.Float64("hours", 12, "hours of submissions replayed")
 	offsetDays := fs.Float64("offsetDays", 30, "each VC's clock is shifted by an offset drawn from -seed in [0, this many days)")
 	seed := fs.Uint64("seed", 1, "seed of the VCs' offsets and of the gavel mix")
-	workload := fs.String("workload", "philly", "philly (the VCs' jobs) or gavel (Gavel's synthetic mix on the same VCs)")
+	workload := fs.String("workload", "philly", "philly (the VCs' jobs), gavel (Gavel's synthetic mix on the same VCs) or mechanism (four teams pinned to flavors by what their models need, all backlogged, on the scenario's own cluster: -vcs, -from, -offsetDays, -load and -cluster are unused, -hours is its span)")
 	gavelRate := fs.Float64("gavel.jobsPerHour", 30, "arrival rate of the gavel mix")
 	load := fs.Float64("load", 0.95, "offered load: the window's GPU demand over the ClusterQueue's GPUs")
 	clusterFile := fs.String("cluster", "examples/philly-replay.yaml", "flavors and prices (see examples/philly-replay.yaml)")
@@ -53,14 +53,29 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	halfLife := fs.Duration("halfLife", 6*time.Hour, "half-life of the decayed usage and spend (trace clock)")
 	sampling := fs.Duration("sampling", time.Second, "Kueue's usageSamplingInterval (real clock); × -speedup is the simulator's admission penalty")
 	weightInterval := fs.Duration("weightInterval", 10*time.Minute, "how often the controller sets the weights (trace clock)")
-	policies := fs.String("policies", "kueue-afs,costfair", "policies to compare")
+	policies := fs.String("policies", "kueue-afs,costfair", "policies to compare: kueue (a ClusterQueue without Admission Fair Sharing: BestEffortFIFO), kueue-afs, costfair")
+	worlds := fs.String("worlds", "sim,kueue", "where to replay: sim (the simulator), kueue (a real Kueue), or both")
+	interactive := fs.Float64("mechanism.interactive", 0, "with -workload mechanism: the share of research's jobs that are notebooks holding one GPU 80% idle")
+	idlePenalty := fs.Float64("idlePenalty", 0, "an experiment: the simulator's costfair counts an idle GPU-hour as 1+this GPU-hours of spend (the real controller has no such penalty)")
 	runs := fs.Int("runs", 1, "real runs of each policy (min/median/max over them)")
 	out := fs.String("out", "gpuledger-sim/sim-to-real", "folder for the stacks' logs and the outcomes (outcomes.csv)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := kubetest.Built(); err != nil {
-		return err
+	real := false
+	for _, w := range splitList(*worlds) {
+		switch w {
+		case "sim":
+		case "kueue":
+			real = true
+		default:
+			return usageError{fmt.Sprintf("-worlds item %q: want sim or kueue", w)}
+		}
+	}
+	if real {
+		if err := kubetest.Built(); err != nil {
+			return err
+		}
 	}
 	if *speedup <= 0 || *hours <= 0 || *limitHours < *hours || *runs < 1 {
 		return usageError{fmt.Sprintf("-speedup %g, -hours %g, -limit %g, -runs %d: want a speedup > 0, hours > 0, a limit of at least -hours and a run", *speedup, *hours, *limitHours, *runs)}
@@ -68,26 +83,36 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	from := days2d(*fromDay)
 	span := time.Duration(*hours * float64(time.Hour))
 	limit := time.Duration(*limitHours * float64(time.Hour))
-	queues, jobs, err := sim.LoadPhilly(*trace, sim.PhillyOptions{From: from, To: from + span, VCs: splitList(*vcs),
-		OffsetSpread: days2d(*offsetDays), OffsetSeed: *seed})
-	if err != nil {
-		return fmt.Errorf("%w; pass -trace with the philly-pcs folder and -vcs that are in it", err)
-	}
+	var (
+		queues  []sim.TraceQueue
+		jobs    []sim.TraceJob
+		flavors []sim.ReplayFlavor
+		gpus    int
+	)
 	switch *workload {
-	case "philly":
-	case "gavel":
-		jobs = sim.Gavel(queues, *gavelRate, span, *seed)
+	case "philly", "gavel":
+		var err error
+		queues, jobs, err = sim.LoadPhilly(*trace, sim.PhillyOptions{From: from, To: from + span, VCs: splitList(*vcs),
+			OffsetSpread: days2d(*offsetDays), OffsetSeed: *seed})
+		if err != nil {
+			return fmt.Errorf("%w; pass -trace with the philly-pcs folder and -vcs that are in it", err)
+		}
+		if *workload == "gavel" {
+			jobs = sim.Gavel(queues, *gavelRate, span, *seed)
+		}
+		if flavors, err = replayFlavors(*clusterFile); err != nil {
+			return err
+		}
+		if len(flavors) == 0 {
+			flavors = []sim.ReplayFlavor{{Name: "gpu", Share: 1, PriceMicrosPerGPUHour: 6_880_000}}
+		}
+		gpus = int(math.Ceil(sim.OfferedGPUs(jobs, span) / *load))
+	case "mechanism":
+		queues, flavors, jobs = sim.Mechanism(sim.MechanismOptions{Days: *hours / 24, Seed: *seed, Interactive: *interactive})
+		gpus = sim.MechanismGPUs()
 	default:
-		return usageError{fmt.Sprintf("-workload %q: want philly or gavel", *workload)}
+		return usageError{fmt.Sprintf("-workload %q: want philly, gavel or mechanism", *workload)}
 	}
-	flavors, err := replayFlavors(*clusterFile)
-	if err != nil {
-		return err
-	}
-	if len(flavors) == 0 {
-		flavors = []sim.ReplayFlavor{{Name: "gpu", Share: 1, PriceMicrosPerGPUHour: 6_880_000}}
-	}
-	gpus := int(math.Ceil(sim.OfferedGPUs(jobs, span) / *load))
 	model, err := sharedModel(queues, flavors, gpus)
 	if err != nil {
 		return err
@@ -109,17 +134,31 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	}
 	jobs = kept
 	fmt.Fprintf(stdout, "gpuledger sim-to-real %s\n\n", strings.Join(args, " "))
-	fmt.Fprintf(stdout, "%d %s jobs of %d VCs submitted over %s from day %g (seed %d), %d left out (larger than any flavor); one ClusterQueue of %d GPUs (%s) at load %g; %gx speedup: %s of trace in %s\n\n",
-		len(jobs), *workload, len(queues), span, *fromDay, *seed, dropped, gpus, flavorList(flavors, caps), *load, *speedup, limit, time.Duration(float64(limit) / *speedup).Round(time.Second))
+	if *workload == "mechanism" {
+		fmt.Fprintf(stdout, "%d mechanism jobs of %d teams submitted over %s (seed %d), every team backlogged; one ClusterQueue of %d GPUs (%s); %gx speedup: %s of trace in %s\n\n",
+			len(jobs), len(queues), span, *seed, gpus, flavorList(flavors, caps), *speedup, limit, time.Duration(float64(limit) / *speedup).Round(time.Second))
+	} else {
+		fmt.Fprintf(stdout, "%d %s jobs of %d VCs submitted over %s from day %g (seed %d), %d left out (larger than any flavor); one ClusterQueue of %d GPUs (%s) at load %g; %gx speedup: %s of trace in %s\n\n",
+			len(jobs), *workload, len(queues), span, *fromDay, *seed, dropped, gpus, flavorList(flavors, caps), *load, *speedup, limit, time.Duration(float64(limit) / *speedup).Round(time.Second))
+	}
+	// Prices per unit of each flavor's resource (a MIG slice its compute
+	// share of the GPU's).
 	prices := map[string]int64{}
+	for fr, perSecond := range model.Rates {
+		prices[fr.Flavor] = int64(math.Round(perSecond * 3600))
+	}
 	var kf []kube.ReplayFlavor
 	for _, f := range flavors {
-		prices[f.Name] = f.PriceMicrosPerGPUHour
-		kf = append(kf, kube.ReplayFlavor{Name: f.Name, GPUs: caps[f.Name], PriceMicrosPerGPUHour: f.PriceMicrosPerGPUHour})
+		kf = append(kf, kube.ReplayFlavor{Name: f.Name, GPUs: caps[f.Name], PriceMicrosPerGPUHour: prices[f.Name], Resource: f.Resource})
 	}
 	var rj []kube.ReplayJob
 	for _, j := range jobs {
-		rj = append(rj, kube.ReplayJob{ID: j.ID, Team: j.Queue, Submit: j.Submit, Duration: j.Duration, Pods: j.Pods, PerPod: j.PerPod})
+		rt, err := sim.RunTimes(j, flavors)
+		if err != nil {
+			return err
+		}
+		rj = append(rj, kube.ReplayJob{ID: j.ID, Team: j.Queue, Submit: j.Submit, Duration: j.Duration, Pods: j.Pods, PerPod: j.PerPod,
+			Resource: j.Resource, Flavors: j.Flavors, RunTime: rt})
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
@@ -138,22 +177,26 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	}
 	penalty := time.Duration(float64(*sampling) * *speedup)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmoney gap\tmean |Δwait| vs sim\tsame flavor\t")
+	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmoney gap\tidle paid GPU-h\tmean |Δwait| vs sim\tsame flavor\t")
 	began := time.Now()
 	for _, policy := range splitList(*policies) {
 		m, err := sharedModel(queues, flavors, gpus)
 		if err != nil {
 			return err
 		}
-		res, err := sim.ReplayModel(m, jobs, sim.ReplayOptions{Policy: policy, Gating: true, HalfLife: *halfLife, AdmissionPenalty: penalty,
-			Flavors: flavors, Limit: limit})
+		ropts := sim.ReplayOptions{Policy: policy, Gating: true, HalfLife: *halfLife, AdmissionPenalty: penalty,
+			Flavors: flavors, Limit: limit, IdlePenalty: *idlePenalty}
+		res, err := sim.ReplayModel(m, jobs, ropts)
 		if err != nil {
 			return fmt.Errorf("simulate %s: %w", policy, err)
 		}
 		writeOutcomes(policy, "sim", 0, res.Outcomes)
 		simFig := sim.Figures(jobs, res.Outcomes, prices, limit)
 		fmt.Fprintf(tw, "%s\tsimulator\t%s\t\t\n", policy, figureCells(simFig))
-		var real []sim.RunFigures
+		if !real {
+			continue
+		}
+		var realFigs []sim.RunFigures
 		var divs []sim.Divergence
 		for run := 1; run <= *runs; run++ {
 			fmt.Fprintf(os.Stderr, "sim-to-real: %s on Kueue, run %d of %d (%s so far)\n", policy, run, *runs, time.Since(began).Round(time.Second))
@@ -164,13 +207,13 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 			writeOutcomes(policy, "kueue", run, outs)
 			fig := sim.Figures(jobs, outs, prices, limit)
 			div := sim.Diverge(res.Outcomes, outs)
-			real, divs = append(real, fig), append(divs, div)
+			realFigs, divs = append(realFigs, fig), append(divs, div)
 			fmt.Fprintf(tw, "%s\tKueue run %d\t%s\t%s\t%.0f%%\t\n", policy, run, figureCells(fig), div.MeanAbsWait.Round(time.Minute), 100*div.SameFlavor)
 		}
 		if *runs > 1 {
-			fmt.Fprintf(tw, "%s\tKueue min/median/max\t%s\t\t\t\n", policy, spreadCells(real))
+			fmt.Fprintf(tw, "%s\tKueue min/median/max\t%s\t\t\t\n", policy, spreadCells(realFigs))
 		}
-		med := median(real)
+		med := median(realFigs)
 		fmt.Fprintf(tw, "%s\tsimulator error\t%s\t\t\t\n", policy, errorCells(simFig, med))
 	}
 	if err := tw.Flush(); err != nil {
@@ -213,6 +256,8 @@ func realRun(ctx context.Context, dir string, jobs []kube.ReplayJob, flavors []k
 			fmt.Fprintf(os.Stderr, "sim-to-real: %s: %d of %d created, %d admitted, %d finished\n", policy, created, total, admitted, finished)
 		}}
 	switch policy {
+	case "kueue":
+		o.NoFairSharing = true
 	case "kueue-afs":
 	case "costfair":
 		store, err := embedded.Open(filepath.Join(dir, "ledger"), embedded.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -223,7 +268,7 @@ func realRun(ctx context.Context, dir string, jobs []kube.ReplayJob, flavors []k
 		o.Steer, o.Store, o.HalfLife, o.WeightInterval = true, store, halfLife, weightInterval
 		o.Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	default:
-		return nil, usageError{fmt.Sprintf("-policies item %q: want kueue-afs or costfair (what a real Kueue runs: plain, or with gpuledger's weights)", policy)}
+		return nil, usageError{fmt.Sprintf("-policies item %q: want kueue, kueue-afs or costfair (what a real Kueue runs: without or with Admission Fair Sharing, or with gpuledger's weights)", policy)}
 	}
 	outs, err := kube.ReplayOnKueue(ctx, s.Config, jobs, o)
 	if err != nil {
@@ -239,7 +284,14 @@ func realRun(ctx context.Context, dir string, jobs []kube.ReplayJob, flavors []k
 func flavorList(flavors []sim.ReplayFlavor, caps map[string]int) string {
 	var parts []string
 	for _, f := range flavors {
-		parts = append(parts, fmt.Sprintf("%d %s at %s/GPU-hour", caps[f.Name], f.Name, formatMicros(f.PriceMicrosPerGPUHour)))
+		part := fmt.Sprintf("%d %s at %s/GPU-hour", caps[f.Name], f.Name, formatMicros(f.PriceMicrosPerGPUHour))
+		if f.Resource != "" && f.Resource != "nvidia.com/gpu" {
+			part = fmt.Sprintf("%d %s of %d GPUs at %s/GPU-hour", caps[f.Name], f.Resource, f.GPUs, formatMicros(f.PriceMicrosPerGPUHour))
+		}
+		if f.Speed > 0 && f.Speed != 1 {
+			part += fmt.Sprintf(", speed %.3g", f.Speed)
+		}
+		parts = append(parts, part)
 	}
 	return strings.Join(parts, ", ")
 }
@@ -248,8 +300,8 @@ func formatMicros(m int64) string { return fmt.Sprintf("%.3f", float64(m)/1e6) }
 
 func figureCells(f sim.RunFigures) string {
 	r := func(d time.Duration) string { return d.Round(time.Minute).String() }
-	return fmt.Sprintf("%d/%d\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.3f", f.Started, f.Jobs, f.Finished, r(f.AvgJCT), r(f.MeanWait), r(f.P90Wait), r(f.MaxWait),
-		f.JainBacklogged, f.MoneyGap)
+	return fmt.Sprintf("%d/%d\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.0f", f.Started, f.Jobs, f.Finished, r(f.AvgJCT), r(f.MeanWait), r(f.P90Wait), r(f.MaxWait),
+		f.JainBacklogged, f.MoneyGap, f.IdlePaidGPUHours)
 }
 
 // median takes each figure's median over the runs.
@@ -266,14 +318,15 @@ func median(fs []sim.RunFigures) sim.RunFigures {
 		return time.Duration(pick(func(f sim.RunFigures) float64 { return float64(get(f)) }))
 	}
 	return sim.RunFigures{Jobs: fs[0].Jobs,
-		Started:        int(pick(func(f sim.RunFigures) float64 { return float64(f.Started) })),
-		Finished:       int(pick(func(f sim.RunFigures) float64 { return float64(f.Finished) })),
-		AvgJCT:         d(func(f sim.RunFigures) time.Duration { return f.AvgJCT }),
-		MeanWait:       d(func(f sim.RunFigures) time.Duration { return f.MeanWait }),
-		P90Wait:        d(func(f sim.RunFigures) time.Duration { return f.P90Wait }),
-		MaxWait:        d(func(f sim.RunFigures) time.Duration { return f.MaxWait }),
-		JainBacklogged: pick(func(f sim.RunFigures) float64 { return f.JainBacklogged }),
-		MoneyGap:       pick(func(f sim.RunFigures) float64 { return f.MoneyGap })}
+		Started:          int(pick(func(f sim.RunFigures) float64 { return float64(f.Started) })),
+		Finished:         int(pick(func(f sim.RunFigures) float64 { return float64(f.Finished) })),
+		AvgJCT:           d(func(f sim.RunFigures) time.Duration { return f.AvgJCT }),
+		MeanWait:         d(func(f sim.RunFigures) time.Duration { return f.MeanWait }),
+		P90Wait:          d(func(f sim.RunFigures) time.Duration { return f.P90Wait }),
+		MaxWait:          d(func(f sim.RunFigures) time.Duration { return f.MaxWait }),
+		JainBacklogged:   pick(func(f sim.RunFigures) float64 { return f.JainBacklogged }),
+		MoneyGap:         pick(func(f sim.RunFigures) float64 { return f.MoneyGap }),
+		IdlePaidGPUHours: pick(func(f sim.RunFigures) float64 { return f.IdlePaidGPUHours })}
 }
 
 func spreadCells(fs []sim.RunFigures) string {
@@ -296,6 +349,7 @@ func spreadCells(fs []sim.RunFigures) string {
 		span(func(f sim.RunFigures) float64 { return float64(f.MaxWait) }, dur),
 		span(func(f sim.RunFigures) float64 { return f.JainBacklogged }, j),
 		span(func(f sim.RunFigures) float64 { return f.MoneyGap }, j),
+		span(func(f sim.RunFigures) float64 { return f.IdlePaidGPUHours }, n),
 	}, "\t")
 }
 
@@ -314,5 +368,5 @@ func errorCells(s, r sim.RunFigures) string {
 		rel(float64(s.Started), float64(r.Started)), rel(float64(s.Finished), float64(r.Finished)),
 		rel(float64(s.AvgJCT), float64(r.AvgJCT)), rel(float64(s.MeanWait), float64(r.MeanWait)),
 		rel(float64(s.P90Wait), float64(r.P90Wait)), rel(float64(s.MaxWait), float64(r.MaxWait)),
-		rel(s.JainBacklogged, r.JainBacklogged), rel(s.MoneyGap, r.MoneyGap)}, "\t")
+		rel(s.JainBacklogged, r.JainBacklogged), rel(s.MoneyGap, r.MoneyGap), rel(s.IdlePaidGPUHours, r.IdlePaidGPUHours)}, "\t")
 }

@@ -50,7 +50,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	order := fs.String("order", "fifo", "order inside a queue: fifo (Kueue's: priority, then creation) or small-first (fewer GPUs first, through Workload priorities)")
 	agingAfter := fs.Duration("agingAfter", 0, "with -gating: a job waiting this long goes to the front of its queue, and the GPUs freeing up are reserved for it while it does not fit; 0 never")
 	preemptionRules := fs.String("preemptionRules", "", "with -preemption: kueue (Kueue's fair-sharing strategies) or reclaim (take back nominal quota only); default kueue for the kueue policy, reclaim for the others")
-	idlePenalty := fs.Float64("idlePenalty", 1, "costfair counts an idle GPU-hour as 1+this GPU-hours of spend")
+	idlePenalty := fs.Float64("idlePenalty", 0, "an experiment: costfair counts an idle GPU-hour (partial gangs' held GPUs) as 1+this GPU-hours of spend; without -loop")
 	ftf := fs.Bool("ftf", true, "measure finish-time fairness: replay each queue alone on its quota first")
 	clusterFile := fs.String("cluster", "", "the replay's flavors and prices (see examples/philly-replay.yaml): each flavor gets its share of every quota and of the nodes, queues try them in this order (several flavors need -gating); default one H100 flavor at the price book's aws/p5.48xlarge rate")
 	if err := parseFlags(fs, args); err != nil {
@@ -129,9 +129,6 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 		ropts := sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale,
 			NodeSize: nodeSize, ReadyTimeout: *readyTimeout, Preemption: *preemption, IdlePenalty: *idlePenalty, Isolated: isolated,
 			ScrapeInterval: *scrape, SampleEvery: sampleEvery, Flavors: flavors, Order: *order, AgingAfter: *agingAfter, PreemptionRules: *preemptionRules}
-		if *idlePenalty == 0 {
-			ropts.IdlePenalty = -1 // none
-		}
 		if *loop {
 			dir := filepath.Join(*out, "ledger-"+p)
 			if err := os.RemoveAll(dir); err != nil {
@@ -188,7 +185,11 @@ func replayFlavors(path string) ([]sim.ReplayFlavor, error) {
 	}
 	out := make([]sim.ReplayFlavor, len(r.Flavors))
 	for i, f := range r.Flavors {
-		out[i] = sim.ReplayFlavor{Name: f.Name, Share: float64(f.Share.Micros) / 1e6, PriceMicrosPerGPUHour: r.RateMicros(i), Model: f.GPUModel}
+		out[i] = sim.ReplayFlavor{Name: f.Name, Share: float64(f.Share.Micros) / 1e6, PriceMicrosPerGPUHour: r.RateMicros(i), Model: f.GPUModel,
+			Speed: r.SpeedOf(i), GavelGPU: f.GavelGPU}
+		if f.GavelGPU != "" {
+			out[i].TraceGPU = r.TraceGPU
+		}
 	}
 	return out, nil
 }

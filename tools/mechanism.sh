@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The mechanism scenario (gpuledger sim-to-real -workload mechanism): four
+# teams with equal entitlements pinned to flavors by what their models
+# need, all backlogged. Writes docs/policy-eval/mechanism.txt with the
+# commit, each command and its output:
+#   - the simulator over 14 days, seeds 1-SEEDS, Kueue without and with
+#     Admission Fair Sharing and costfair, and the money gap's
+#     min/median/max over the seeds;
+#   - the idle penalty on the same scenario with idle-holding notebooks;
+#   - with REAL=1, the first 84 h of seed 1 on a real kube-apiserver and
+#     Kueue (tools/build-k8s-stack.sh; $GPULEDGER_K8S_STACK) beside the
+#     simulator, at 1200x (about 5 minutes a policy).
+# Usage: [REAL=1] bash tools/mechanism.sh [SEEDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seeds=${1:-5}
+commit=$(git rev-parse --short HEAD)
+if [ -n "$(git status --porcelain -- ':!docs')" ]; then
+	echo "mechanism.sh: the working tree has changes outside docs/; commit them so that the file names the code it ran" >&2
+	exit 1
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/gpuledger" ./cmd/gpuledger
+out=docs/policy-eval/mechanism.txt
+policies=kueue,kueue-afs,costfair
+{
+	echo "# at $commit, on $(nproc) cores: bash tools/mechanism.sh $seeds${REAL:+ (REAL=1)}"
+	echo
+	for s in $(seq "$seeds"); do
+		echo "# gpuledger sim-to-real -workload mechanism -worlds sim -hours 336 -limit 336 -halfLife 1h -policies $policies -seed $s"
+		"$tmp/gpuledger" sim-to-real -workload mechanism -worlds sim -hours 336 -limit 336 -halfLife 1h \
+			-policies "$policies" -seed "$s" -out "$tmp/sim-$s" | tee "$tmp/sim-$s.txt" | sed 1d
+	done
+	echo "# money gap over seeds 1-$seeds (min median max), 14 days in the simulator:"
+	for p in ${policies//,/ }; do
+		for s in $(seq "$seeds"); do
+			awk -v p="$p" '$1 == p && $2 == "simulator" { print $10 }' "$tmp/sim-$s.txt"
+		done | sort -g | awk -v p="$p" '{ v[NR] = $1 } END { printf "#   %-10s %s %s %s\n", p, v[1], v[int((NR+1)/2)], v[NR] }'
+	done
+	echo
+	echo "# The idle penalty: a third of research's jobs are notebooks holding one GPU 80% idle (-mechanism.interactive 0.3);"
+	echo "# costfair without (-idlePenalty 0) and with (-idlePenalty 1: an idle GPU-hour counts twice) the penalty, seeds 1-$seeds:"
+	echo "# seed, penalty, avg JCT, money gap, idle paid GPU-h (GPU-hours held idle while another team waited)"
+	for s in $(seq "$seeds"); do
+		for pen in 0 1; do
+			"$tmp/gpuledger" sim-to-real -workload mechanism -worlds sim -hours 336 -limit 336 -halfLife 1h -policies costfair \
+				-mechanism.interactive 0.3 -idlePenalty "$pen" -seed "$s" -out "$tmp/idle" |
+				awk -v s="$s" -v pen="$pen" '$1 == "costfair" && $2 == "simulator" { printf "#   %s %s %s %s %s\n", s, pen, $5, $10, $11 }'
+		done
+	done
+	if [ -n "${REAL:-}" ]; then
+		echo
+		echo "# gpuledger sim-to-real -workload mechanism -worlds sim,kueue -hours 84 -limit 84 -speedup 1200 -halfLife 1h -policies $policies -seed 1"
+		"$tmp/gpuledger" sim-to-real -workload mechanism -worlds sim,kueue -hours 84 -limit 84 -speedup 1200 -halfLife 1h \
+			-policies "$policies" -seed 1 -out "$tmp/real" | sed 1d
+	fi
+} > "$out"
+echo "wrote $out" >&2
