@@ -30,6 +30,9 @@ type BackfillOptions struct {
 	Logger        *slog.Logger
 	// Now is the clock for audit entries; time.Now when nil.
 	Now func() time.Time
+	// By and Reason say who runs the backfill and why, for the
+	// restatements of the hours it changes (ledger.Rewrite).
+	By, Reason string
 }
 
 // BackfillProgress reports a backfill's state after a chunk.
@@ -43,6 +46,11 @@ type BackfillProgress struct {
 	// SettledRewritten counts hours written again that the live path had
 	// settled: each rewrite is recorded in the ledger's audit.
 	SettledRewritten int
+	// Restated counts the team-hours of open months whose figures the
+	// backfill changed, Adjusted those of closed months (not written;
+	// billed in the first open month), and ClosedHours the cluster-hours
+	// it did not write because their month is closed.
+	Restated, Adjusted, ClosedHours int
 }
 
 // CheckpointName is the checkpoint a backfill of a source keeps.
@@ -61,7 +69,9 @@ func CheckpointName(s Source) string { return "backfill:" + s.Name() }
 //
 // Hours the live path (gpuledger serve) has settled may be rewritten: that
 // is what a backfill is for. Each such rewrite is recorded in the ledger's
-// audit. A backfill that writes hours past the live path's checkpoint
+// audit, and every team whose figures it changes gets a restatement;
+// hours of closed months are not written, their changes are adjustments
+// billed in the first open month (ledger.Rewrite). A backfill that writes hours past the live path's checkpoint
 // moves it, so that the live path, which never writes before it, does not
 // overwrite them.
 func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) {
@@ -133,9 +143,13 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) 
 		if len(rows) == 0 && len(wls) == 0 {
 			return nil
 		}
-		if err := o.Store.WriteHours(ctx, rows, wls); err != nil {
+		res, err := ledger.Rewrite(ctx, o.Store, rows, wls, ledger.Provenance{Source: name, By: o.By, Reason: o.Reason, Now: now})
+		if err != nil {
 			return err
 		}
+		prog.Restated += res.Restated
+		prog.Adjusted += res.Adjusted
+		prog.ClosedHours += res.Hours - res.Written
 		prog.Rows += len(rows)
 		return recordRewrite(ctx, o.Store, live, rows, name, now, &prog)
 	}

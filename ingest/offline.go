@@ -25,6 +25,9 @@ type OfflineOptions struct {
 	// Progress, when set, is called after each write with how far the data
 	// has reached and the samples parsed so far.
 	Progress func(reached time.Time, samples uint64)
+	// Provenance names the run in the restatements of hours it changes
+	// (ledger.Rewrite); its Source defaults to "scrapes".
+	Provenance ledger.Provenance
 }
 
 // OfflineStats says what an offline run did.
@@ -33,6 +36,9 @@ type OfflineStats struct {
 	Bytes         int64
 	Ingest        Stats
 	Attribution   attribution.Stats
+	// Restated and Adjusted count the team-hours the run changed in open
+	// months, and in closed ones (adjustments), as ledger.Rewrite does.
+	Restated, Adjusted int
 }
 
 // IngestScrapes is the offline pipeline: every scrape src yields is
@@ -41,6 +47,9 @@ type OfflineStats struct {
 // goroutine, a few scrapes ahead of parsing, with its buffers reused.
 func IngestScrapes(ctx context.Context, model *attribution.Model, store ledger.Store, src ScrapeSource, o OfflineOptions) (OfflineStats, error) {
 	var st OfflineStats
+	if o.Provenance.Source == "" {
+		o.Provenance.Source = "scrapes"
+	}
 	if o.FlushEvery <= 0 {
 		o.FlushEvery = 24 * time.Hour
 	}
@@ -92,9 +101,12 @@ func IngestScrapes(ctx context.Context, model *attribution.Model, store ledger.S
 		if err := writeSideHours(ctx, store, att); err != nil {
 			return fmt.Errorf("write the queues' and endpoints' hours up to %s: %w", until.Format(time.RFC3339), err)
 		}
-		if err := store.WriteHours(ctx, rows, workloads); err != nil {
+		res, err := ledger.Rewrite(ctx, store, rows, workloads, o.Provenance)
+		if err != nil {
 			return fmt.Errorf("write ledger up to %s: %w", until.Format(time.RFC3339), err)
 		}
+		st.Restated += res.Restated
+		st.Adjusted += res.Adjusted
 		if o.Progress != nil {
 			o.Progress(until, parser.Stats().Samples)
 		}

@@ -323,6 +323,21 @@ type Store interface {
 	// empty) whose hours overlap [from, to), by cluster, From, Reason and
 	// Detail.
 	HourFlags(ctx context.Context, cluster string, from, to time.Time) ([]HourFlag, error)
+	// RecordRestatements records rewrites of team-hours: restatements of
+	// open months and adjustments of closed ones (see Rewrite).
+	RecordRestatements(ctx context.Context, rs []Restatement) error
+	// Restatements returns those of a cluster (every cluster when empty)
+	// whose hours are in [from, to), by cluster, hour, team and At.
+	Restatements(ctx context.Context, cluster string, from, to time.Time) ([]Restatement, error)
+	// Adjustments returns the adjustments of a cluster (every cluster when
+	// empty) billed in the month that starts at month, by cluster, hour,
+	// team and At.
+	Adjustments(ctx context.Context, cluster string, month time.Time) ([]Restatement, error)
+	// CloseMonth records a month's close; a month closed already is an
+	// error that wraps ErrMonthClosed.
+	CloseMonth(ctx context.Context, c MonthClose) error
+	// ClosedMonths returns the closes, by month.
+	ClosedMonths(ctx context.Context) ([]MonthClose, error)
 	// Close releases the Store's resources.
 	Close() error
 }

@@ -86,6 +86,35 @@ CREATE TABLE IF NOT EXISTS gpuledger.hour_flags ON CLUSTER gpuledger (
 ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/gpuledger/hour_flags', '{replica}')
 ORDER BY (cluster, from_hour, to_hour, reason, detail);
 
+-- Rewrites of team-hours: restatements of open months, adjustments of
+-- closed ones (billed_in: the month they are billed in; 1970-01-01 for a
+-- restatement), kept forever.
+CREATE TABLE IF NOT EXISTS gpuledger.restatements ON CLUSTER gpuledger (
+    at_ms Int64,
+    cluster String,
+    hour DateTime,
+    team String,
+    before_cost Decimal(18, 6),
+    after_cost Decimal(18, 6),
+    before_gpu_seconds Float64,
+    after_gpu_seconds Float64,
+    source String,
+    by String,
+    reason String,
+    billed_in DateTime
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/gpuledger/restatements', '{replica}')
+ORDER BY (cluster, hour, team, at_ms);
+
+-- The months closed (gpuledger close); a month closed twice is read as
+-- its first close.
+CREATE TABLE IF NOT EXISTS gpuledger.month_closes ON CLUSTER gpuledger (
+    month DateTime,
+    at_ms Int64,
+    by String,
+    note String
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/gpuledger/month_closes', '{replica}')
+ORDER BY month;
+
 -- The queues' hours (pending demand and waits, for the capacity trigger).
 CREATE TABLE IF NOT EXISTS gpuledger.queue_rows ON CLUSTER gpuledger (
     hour DateTime,
@@ -207,6 +236,12 @@ ENGINE = Distributed(gpuledger, gpuledger, audit, cityHash64(cluster));
 
 CREATE TABLE IF NOT EXISTS gpuledger.hour_flags_all ON CLUSTER gpuledger AS gpuledger.hour_flags
 ENGINE = Distributed(gpuledger, gpuledger, hour_flags, cityHash64(cluster));
+
+CREATE TABLE IF NOT EXISTS gpuledger.restatements_all ON CLUSTER gpuledger AS gpuledger.restatements
+ENGINE = Distributed(gpuledger, gpuledger, restatements, cityHash64(cluster));
+
+CREATE TABLE IF NOT EXISTS gpuledger.month_closes_all ON CLUSTER gpuledger AS gpuledger.month_closes
+ENGINE = Distributed(gpuledger, gpuledger, month_closes, rand());
 
 CREATE TABLE IF NOT EXISTS gpuledger.queue_rows_all ON CLUSTER gpuledger AS gpuledger.queue_rows
 ENGINE = Distributed(gpuledger, gpuledger, queue_rows, cityHash64(cluster, toUInt32(hour)));

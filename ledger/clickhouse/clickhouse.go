@@ -33,6 +33,7 @@ type Options struct {
 	// SkipMigrations. Defaults ledger_rows, workload_rows, checkpoints,
 	// audit.
 	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable, TimesTable, EndpointTable, DayTable, MonthTable, FlagTable string
+	RestateTable, CloseTable                                                                                                        string
 	// SkipMigrations leaves the schema to the operator (cluster DDL).
 	SkipMigrations bool
 	// SpoolDir, when set, holds writes that could not reach the server;
@@ -54,6 +55,7 @@ type Options struct {
 func (o *Options) UseDistributed() {
 	o.LedgerTable, o.WorkloadTable, o.CheckpointTable, o.AuditTable, o.QueueTable = "ledger_rows_all", "workload_rows_all", "checkpoints_all", "audit_all", "queue_rows_all"
 	o.TimesTable, o.EndpointTable, o.DayTable, o.MonthTable, o.FlagTable = "workload_times_all", "endpoint_rows_all", "ledger_days_all", "ledger_months_all", "hour_flags_all"
+	o.RestateTable, o.CloseTable = "restatements_all", "month_closes_all"
 	o.SkipMigrations = true
 }
 
@@ -124,6 +126,12 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if s.opts.FlagTable == "" {
 		s.opts.FlagTable = "hour_flags"
+	}
+	if s.opts.RestateTable == "" {
+		s.opts.RestateTable = "restatements"
+	}
+	if s.opts.CloseTable == "" {
+		s.opts.CloseTable = "month_closes"
 	}
 	if s.opts.BatchRows <= 0 {
 		s.opts.BatchRows = 100_000

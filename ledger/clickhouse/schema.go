@@ -155,6 +155,33 @@ var migrations = []string{
 	// (ledger.Gaps).
 	15: `ALTER TABLE {db}.endpoint_rows ADD COLUMN gaps_woken Array(Float64), ADD COLUMN gaps_wakes Array(Int64),
 		ADD COLUMN gaps_measured Array(Int64), ADD COLUMN gaps_unmeasured Array(Int64)`,
+	// The record of rewrites per team-hour: restatements of open months,
+	// adjustments of closed ones (billed_in, the start of the month they
+	// are billed in; 1970-01-01 for a restatement).
+	16: `CREATE TABLE IF NOT EXISTS {db}.restatements (
+		at_ms Int64,
+		cluster String,
+		hour DateTime,
+		team String,
+		before_cost Decimal(18, 6),
+		after_cost Decimal(18, 6),
+		before_gpu_seconds Float64,
+		after_gpu_seconds Float64,
+		source String,
+		by String,
+		reason String,
+		billed_in DateTime
+	) ENGINE = MergeTree
+	ORDER BY (cluster, hour, team, at_ms)`,
+	// The months closed; a month closed twice is read once, its first
+	// close.
+	17: `CREATE TABLE IF NOT EXISTS {db}.month_closes (
+		month DateTime,
+		at_ms Int64,
+		by String,
+		note String
+	) ENGINE = MergeTree
+	ORDER BY month`,
 }
 
 // backfill is rollupSelect over every row of table, at version 1: every

@@ -66,6 +66,8 @@ var checkColumns = map[string]string{
 	"checkpoints":    `name, at`,
 	"audit":          `at, cluster, from_hour, to_hour, source, rows, note`,
 	"hour_flags":     `cluster, from_hour, to_hour, reason, detail, at`,
+	"restatements":   `at, cluster, hour, team, before_micros, after_micros, before_gpu_seconds, after_gpu_seconds, source, by, reason, billed_in`,
+	"month_closes":   `month, at, by, note`,
 }
 
 // ledgerCheckColumns are the ledger tables' columns, the names joined by
@@ -78,7 +80,7 @@ const ledgerCheckColumns = `hour, cluster || char(0) || team || char(0) || names
 
 // checkedTables lists the tables in the order verify reads them.
 var checkedTables = []string{"ledger_rows", "ledger_days", "ledger_months", "workload_rows", "queue_rows", "endpoint_rows",
-	"workload_times", "checkpoints", "audit", "hour_flags"}
+	"workload_times", "checkpoints", "audit", "hour_flags", "restatements", "month_closes"}
 
 // badExpr is the SQL that is 1 for a row of table whose check fails, else
 // 0.
@@ -296,6 +298,8 @@ var describe = map[string]string{
 	"checkpoints":    `name`,
 	"audit":          `cluster || ' ' || source`,
 	"hour_flags":     `cluster || ' ' || reason`,
+	"restatements":   `cluster || ' ' || strftime('%Y-%m-%dT%H:%M:%SZ', hour, 'unixepoch') || ' team ' || team || ' ' || source`,
+	"month_closes":   `strftime('%Y-%m', month, 'unixepoch')`,
 }
 
 func init() {

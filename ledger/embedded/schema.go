@@ -157,13 +157,46 @@ var migrations = [][]string{
 	// 8 → 9: every row carries a check of its values (check.go), computed
 	// here for the rows written before.
 	8: checkMigration(),
+	// 9 → 10: the record of rewrites per team-hour (restatements of open
+	// months, adjustments of closed ones) and the months closed.
+	9: {
+		`CREATE TABLE IF NOT EXISTS restatements (
+		at                 INTEGER NOT NULL, -- Unix milliseconds
+		cluster            TEXT    NOT NULL,
+		hour               INTEGER NOT NULL, -- Unix seconds
+		team               TEXT    NOT NULL,
+		before_micros      INTEGER NOT NULL,
+		after_micros       INTEGER NOT NULL,
+		before_gpu_seconds REAL    NOT NULL,
+		after_gpu_seconds  REAL    NOT NULL,
+		source             TEXT    NOT NULL,
+		by                 TEXT    NOT NULL,
+		reason             TEXT    NOT NULL,
+		billed_in          INTEGER NOT NULL, -- Unix seconds, start of a month; 0: not an adjustment
+		row_check          INTEGER NOT NULL DEFAULT 0
+	)`,
+		`CREATE INDEX IF NOT EXISTS restatements_hour ON restatements (hour)`,
+		`CREATE INDEX IF NOT EXISTS restatements_billed ON restatements (billed_in)`,
+		`CREATE TABLE IF NOT EXISTS month_closes (
+		month     INTEGER PRIMARY KEY, -- Unix seconds, start of the month
+		at        INTEGER NOT NULL,    -- Unix milliseconds
+		by        TEXT    NOT NULL,
+		note      TEXT    NOT NULL,
+		row_check INTEGER NOT NULL DEFAULT 0
+	)`,
+	},
 }
+
+// checkMigrationTables are the tables migration 8 gave a row_check: the
+// tables there were then. Tables made later have theirs from the start.
+var checkMigrationTables = []string{"ledger_rows", "ledger_days", "ledger_months", "workload_rows", "queue_rows", "endpoint_rows",
+	"workload_times", "checkpoints", "audit", "hour_flags"}
 
 // checkMigration adds row_check to every table and computes it for the
 // rows there, and counts the rows of the tables of hours.
 func checkMigration() []string {
 	var out []string
-	for _, t := range checkedTables {
+	for _, t := range checkMigrationTables {
 		out = append(out, `ALTER TABLE `+t+` ADD COLUMN row_check INTEGER NOT NULL DEFAULT 0`,
 			`UPDATE `+t+` SET row_check = gpuledger_check(`+checkColumns[t]+`)`)
 	}

@@ -4,7 +4,9 @@ package ledgertest
 
 import (
 	"context"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -309,6 +311,58 @@ func Run(t *testing.T, open Opener) {
 			t.Error("a flag of part of an hour was taken")
 		}
 	})
+	t.Run("MonthClose", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		oct := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+		c := ledger.MonthClose{Month: oct, At: time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC), By: "finance", Note: "invoiced"}
+		if err := s.CloseMonth(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		again := c
+		again.At, again.By = c.At.Add(time.Hour), "someone-else"
+		if err := s.CloseMonth(ctx, again); !errors.Is(err, ledger.ErrMonthClosed) {
+			t.Errorf("closing October again: %v, want ErrMonthClosed", err)
+		}
+		if err := s.CloseMonth(ctx, ledger.MonthClose{Month: oct.Add(time.Hour), By: "x"}); err == nil {
+			t.Error("a close of an hour that is not a month's start was taken")
+		}
+		if err := s.CloseMonth(ctx, ledger.MonthClose{Month: oct.AddDate(0, 1, 0)}); err == nil {
+			t.Error("a close naming no one was taken")
+		}
+		got, err := s.ClosedMonths(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]ledger.MonthClose{c}, got); diff != "" {
+			t.Errorf("closed months (-want +got):\n%s", diff)
+		}
+		// ledger.CloseMonth: not before the month is over, nor before
+		// every live path has settled it.
+		if err := s.WriteHours(ctx, fixture(), nil); err != nil {
+			t.Fatal(err)
+		}
+		nov := oct.AddDate(0, 1, 0)
+		if err := ledger.CloseMonth(ctx, s, ledger.MonthClose{Month: nov, By: "finance"}, nov.AddDate(0, 0, 20)); err == nil {
+			t.Error("November was closed on November 21st")
+		}
+		if err := s.SetCheckpoint(ctx, ledger.LiveCheckpoint("c2"), nov.AddDate(0, 0, 30).Add(-time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ledger.CloseMonth(ctx, s, ledger.MonthClose{Month: nov, By: "finance"}, nov.AddDate(0, 1, 1)); err == nil || !strings.Contains(err.Error(), "c2") {
+			t.Errorf("November closed while c2's live path had not settled its last hour: %v", err)
+		}
+		if err := s.SetCheckpoint(ctx, ledger.LiveCheckpoint("c2"), nov.AddDate(0, 1, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := ledger.CloseMonth(ctx, s, ledger.MonthClose{Month: nov, By: "finance"}, nov.AddDate(0, 1, 1)); err != nil {
+			t.Errorf("November, settled: %v", err)
+		}
+		if got, err := s.ClosedMonths(ctx); err != nil || len(got) != 2 || !got[1].Month.Equal(nov) || !got[1].At.Equal(nov.AddDate(0, 1, 1)) {
+			t.Errorf("closed months after November: %+v, %v", got, err)
+		}
+	})
+	t.Run("Rewrite", func(t *testing.T) { testRewrite(t, open(t)) })
 	t.Run("Audit", func(t *testing.T) {
 		s := open(t)
 		defer s.Close()
