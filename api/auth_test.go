@@ -64,17 +64,19 @@ func TestRoutesByToken(t *testing.T) {
 		{"POST", "/api/v1/write"},
 		{"GET", "/healthz"},
 		{"GET", "/debug/pprof/heap"},
+		{"GET", "/api/v1/admin/restatements?from=2026-10-01&to=2026-10-03"},
+		{"GET", "/api/v1/admin/closes"},
 	}
 	// want[token][route] is the status.
 	want := map[string][]int{
-		"":            {401, 401, 401, 401, 401, 200, 401},
-		"nobody":      {401, 401, 401, 401, 401, 200, 401},
-		"vmagent":     {403, 403, 403, 403, 204, 200, 403},
-		"finops":      {200, 200, 200, 200, 403, 200, 403},
-		"root":        {200, 200, 200, 200, 204, 200, 200},
-		"ml-dash":     {200, 200, 200, 403, 403, 200, 403},
-		"vision-dash": {200, 200, 404, 403, 403, 200, 403}, // vision has no rows in October
-		"both":        {400, 400, 400, 403, 403, 200, 403}, // several teams: name one
+		"":            {401, 401, 401, 401, 401, 200, 401, 401, 401},
+		"nobody":      {401, 401, 401, 401, 401, 200, 401, 401, 401},
+		"vmagent":     {403, 403, 403, 403, 204, 200, 403, 403, 403},
+		"finops":      {200, 200, 200, 200, 403, 200, 403, 403, 403},
+		"root":        {200, 200, 200, 200, 204, 200, 200, 200, 200},
+		"ml-dash":     {200, 200, 200, 403, 403, 200, 403, 403, 403},
+		"vision-dash": {200, 200, 404, 403, 403, 200, 403, 403, 403}, // vision has no rows in October
+		"both":        {400, 400, 400, 403, 403, 200, 403, 403, 403}, // several teams: name one
 	}
 	for token, codes := range want {
 		for i, r := range routes {

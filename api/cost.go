@@ -50,6 +50,14 @@ type CostPoint struct {
 	// Flagged is set when an hour of the bucket is flagged (see
 	// CostResponse.Flags): its figures may be short.
 	Flagged bool `json:"flagged,omitempty"`
+	// Restated is set when a rewrite changed the figures of an hour of the
+	// bucket (of its team and cluster, where the point has them) after
+	// they were first written: these are the figures after it. Adjusted is
+	// set when a correction came after the hour's month was closed: these
+	// are the figures invoiced, and the difference is billed in a later
+	// month. GET /api/v1/admin/restatements says what changed.
+	Restated bool `json:"restated,omitempty"`
+	Adjusted bool `json:"adjusted,omitempty"`
 }
 
 // FlagPoint is a flag on hours of a cluster: their rows may not say all
@@ -151,6 +159,11 @@ func (s *Server) cost(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	restated, err := s.opts.Store.Restatements(c.Request().Context(), v.Get("cluster"), from, to)
+	if err != nil {
+		return err
+	}
+	marks := restatedBuckets(restated, step)
 	resp := CostResponse{Currency: s.opts.Report.Currency, Step: step.String(), From: from, To: to, Points: []CostPoint{}, Flags: []FlagPoint{}}
 	for _, f := range flags {
 		resp.Flags = append(resp.Flags, FlagPoint{Cluster: f.Cluster, From: f.From, To: f.To, Reason: f.Reason, Detail: f.Detail, At: f.At})
@@ -171,6 +184,9 @@ func (s *Server) cost(c echo.Context) error {
 			EnergyKWh:       r.EnergyJoules / 3.6e6, EnergyCostMicros: r.EnergyCostMicros, EnergyCost: ledger.FormatMicros(r.EnergyCostMicros),
 			Flagged: flagged(flags, r.Cluster, r.Hour, step),
 		})
+		bits := marks[restatedKey{r.Cluster, r.Team, r.Hour.UTC()}]
+		p := &resp.Points[len(resp.Points)-1]
+		p.Restated, p.Adjusted = bits&1 != 0, bits&2 != 0
 		resp.TotalCostMicros += r.CostMicros
 	}
 	resp.TotalCost = ledger.FormatMicros(resp.TotalCostMicros)
@@ -181,19 +197,51 @@ func (s *Server) cost(c echo.Context) error {
 // starts at start, of cluster (any cluster when the points are not per
 // cluster).
 func flagged(flags []ledger.HourFlag, cluster string, start time.Time, step ledger.Step) bool {
-	end := start.Add(time.Hour)
-	switch step {
-	case ledger.StepDay:
-		end = start.AddDate(0, 0, 1)
-	case ledger.StepMonth:
-		end = start.AddDate(0, 1, 0)
-	}
+	end := bucketEnd(start, step)
 	for _, f := range flags {
 		if (cluster == "" || f.Cluster == cluster) && f.From.Before(end) && f.To.After(start) {
 			return true
 		}
 	}
 	return false
+}
+
+// restatedBuckets indexes restatements by the bucket of step they fall
+// in, per cluster and team and with either or both left out (a point
+// that is not grouped by them has them empty): bit 1 restated, bit 2
+// adjusted.
+func restatedBuckets(rs []ledger.Restatement, step ledger.Step) map[restatedKey]uint8 {
+	out := make(map[restatedKey]uint8)
+	for i := range rs {
+		r := &rs[i]
+		bit := uint8(1)
+		if r.Adjustment() {
+			bit = 2
+		}
+		start := step.Truncate(r.Hour)
+		for _, c := range []string{r.Cluster, ""} {
+			for _, t := range []string{r.Team, ""} {
+				out[restatedKey{c, t, start}] |= bit
+			}
+		}
+	}
+	return out
+}
+
+type restatedKey struct {
+	cluster, team string
+	start         time.Time
+}
+
+// bucketEnd is the end of the bucket of step that starts at start.
+func bucketEnd(start time.Time, step ledger.Step) time.Time {
+	switch step {
+	case ledger.StepDay:
+		return start.AddDate(0, 0, 1)
+	case ledger.StepMonth:
+		return start.AddDate(0, 1, 0)
+	}
+	return start.Add(time.Hour)
 }
 
 // WorkloadPoint is one workload of the workloads API's answer.

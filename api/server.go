@@ -154,6 +154,9 @@ func New(opts Options) *Server {
 	s.e.GET("/api/v1/capacity", s.capacity, s.require(string(ScopeViewer)), s.cache)
 	s.e.GET("/api/v1/budgets", s.budgets, read, s.cache)
 	s.e.POST("/api/v1/write", s.remoteWrite, s.require(string(ScopeWrite)))
+	s.e.GET("/api/v1/admin/restatements", s.restatements, s.require(string(ScopeAdmin)))
+	s.e.GET("/api/v1/admin/closes", s.closes, s.require(string(ScopeAdmin)))
+	s.e.POST("/api/v1/admin/close", s.closeMonth, s.require(string(ScopeAdmin)))
 	// Go's profiles (CPU, heap, goroutines), as VictoriaMetrics serves
 	// them, for admins: go tool pprof -http : -H 'Authorization: Bearer …'
 	// https://gpuledger:8080/debug/pprof/profile?seconds=30

@@ -75,7 +75,16 @@ type Line struct {
 	// against it, so that platform overhead (_unowned, _unallocated), which
 	// no budget covers, is not in any variance.
 	BudgetedCostMicros int64
+	// AdjustmentMicros is the sum of the adjustments billed this month:
+	// the differences corrections made to hours of closed months
+	// (ledger.Rewrite). It is not part of CostMicros, which is this
+	// month's hours.
+	AdjustmentMicros int64
 }
+
+// ChargeMicros is what the line bills: this month's cost and the
+// adjustments of closed months billed in it.
+func (l *Line) ChargeMicros() int64 { return l.CostMicros + l.AdjustmentMicros }
 
 // ActiveCostMicros is the part of CostMicros paid for busy GPUs.
 func (l *Line) ActiveCostMicros() int64 {
@@ -112,6 +121,7 @@ func (l *Line) addLine(o *Line) {
 	l.BorrowedCostMicros += o.BorrowedCostMicros
 	l.EnergyKWh += o.EnergyKWh
 	l.EnergyCostMicros += o.EnergyCostMicros
+	l.AdjustmentMicros += o.AdjustmentMicros
 	if o.HasBudget {
 		l.BudgetMicros += o.BudgetMicros
 		l.BudgetedCostMicros += o.CostMicros
@@ -158,6 +168,14 @@ type Chargeback struct {
 	// Endpoints is scale-to-zero's recommendation per inference endpoint
 	// over the month (Options.Endpoints).
 	Endpoints []capacity.EndpointAdvice
+	// Adjustments are the adjustments billed this month, per team-hour of
+	// the closed months they correct; their sums per team are the Lines'
+	// AdjustmentMicros.
+	Adjustments []ledger.Restatement
+	// Restatements are the rewrites of this month's hours: restatements
+	// while it was open (its figures are the ones after them) and
+	// adjustments recorded after it closed (billed in a later month).
+	Restatements []ledger.Restatement
 }
 
 // TopWorkloads is how many workloads a report lists.
@@ -203,7 +221,18 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 	if err != nil {
 		return nil, fmt.Errorf("chargeback for %s: %w", from.Format("2006-01"), err)
 	}
-	if len(rows) == 0 {
+	adj, err := store.Adjustments(ctx, opts.Cluster, from)
+	if err != nil {
+		return nil, fmt.Errorf("adjustments billed in %s: %w", from.Format("2006-01"), err)
+	}
+	restated, err := store.Restatements(ctx, opts.Cluster, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("restatements of %s: %w", from.Format("2006-01"), err)
+	}
+	if opts.Team != "" {
+		adj, restated = ofTeam(adj, opts.Team), ofTeam(restated, opts.Team)
+	}
+	if len(rows) == 0 && len(adj) == 0 {
 		return nil, &NoDataError{Month: from, Cluster: opts.Cluster, Team: opts.Team}
 	}
 	cb := &Chargeback{Month: from, Currency: opts.Currency, Cluster: opts.Cluster}
@@ -233,6 +262,14 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 		line(r.Team).add(r)
 		flavors[r.Flavor] = true
 	}
+	for i := range adj {
+		a := &adj[i]
+		if _, ok := lines[a.Team]; !ok && a.Team != ledger.TeamUnowned && a.Team != ledger.TeamUnallocated {
+			order = append(order, a.Team)
+		}
+		line(a.Team).AdjustmentMicros += a.DeltaMicros()
+	}
+	cb.Adjustments, cb.Restatements = adj, restated
 	for _, l := range lines {
 		if l.HasBudget {
 			l.BudgetedCostMicros = l.CostMicros
@@ -286,6 +323,11 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 	return cb, nil
 }
 
+// ofTeam keeps the restatements of team.
+func ofTeam(rs []ledger.Restatement, team string) []ledger.Restatement {
+	return slices.DeleteFunc(rs, func(r ledger.Restatement) bool { return r.Team != team })
+}
+
 // FileBase returns the report's file name without extension:
 // chargeback-YYYY-MM.
 func (cb *Chargeback) FileBase() string { return "chargeback-" + cb.Month.Format("2006-01") }
@@ -296,7 +338,7 @@ func (cb *Chargeback) header() []string {
 		h = append(h, "gpu_hours_"+f)
 	}
 	return append(h, "gpu_hours", "active_gpu_hours", "unmeasured_gpu_hours", "efficiency_pct", "cost", "active_cost", "idle_cost",
-		"unmeasured_cost", "unallocated_cost", "borrowed_cost", "energy_kwh", "energy_cost", "budget", "variance", "currency")
+		"unmeasured_cost", "unallocated_cost", "borrowed_cost", "energy_kwh", "energy_cost", "budget", "variance", "currency", "adjustment", "charge", "note")
 }
 
 func (cb *Chargeback) record(l *Line) []string {
@@ -322,7 +364,41 @@ func (cb *Chargeback) record(l *Line) []string {
 	} else {
 		rec = append(rec, "", "")
 	}
-	return append(rec, cb.Currency)
+	rec = append(rec, cb.Currency, ledger.FormatMicros(l.AdjustmentMicros), ledger.FormatMicros(l.ChargeMicros()))
+	if l.AdjustmentMicros != 0 {
+		return append(rec, "charge includes adjustments of closed months; see the adjustment: lines")
+	}
+	return append(rec, "")
+}
+
+// noteRecord is a line of the CSV that only says something: its team
+// column is kind:team (never a team's name, which holds no ':'), its
+// amounts are empty so that a column's sum is still the lines' and the
+// TOTAL's, and the note says what happened.
+func (cb *Chargeback) noteRecord(kind, team, note string) []string {
+	rec := make([]string, len(cb.header()))
+	rec[0] = kind + ":" + team
+	rec[len(rec)-4] = cb.Currency
+	rec[len(rec)-1] = note
+	return rec
+}
+
+// notes are the CSV's lines after TOTAL: each adjustment billed this month
+// and each restatement of this month's hours, grouped per team and
+// rewrite into runs of hours.
+func (cb *Chargeback) notes() [][]string {
+	var out [][]string
+	for _, g := range GroupRestatements(cb.Adjustments) {
+		out = append(out, cb.noteRecord("adjustment", g.Team, g.Describe()))
+	}
+	for _, g := range GroupRestatements(cb.Restatements) {
+		kind := "restated"
+		if g.BilledIn != (time.Time{}) {
+			kind = "adjusted-later"
+		}
+		out = append(out, cb.noteRecord(kind, g.Team, g.Describe()))
+	}
+	return out
 }
 
 // WriteCSV writes one line per team and a TOTAL line, amounts as exact
@@ -339,6 +415,11 @@ func (cb *Chargeback) WriteCSV(w io.Writer) error {
 	}
 	if err := cw.Write(cb.record(&cb.Total)); err != nil {
 		return err
+	}
+	for _, rec := range cb.notes() {
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
 	}
 	cw.Flush()
 	return cw.Error()

@@ -20,6 +20,9 @@ const (
 	SheetWorkloads = "Workloads"
 	SheetMethod    = "Method"
 	SheetCapacity  = "Capacity"
+	// SheetRestatements lists the adjustments billed this month and the
+	// rewrites of this month's hours.
+	SheetRestatements = "Restatements"
 )
 
 // methodText explains every column; it is the workbook's Method sheet and
@@ -41,6 +44,7 @@ var methodText = []string{
 	"_unallocated: GPU time held by no pod, or with no telemetry and no Kubernetes allocation. _unowned: GPU time held by pods whose queue and namespace belong to no configured team.",
 	"Energy: the increase of DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (a counter in mJ; a drop is a reset and the new value counts from zero), else DCGM_FI_DEV_POWER_USAGE x time; a MIG slice takes its compute share of the GPU's, a shared GPU's is split like its time. Energy cost = kWh x electricity price x PUE, priced once per hour for the cluster and split exactly; it is shown beside cost, not added to it.",
 	"Workloads: the pods' owner (kube_pod_owner, or the JobSet, PyTorchJob, RayCluster or Job named in the pod's labels), with the idle cost each one caused.",
+	"Restatements and adjustments: a rewrite of hours already written (a backfill of missing telemetry, a correction) is recorded per team and hour with its figures before and after, who ran it, with what and why. While a month is open its hours are rewritten and the Restatements sheet lists what changed. Once a month is closed (gpuledger close) its figures never change: a later correction of its hours is an adjustment, the difference per team, billed in the first open month (the adjustment column; charge = cost + adjustment).",
 	"Variance: budget - cost, per team; positive means under budget. The TOTAL's budget and variance cover the teams with budgets only: platform overhead (_unowned, _unallocated) is in no budget.",
 	"Capacity: per flavor, the share of its GPU time that pods held (allocated, from Kubernetes) and that was busy (active, from DCGM) over the window before the month's end. Expansion is recommended when the allocated share is at or above the threshold over the whole window, and only when the ledger has the flavor from before the window and for 95% of its hours; the cost of the block is its GPUs x the flavor's price x 730 hours. The forecast is where a line fitted to the daily allocated shares crosses the threshold.",
 	"Capacity, queues: per ClusterQueue, the 90th percentile of its workloads' waits for admission (Kueue's kueue_admission_wait_time_seconds, and the workloads still pending at their wait so far) over the wait window and over its last day, interpolated within Kueue's buckets. Expansion of the flavor the queue's workloads held most is recommended when both are over the threshold, with the same history and coverage conditions.",
@@ -64,6 +68,9 @@ func (cb *Chargeback) WriteXLSX(w io.Writer) error {
 	}
 	if err := cb.writeWorkloads(f); err != nil {
 		return fmt.Errorf("workloads sheet: %w", err)
+	}
+	if err := cb.writeRestatements(f); err != nil {
+		return fmt.Errorf("restatements sheet: %w", err)
 	}
 	if len(cb.Capacity) > 0 || len(cb.Queues) > 0 || len(cb.Endpoints) > 0 {
 		if err := cb.writeCapacity(f); err != nil {
@@ -129,7 +136,11 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 		} else {
 			vals = append(vals, nil, nil)
 		}
-		vals = append(vals, cb.Currency)
+		note := ""
+		if l.AdjustmentMicros != 0 {
+			note = "includes adjustments of closed months (" + SheetRestatements + ")"
+		}
+		vals = append(vals, cb.Currency, ledger.MicrosToFloat(l.AdjustmentMicros), ledger.MicrosToFloat(l.ChargeMicros()), note)
 		if err := f.SetSheetRow(s, cell(1, row), &vals); err != nil {
 			return err
 		}
@@ -144,6 +155,9 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 			return err
 		}
 		if err := f.SetCellStyle(s, cell(costCol+7, row), cell(costCol+9, row), ms); err != nil {
+			return err
+		}
+		if err := f.SetCellStyle(s, cell(costCol+11, row), cell(costCol+12, row), ms); err != nil {
 			return err
 		}
 	}
@@ -195,6 +209,59 @@ func (cb *Chargeback) writeDaily(f *excelize.File) error {
 		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// writeRestatements lists, per team and rewrite, the adjustments billed
+// this month (in its charge) and the rewrites of this month's hours (in
+// its cost, or billed in a later month when it was closed).
+func (cb *Chargeback) writeRestatements(f *excelize.File) error {
+	s := SheetRestatements
+	if _, err := f.NewSheet(s); err != nil {
+		return err
+	}
+	header := []string{"kind", "team", "cluster", "from", "to", "hours", "before", "after", "change", "gpu_hours_before", "gpu_hours_after",
+		"billed_in", "by", "source", "at", "reason"}
+	if err := f.SetSheetRow(s, "A1", &header); err != nil {
+		return err
+	}
+	row := 2
+	put := func(kind string, gs []RestatementGroup) error {
+		for _, g := range gs {
+			billed := ""
+			if !g.BilledIn.IsZero() {
+				billed = g.BilledIn.Format("2006-01")
+			}
+			vals := []any{kind, g.Team, g.Cluster, g.From.Format("2006-01-02 15:04"), g.To.Format("2006-01-02 15:04"), g.Hours,
+				ledger.MicrosToFloat(g.BeforeMicros), ledger.MicrosToFloat(g.AfterMicros), ledger.MicrosToFloat(g.DeltaMicros()),
+				round3(g.BeforeGPUHours), round3(g.AfterGPUHours), billed, orUnknown(g.By), g.Source, g.At.Format("2006-01-02 15:04:05"), g.Reason}
+			if err := f.SetSheetRow(s, cell(1, row), &vals); err != nil {
+				return err
+			}
+			row++
+		}
+		return nil
+	}
+	if err := put("adjustment billed here", GroupRestatements(cb.Adjustments)); err != nil {
+		return err
+	}
+	var restated, later []ledger.Restatement
+	for _, r := range cb.Restatements {
+		if r.Adjustment() {
+			later = append(later, r)
+		} else {
+			restated = append(restated, r)
+		}
+	}
+	if err := put("restated before close", GroupRestatements(restated)); err != nil {
+		return err
+	}
+	if err := put("adjusted after close", GroupRestatements(later)); err != nil {
+		return err
+	}
+	if row == 2 {
+		return f.SetCellStr(s, "A2", "No adjustments are billed this month and none of its hours were rewritten.")
 	}
 	return nil
 }

@@ -15,7 +15,10 @@ func runIngest(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("ingest", `Backfills the ledger from stored telemetry, chunk by chunk, with progress and an ETA.
 It records a checkpoint after each chunk: run the same command again after an
 interruption and it resumes there; hours are replaced, never added to, so nothing
-is counted twice.
+is counted twice. Every team whose figures a rewrite changes gets a restatement
+(before, after, -by, -reason), shown in the chargeback and the API; hours of a
+closed month (gpuledger close) are not rewritten, their differences are billed
+as adjustments in the first open month.
 
   -from http://victoriametrics:8428          VictoriaMetrics /api/v1/export (raw samples)
   -from prometheus+http://prometheus:9090    Prometheus /api/v1/query_range (evaluated at -scrape.interval)
@@ -32,6 +35,8 @@ bounded whatever the file's size.`, stdout)
 	endFlag := fs.String("end", "", "end of the range, RFC 3339 (required); rounded down to an hour")
 	chunk := fs.Duration("chunk", time.Hour, "how much to read per request; a whole number of hours")
 	interval := fs.Duration("scrape.interval", 15*time.Second, "the exporters' scrape interval: how long a last sample counts")
+	by := fs.String("by", os.Getenv("USER"), "who runs the backfill, recorded with the restatements it makes")
+	reason := fs.String("reason", "", "why, recorded with the restatements it makes, such as \"node 7's exporter was down\"")
 	openStore := storeFlags(fs, defaultLedgerPath, storeWrite)
 	newLogger := logFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -66,7 +71,7 @@ bounded whatever the file's size.`, stdout)
 	prog, err := ingest.Backfill(ctx, ingest.BackfillOptions{
 		Source: src, Store: store, Model: model, Logger: log,
 		Attribution: attribution.Options{ScrapeIntervalMs: interval.Milliseconds()},
-		Start:       start, End: end, Chunk: *chunk,
+		Start:       start, End: end, Chunk: *chunk, By: *by, Reason: *reason,
 		SplitProgress: func(read, total int64) {
 			el := time.Since(began)
 			eta := time.Duration(float64(el) * float64(total-read) / float64(max(read, 1)))
@@ -96,6 +101,10 @@ bounded whatever the file's size.`, stdout)
 	fmt.Fprintf(stdout, "ingested %s to %s from %s: %d ledger rows, %d samples attributed, %d rejected %v\n",
 		start.Truncate(time.Hour).Format(time.RFC3339), end.Truncate(time.Hour).Format(time.RFC3339), src.Name(),
 		prog.Rows, prog.Attribution.Accepted, sum(prog.Attribution.Rejected), prog.Attribution.Rejected)
+	if prog.Restated > 0 || prog.Adjusted > 0 {
+		fmt.Fprintf(stdout, "changed hours already written: %d team-hour(s) restated in open months, %d adjusted in closed months (%d cluster-hour(s) of closed months not rewritten); see the chargeback's Restatements, or GET /api/v1/admin/restatements\n",
+			prog.Restated, prog.Adjusted, prog.ClosedHours)
+	}
 	return nil
 }
 
