@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -171,6 +172,27 @@ func TestChargebackDownload(t *testing.T) {
 	code, h, body = get(t, srv, "/api/v1/reports/chargeback/2026-10")
 	if code != http.StatusOK || !strings.HasPrefix(body, "PK") || !strings.Contains(h.Get("Content-Type"), "spreadsheetml") {
 		t.Errorf("xlsx: status %d, type %s", code, h.Get("Content-Type"))
+	}
+	// FOCUS 1.3: its EffectiveCost sums to the TOTAL.
+	code, h, body = get(t, srv, "/api/v1/reports/chargeback/2026-10?format=focus")
+	if code != http.StatusOK || !strings.Contains(h.Get("Content-Disposition"), `filename="focus-2026-10.csv"`) {
+		t.Fatalf("focus: status %d, headers %v", code, h)
+	}
+	recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := slices.Index(recs[0], "EffectiveCost")
+	var effective int64
+	for _, r := range recs[1:] {
+		c, err := ledger.ParseMicros(r[col])
+		if err != nil {
+			t.Fatal(err)
+		}
+		effective += c
+	}
+	if col < 0 || effective != 660_480_000 {
+		t.Errorf("focus: EffectiveCost (column %d) sums to %d, want the TOTAL 660.480000:\n%s", col, effective, body)
 	}
 	if code, _, body = get(t, srv, "/api/v1/reports/chargeback/October"); code != http.StatusBadRequest || !strings.Contains(body, "want YYYY-MM") {
 		t.Errorf("bad month: %d %s", code, body)

@@ -44,6 +44,9 @@ type Options struct {
 	// Endpoints, when set, adds scale-to-zero's recommendation for each
 	// inference endpoint over the month (to the same sheet).
 	Endpoints *capacity.EndpointOptions
+	// FOCUS, when set, adds the month's FOCUS 1.3 rows (Chargeback.Focus,
+	// WriteFOCUS): one more query, by day, holder and flavor.
+	FOCUS bool
 }
 
 // Line is one team's month.
@@ -176,6 +179,9 @@ type Chargeback struct {
 	// while it was open (its figures are the ones after them) and
 	// adjustments recorded after it closed (billed in a later month).
 	Restatements []ledger.Restatement
+	// Focus holds the FOCUS export's rows (Options.FOCUS): each day's
+	// origin charges split to their holders, then the adjustments.
+	Focus []FocusRow
 }
 
 // TopWorkloads is how many workloads a report lists.
@@ -300,6 +306,11 @@ func Build(ctx context.Context, store ledger.Store, month time.Time, opts Option
 			cb.Days = append(cb.Days, Day{Date: r.Hour, CostMicros: make(map[string]int64)})
 		}
 		cb.Days[len(cb.Days)-1].CostMicros[r.Team] += r.CostMicros
+	}
+	if opts.FOCUS {
+		if err := cb.buildFocus(ctx, store, opts); err != nil {
+			return nil, err
+		}
 	}
 	cb.Workloads, err = store.TopWorkloads(ctx, ledger.Query{From: from, To: to, Cluster: opts.Cluster, Team: opts.Team}, TopWorkloads)
 	if err != nil {

@@ -115,7 +115,7 @@ func testChargeback(t *testing.T) *Chargeback {
 		t.Fatal(err)
 	}
 	cb, err := Build(context.Background(), s, time.Date(2026, 10, 15, 0, 0, 0, 0, time.UTC), Options{
-		Currency: "USD", Teams: []string{"ml", "vision", "ds"},
+		Currency: "USD", Teams: []string{"ml", "vision", "ds"}, FOCUS: true,
 		Budgets:  map[string]int64{"ml": 20_000_000, "ds": 5_000_000, "vision": 1_000_000},
 		Capacity: &capacity.DefaultRule, PricesMicros: map[string]int64{"h100": 6_880_000, "a100": 3_430_900},
 		Wait: &capacity.DefaultWaitRule, Endpoints: &capacity.EndpointOptions{Default: 2 * time.Minute, PriceMicros: 6_880_000,

@@ -11,15 +11,24 @@ import (
 	"github.com/gpuledger/gpuledger/ledger"
 )
 
-// WriteFiles writes the chargeback into dir in each format (csv, xlsx),
-// named FileBase().<format>, and returns the paths.
+// WriteFiles writes the chargeback into dir in each format (csv, xlsx,
+// named FileBase().<format>; focus, named FocusFileName()) and returns the
+// paths.
 func (cb *Chargeback) WriteFiles(dir string, formats []string) ([]string, error) {
+	for _, f := range formats {
+		if f != "csv" && f != "xlsx" && f != "focus" {
+			return nil, fmt.Errorf("report format %q: want csv, xlsx or focus", f)
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create report folder: %w", err)
 	}
 	var paths []string
 	for _, f := range formats {
 		p := filepath.Join(dir, cb.FileBase()+"."+f)
+		if f == "focus" {
+			p = filepath.Join(dir, cb.FocusFileName())
+		}
 		w, err := os.Create(p)
 		if err != nil {
 			return nil, fmt.Errorf("create report: %w", err)
@@ -29,8 +38,8 @@ func (cb *Chargeback) WriteFiles(dir string, formats []string) ([]string, error)
 			err = cb.WriteCSV(w)
 		case "xlsx":
 			err = cb.WriteXLSX(w)
-		default:
-			err = fmt.Errorf("format %q: want csv or xlsx", f)
+		case "focus":
+			err = cb.WriteFOCUS(w)
 		}
 		if cerr := w.Close(); err == nil {
 			err = cerr

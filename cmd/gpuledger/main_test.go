@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/gpuledger/gpuledger/internal/testenv"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
+	"github.com/gpuledger/gpuledger/reports"
 )
 
 // chdirRoot runs the test from the repository root, as the README's
@@ -94,6 +96,37 @@ func TestDemoMonth(t *testing.T) {
 	for _, team := range []string{"ml-research", "vision", "nlp", "data-science", ledger.TeamUnallocated} {
 		if teams[team] <= 0 {
 			t.Errorf("team %s has no cost: %v", team, teams)
+		}
+	}
+	// The FOCUS export of the month: its EffectiveCost is the ledger's
+	// cost, to the micro, and each pool-day's ratios sum to 1.
+	cb, err := reports.Build(context.Background(), store, from, reports.Options{Currency: "USD", FOCUS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var focus bytes.Buffer
+	if err := cb.WriteFOCUS(&focus); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&focus).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var effective, month int64
+	ratios := map[string]uint64{}
+	for _, r := range cb.Focus {
+		effective += r.CostMicros
+		ratios[r.Cluster+"/"+r.Flavor+"@"+r.ChargeStart.String()] += r.Ratio
+	}
+	for _, c := range perHour {
+		month += c
+	}
+	if effective != month || len(recs) != len(cb.Focus)+1 {
+		t.Errorf("FOCUS: %d rows (%d records) summing to %d, the ledger's month %d", len(cb.Focus), len(recs), effective, month)
+	}
+	for k, r := range ratios {
+		if r != 1_000_000_000_000 {
+			t.Errorf("FOCUS origin %s: ratios sum to %d×10^-12, want 1", k, r)
 		}
 	}
 	// The queues' hours: every hour of each ClusterQueue with workloads,

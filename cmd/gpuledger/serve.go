@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("serve", `Serves the cost API (/api/v1/cost, /api/v1/workloads), chargeback downloads
-(/api/v1/reports/chargeback/YYYY-MM?format=csv|xlsx), /healthz and /metrics from a ledger,
+(/api/v1/reports/chargeback/YYYY-MM?format=csv|xlsx|focus), /healthz and /metrics from a ledger,
 and keeps the ledger current: it takes Prometheus remote write on POST /api/v1/write
 (point vmagent or Prometheus at it) and can scrape exporters itself (-scrape.targets).
 
@@ -208,7 +209,7 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 	monthFlag := fs.String("month", "", "month to report, YYYY-MM (required)")
 	cluster := fs.String("cluster", "", "restrict to one cluster; empty for all")
 	out := fs.String("out", ".", "folder to write the reports into")
-	format := fs.String("format", "csv,xlsx", "comma-separated formats: csv, xlsx")
+	format := fs.String("format", "csv,xlsx", "comma-separated formats: csv, xlsx, focus (FOCUS 1.3 cost and usage rows, focus-YYYY-MM.csv)")
 	newLogger := logFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -226,11 +227,14 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	cb, err := reports.Build(ctx, store, month, reportOptions(cfg, *cluster))
+	formats := splitList(*format)
+	opts := reportOptions(cfg, *cluster)
+	opts.FOCUS = slices.Contains(formats, "focus")
+	cb, err := reports.Build(ctx, store, month, opts)
 	if err != nil {
 		return err
 	}
-	paths, err := cb.WriteFiles(*out, splitList(*format))
+	paths, err := cb.WriteFiles(*out, formats)
 	if err != nil {
 		return err
 	}
