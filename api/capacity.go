@@ -302,10 +302,28 @@ func (s *Server) capacity(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"cluster": o.Cluster, "at": at.UTC(), "currency": s.opts.Report.Currency,
-		"thresholdShare": rule.Threshold, "measure": rule.Measure, "windowDays": rule.Window.Hours() / 24, "flavors": out,
-		"waitQuantile": wr.Quantile, "waitThresholdSeconds": wr.Threshold.Seconds(), "waitWindowDays": wr.Window.Hours() / 24, "queues": queues,
-		"endpoints": eps})
+	return c.JSON(http.StatusOK, CapacityResponse{Cluster: o.Cluster, At: at.UTC(), Currency: s.opts.Report.Currency,
+		ThresholdShare: rule.Threshold, Measure: string(rule.Measure), WindowDays: rule.Window.Hours() / 24, Flavors: out,
+		WaitQuantile: wr.Quantile, WaitThresholdSeconds: wr.Threshold.Seconds(), WaitWindowDays: wr.Window.Hours() / 24, Queues: queues,
+		Endpoints: eps})
+}
+
+// CapacityResponse is GET /api/v1/capacity's answer: the expansion
+// trigger per flavor with its rule, the queue-wait trigger per
+// ClusterQueue with its rule, and scale-to-zero per inference endpoint.
+type CapacityResponse struct {
+	Cluster              string           `json:"cluster"`
+	At                   time.Time        `json:"at"`
+	Currency             string           `json:"currency"`
+	ThresholdShare       float64          `json:"thresholdShare"`
+	Measure              string           `json:"measure"`
+	WindowDays           float64          `json:"windowDays"`
+	Flavors              []ExpansionPoint `json:"flavors"`
+	WaitQuantile         float64          `json:"waitQuantile"`
+	WaitThresholdSeconds float64          `json:"waitThresholdSeconds"`
+	WaitWindowDays       float64          `json:"waitWindowDays"`
+	Queues               []QueueWaitPoint `json:"queues"`
+	Endpoints            []EndpointPoint  `json:"endpoints"`
 }
 
 // budgets answers GET /api/v1/budgets?at=&team=: each budgeted team's
@@ -348,6 +366,15 @@ func (s *Server) budgets(c echo.Context) error {
 			Budget: ledger.FormatMicros(b.BudgetMicros), MonthToDate: ledger.FormatMicros(b.MonthToDateMicros), Forecast: ledger.FormatMicros(b.ForecastMicros),
 			Level: b.Level, ForecastLevel: b.ForecastLevel, Final: b.Final})
 	}
-	return c.JSON(http.StatusOK, map[string]any{"cluster": o.Cluster, "at": at.UTC(), "currency": s.opts.Report.Currency,
-		"month": month.Format("2006-01"), "budgets": out})
+	return c.JSON(http.StatusOK, BudgetsResponse{Cluster: o.Cluster, At: at.UTC(), Currency: s.opts.Report.Currency,
+		Month: month.Format("2006-01"), Budgets: out})
+}
+
+// BudgetsResponse is GET /api/v1/budgets's answer.
+type BudgetsResponse struct {
+	Cluster  string        `json:"cluster"`
+	At       time.Time     `json:"at"`
+	Currency string        `json:"currency"`
+	Month    string        `json:"month"`
+	Budgets  []BudgetPoint `json:"budgets"`
 }

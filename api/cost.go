@@ -288,7 +288,15 @@ func (s *Server) workloads(c echo.Context) error {
 			CostMicros: w.CostMicros, IdleCostMicros: w.IdleCostMicros, UnmeasuredCostMicros: w.UnmeasuredCostMicros,
 			Cost: ledger.FormatMicros(w.CostMicros), IdleCost: ledger.FormatMicros(w.IdleCostMicros), UnmeasuredCost: ledger.FormatMicros(w.UnmeasuredCostMicros)})
 	}
-	return c.JSON(http.StatusOK, map[string]any{"currency": s.opts.Report.Currency, "from": from, "to": to, "workloads": out})
+	return c.JSON(http.StatusOK, WorkloadsResponse{Currency: s.opts.Report.Currency, From: from, To: to, Workloads: out})
+}
+
+// WorkloadsResponse is GET /api/v1/workloads's answer.
+type WorkloadsResponse struct {
+	Currency  string          `json:"currency"`
+	From      time.Time       `json:"from"`
+	To        time.Time       `json:"to"`
+	Workloads []WorkloadPoint `json:"workloads"`
 }
 
 // idleGPUHours is a workload's held GPU time that was neither active nor

@@ -62,7 +62,15 @@ func (s *Server) restatements(c echo.Context) error {
 	if team != "" {
 		rs = ofTeam(rs, team)
 	}
-	return c.JSON(http.StatusOK, map[string]any{"from": from, "to": to, "currency": s.opts.Report.Currency, "restatements": restatementPoints(rs)})
+	return c.JSON(http.StatusOK, RestatementsResponse{From: from, To: to, Currency: s.opts.Report.Currency, Restatements: restatementPoints(rs)})
+}
+
+// RestatementsResponse is GET /api/v1/admin/restatements's answer.
+type RestatementsResponse struct {
+	From         time.Time          `json:"from"`
+	To           time.Time          `json:"to"`
+	Currency     string             `json:"currency"`
+	Restatements []RestatementPoint `json:"restatements"`
 }
 
 // ofTeam keeps the restatements of team.
@@ -97,7 +105,12 @@ func (s *Server) closes(c echo.Context) error {
 	for _, m := range cs {
 		out = append(out, ClosePoint{Month: m.Month.Format("2006-01"), At: m.At, By: m.By, Note: m.Note})
 	}
-	return c.JSON(http.StatusOK, map[string]any{"closes": out})
+	return c.JSON(http.StatusOK, ClosesResponse{Closes: out})
+}
+
+// ClosesResponse is GET /api/v1/admin/closes's answer.
+type ClosesResponse struct {
+	Closes []ClosePoint `json:"closes"`
 }
 
 // closeMonth answers POST /api/v1/admin/close?month=YYYY-MM&note= (admins):
