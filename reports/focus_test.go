@@ -13,10 +13,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
-	"github.com/gpuledger/gpuledger/ledger/embedded"
 )
 
 // focus13Columns are the column IDs of FOCUS 1.3's Cost and Usage dataset
@@ -285,33 +283,7 @@ func TestFOCUS(t *testing.T) {
 // chargeback's TOTAL charge; a team's export holds its rows only.
 func TestFOCUSCorrections(t *testing.T) {
 	ctx := context.Background()
-	s, err := embedded.Open(t.TempDir(), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	oct := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
-	nov := oct.AddDate(0, 1, 0)
-	hour := func(h time.Time, ml, ds, unalloc int64) []ledger.Row {
-		return []ledger.Row{
-			{Key: ledger.Key{Hour: h, Cluster: "c1", Team: "ml", Namespace: "ml", LocalQueue: "train", ClusterQueue: "cq-ml", Flavor: "h100"}, GPUSeconds: float64(ml) / 1911, CostMicros: ml},
-			{Key: ledger.Key{Hour: h, Cluster: "c1", Team: "ds", Namespace: "ds", Flavor: "h100"}, GPUSeconds: float64(ds) / 1911, CostMicros: ds},
-			{Key: ledger.Key{Hour: h, Cluster: "c1", Team: ledger.TeamUnallocated, Flavor: "h100"}, GPUSeconds: float64(unalloc) / 1911,
-				CostMicros: unalloc, UnallocatedCostMicros: unalloc},
-		}
-	}
-	h1, h2 := oct.Add(5*time.Hour), nov.Add(7*time.Hour)
-	if _, err := ledger.Rewrite(ctx, s, append(hour(h1, 6_880_000, 6_880_000, 13_760_000), hour(h2, 6_880_000, 0, 20_640_000)...), nil,
-		ledger.Provenance{Source: "live:c1"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := ledger.CloseMonth(ctx, s, ledger.MonthClose{Month: oct, By: "finance"}, nov.Add(48*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ledger.Rewrite(ctx, s, append(hour(h1, 13_760_000, 3_440_000, 10_320_000), hour(h2, 6_880_000, 3_440_000, 17_200_000)...), nil,
-		ledger.Provenance{Source: "backfill:file:///node7.jsonl", By: "ops", Reason: "node 7's exporter was down"}); err != nil {
-		t.Fatal(err)
-	}
+	s, _, nov, _, _ := closedOctober(t)
 	cb, err := Build(ctx, s, nov, Options{Currency: "USD", Teams: []string{"ml", "ds"}, FOCUS: true})
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,50 @@ import (
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 )
 
+// closedOctober writes an hour of October and one of November (ml's
+// queue train on h100), builds October's chargeback (before), closes
+// October, then rewrites both hours as node 7's backfill found them: 3
+// adjustments of October billed in November and 2 restatements of
+// November.
+func closedOctober(t *testing.T) (s *embedded.Store, oct, nov time.Time, before *Chargeback, res ledger.RewriteResult) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := embedded.Open(t.TempDir(), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	oct = time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	nov = oct.AddDate(0, 1, 0)
+	hour := func(h time.Time, ml, ds, unalloc int64) []ledger.Row {
+		return []ledger.Row{
+			{Key: ledger.Key{Hour: h, Cluster: "c1", Team: "ml", Namespace: "ml", LocalQueue: "train", ClusterQueue: "cq-ml", Flavor: "h100"},
+				GPUSeconds: float64(ml) / 1911, CostMicros: ml},
+			{Key: ledger.Key{Hour: h, Cluster: "c1", Team: "ds", Namespace: "ds", Flavor: "h100"}, GPUSeconds: float64(ds) / 1911, CostMicros: ds},
+			{Key: ledger.Key{Hour: h, Cluster: "c1", Team: ledger.TeamUnallocated, Flavor: "h100"}, GPUSeconds: float64(unalloc) / 1911,
+				CostMicros: unalloc, UnallocatedCostMicros: unalloc},
+		}
+	}
+	h1, h2 := oct.Add(5*time.Hour), nov.Add(7*time.Hour)
+	first := append(hour(h1, 6_880_000, 6_880_000, 13_760_000), hour(h2, 6_880_000, 0, 20_640_000)...)
+	if _, err := ledger.Rewrite(ctx, s, first, nil, ledger.Provenance{Source: "live:c1", By: "gpuledger serve"}); err != nil {
+		t.Fatal(err)
+	}
+	if before, err = Build(ctx, s, oct, Options{Currency: "USD", Teams: []string{"ml", "ds"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.CloseMonth(ctx, s, ledger.MonthClose{Month: oct, By: "finance", Note: "INV-10"}, nov.Add(48*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	fix := append(hour(h1, 13_760_000, 3_440_000, 10_320_000), hour(h2, 6_880_000, 3_440_000, 17_200_000)...)
+	res, err = ledger.Rewrite(ctx, s, fix, nil, ledger.Provenance{Source: "backfill:file:///node7.jsonl", By: "ops", Reason: "node 7's exporter was down",
+		Now: func() time.Time { return nov.Add(72 * time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, oct, nov, before, res
+}
+
 // TestClosedMonthAdjustment: October is invoiced and closed; a backfill
 // then finds ds's GPU was held by ml for an hour of October and
 // restates an hour of November. October's chargeback is unchanged but
@@ -22,40 +66,7 @@ import (
 // micro.
 func TestClosedMonthAdjustment(t *testing.T) {
 	ctx := context.Background()
-	s, err := embedded.Open(t.TempDir(), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	oct := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
-	nov := oct.AddDate(0, 1, 0)
-	hour := func(h time.Time, ml, ds, unalloc int64) []ledger.Row {
-		return []ledger.Row{
-			{Key: ledger.Key{Hour: h, Cluster: "c1", Team: "ml", Namespace: "ml", Flavor: "h100"}, GPUSeconds: float64(ml) / 1911, CostMicros: ml},
-			{Key: ledger.Key{Hour: h, Cluster: "c1", Team: "ds", Namespace: "ds", Flavor: "h100"}, GPUSeconds: float64(ds) / 1911, CostMicros: ds},
-			{Key: ledger.Key{Hour: h, Cluster: "c1", Team: ledger.TeamUnallocated, Flavor: "h100"}, GPUSeconds: float64(unalloc) / 1911,
-				CostMicros: unalloc, UnallocatedCostMicros: unalloc},
-		}
-	}
-	h1, h2 := oct.Add(5*time.Hour), nov.Add(7*time.Hour)
-	first := append(hour(h1, 6_880_000, 6_880_000, 13_760_000), hour(h2, 6_880_000, 0, 20_640_000)...)
-	prov := ledger.Provenance{Source: "live:c1", By: "gpuledger serve"}
-	if _, err := ledger.Rewrite(ctx, s, first, nil, prov); err != nil {
-		t.Fatal(err)
-	}
-	before, err := Build(ctx, s, oct, Options{Currency: "USD", Teams: []string{"ml", "ds"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ledger.CloseMonth(ctx, s, ledger.MonthClose{Month: oct, By: "finance", Note: "INV-10"}, nov.Add(48*time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	fix := append(hour(h1, 13_760_000, 3_440_000, 10_320_000), hour(h2, 6_880_000, 3_440_000, 17_200_000)...)
-	res, err := ledger.Rewrite(ctx, s, fix, nil, ledger.Provenance{Source: "backfill:file:///node7.jsonl", By: "ops", Reason: "node 7's exporter was down",
-		Now: func() time.Time { return nov.Add(72 * time.Hour) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, oct, nov, before, res := closedOctober(t)
 	if res.Adjusted != 3 || res.Restated != 2 {
 		t.Fatalf("rewrite: %+v, want 3 adjustments (October) and 2 restatements (November)", res)
 	}
@@ -127,7 +138,7 @@ func TestClosedMonthAdjustment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 6 || rows[1][0] != "adjustment billed here" || rows[4][0] != "restated before close" {
+	if len(rows) != 7 || rows[1][0] != "adjustment billed here" || rows[4][0] != "restated before close" || rows[6][0] != "TOTAL adjustments billed here" || rows[6][8] != "0.00" {
 		t.Errorf("Restatements sheet: %q", rows)
 	}
 }

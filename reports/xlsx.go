@@ -60,27 +60,31 @@ func (cb *Chargeback) WriteXLSX(w io.Writer) error {
 	if err := f.SetSheetName("Sheet1", SheetSummary); err != nil {
 		return err
 	}
-	if err := cb.writeSummary(f); err != nil {
+	st, err := newStyles(f)
+	if err != nil {
+		return err
+	}
+	if err := cb.writeSummary(f, st); err != nil {
 		return fmt.Errorf("summary sheet: %w", err)
 	}
-	if err := cb.writeDaily(f); err != nil {
+	if err := cb.writeDaily(f, st); err != nil {
 		return fmt.Errorf("daily sheet: %w", err)
 	}
-	if err := cb.writeWorkloads(f); err != nil {
+	if err := cb.writeWorkloads(f, st); err != nil {
 		return fmt.Errorf("workloads sheet: %w", err)
 	}
-	if err := cb.writeRestatements(f); err != nil {
+	if err := cb.writeRestatements(f, st); err != nil {
 		return fmt.Errorf("restatements sheet: %w", err)
 	}
 	if len(cb.Capacity) > 0 || len(cb.Queues) > 0 || len(cb.Endpoints) > 0 {
-		if err := cb.writeCapacity(f); err != nil {
+		if err := cb.writeCapacity(f, st); err != nil {
 			return fmt.Errorf("capacity sheet: %w", err)
 		}
 	}
-	if err := writeMethod(f); err != nil {
+	if err := writeMethod(f, st); err != nil {
 		return fmt.Errorf("method sheet: %w", err)
 	}
-	_, err := f.WriteTo(w)
+	_, err = f.WriteTo(w)
 	return err
 }
 
@@ -89,7 +93,7 @@ func cell(col, row int) string {
 	return name
 }
 
-func (cb *Chargeback) writeSummary(f *excelize.File) error {
+func (cb *Chargeback) writeSummary(f *excelize.File, st *xlsxStyles) error {
 	s := SheetSummary
 	title := fmt.Sprintf("GPU chargeback %s", cb.Month.Format("January 2006"))
 	if cb.Cluster != "" {
@@ -98,22 +102,19 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 	if err := f.SetCellStr(s, "A1", title); err != nil {
 		return err
 	}
-	header := cb.header()
+	if err := f.SetCellStyle(s, "A1", "A1", st.title); err != nil {
+		return err
+	}
+	header := headerText(cb.header())
 	if err := f.SetSheetRow(s, "A3", &header); err != nil {
 		return err
 	}
-	bold, err := f.NewStyle(&excelize.Style{Font: &excelize.Font{Bold: true}})
-	if err != nil {
-		return err
+	kinds := []colKind{kText}
+	for range cb.Flavors {
+		kinds = append(kinds, kHours)
 	}
-	money, err := f.NewStyle(&excelize.Style{NumFmt: 4}) // #,##0.00
-	if err != nil {
-		return err
-	}
-	boldMoney, err := f.NewStyle(&excelize.Style{NumFmt: 4, Font: &excelize.Font{Bold: true}})
-	if err != nil {
-		return err
-	}
+	kinds = append(kinds, kHours, kHours, kHours, kPct, kMoney, kMoney, kMoney, kMoney, kMoney, kMoney, kHours, kMoney, kMoney, kMoney,
+		kText, kMoney, kMoney, kText)
 	lines := append(slices.Clone(cb.Lines), cb.Total)
 	// Columns: team, one per flavor, gpu_hours, active_gpu_hours,
 	// unmeasured_gpu_hours, efficiency_pct, then the money: cost, active,
@@ -144,28 +145,9 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 		if err := f.SetSheetRow(s, cell(1, row), &vals); err != nil {
 			return err
 		}
-		ms := money
-		if i == len(lines)-1 { // TOTAL
-			ms = boldMoney
-			if err := f.SetCellStyle(s, cell(1, row), cell(len(header), row), bold); err != nil {
-				return err
-			}
-		}
-		if err := f.SetCellStyle(s, cell(costCol, row), cell(costCol+5, row), ms); err != nil {
-			return err
-		}
-		if err := f.SetCellStyle(s, cell(costCol+7, row), cell(costCol+9, row), ms); err != nil {
-			return err
-		}
-		if err := f.SetCellStyle(s, cell(costCol+11, row), cell(costCol+12, row), ms); err != nil {
-			return err
-		}
 	}
 	last := 3 + len(lines)
-	if err := f.SetCellStyle(s, "A3", cell(len(header), 3), bold); err != nil {
-		return err
-	}
-	if err := f.SetColWidth(s, "A", "A", 16); err != nil {
+	if err := st.table(f, s, 3, last, last, kinds); err != nil {
 		return err
 	}
 	// A stacked column per team (the TOTAL row left out): active, idle,
@@ -179,16 +161,20 @@ func (cb *Chargeback) writeSummary(f *excelize.File) error {
 			Values:     fmt.Sprintf("%s!$%s$4:$%s$%d", s, col, col, last-1),
 		})
 	}
-	return f.AddChart(s, cell(2, last+3), &excelize.Chart{
+	if err := f.AddChart(s, cell(2, last+3), &excelize.Chart{
 		Type:      excelize.ColStacked,
 		Series:    series,
 		Title:     excelize.ChartTitle{Paragraph: []excelize.RichTextRun{{Text: "Cost by team (" + cb.Currency + "): active, idle, unmeasured, unallocated"}}},
 		Legend:    excelize.ChartLegend{Position: "bottom"},
 		Dimension: excelize.ChartDimension{Width: 720, Height: 360},
-	})
+	}); err != nil {
+		return err
+	}
+	// The chart's 360 px are about 18 rows below last+3.
+	return finish(f, s, sheetLayout{fromRow: 3, freezeRow: 3, lastRow: last + 22, lastCol: len(header)})
 }
 
-func (cb *Chargeback) writeDaily(f *excelize.File) error {
+func (cb *Chargeback) writeDaily(f *excelize.File, st *xlsxStyles) error {
 	s := SheetDaily
 	if _, err := f.NewSheet(s); err != nil {
 		return err
@@ -197,32 +183,51 @@ func (cb *Chargeback) writeDaily(f *excelize.File) error {
 	for i := range cb.Lines {
 		teams[i] = cb.Lines[i].Team
 	}
-	header := append([]string{"date"}, teams...)
+	header := append(append([]string{"date"}, teams...), "total")
 	if err := f.SetSheetRow(s, "A1", &header); err != nil {
 		return err
 	}
+	kinds := []colKind{kDate}
+	sums := make([]int64, len(teams)+1)
 	for i, d := range cb.Days {
-		vals := []any{d.Date.Format("2006-01-02")}
-		for _, t := range teams {
+		vals := []any{d.Date}
+		var day int64
+		for j, t := range teams {
 			vals = append(vals, ledger.MicrosToFloat(d.CostMicros[t]))
+			sums[j] += d.CostMicros[t]
+			day += d.CostMicros[t]
 		}
+		sums[len(teams)] += day
+		vals = append(vals, ledger.MicrosToFloat(day))
 		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
 			return err
 		}
 	}
-	return nil
+	total := []any{"TOTAL"}
+	for _, v := range sums {
+		total = append(total, ledger.MicrosToFloat(v))
+		kinds = append(kinds, kMoney)
+	}
+	last := 2 + len(cb.Days)
+	if err := f.SetSheetRow(s, cell(1, last), &total); err != nil {
+		return err
+	}
+	if err := st.table(f, s, 1, last, last, kinds); err != nil {
+		return err
+	}
+	return finish(f, s, sheetLayout{fromRow: 1, freezeRow: 1, lastRow: last, lastCol: len(header)})
 }
 
 // writeRestatements lists, per team and rewrite, the adjustments billed
 // this month (in its charge) and the rewrites of this month's hours (in
 // its cost, or billed in a later month when it was closed).
-func (cb *Chargeback) writeRestatements(f *excelize.File) error {
+func (cb *Chargeback) writeRestatements(f *excelize.File, st *xlsxStyles) error {
 	s := SheetRestatements
 	if _, err := f.NewSheet(s); err != nil {
 		return err
 	}
-	header := []string{"kind", "team", "cluster", "from", "to", "hours", "before", "after", "change", "gpu_hours_before", "gpu_hours_after",
-		"billed_in", "by", "source", "at", "reason"}
+	header := headerText([]string{"kind", "team", "cluster", "from", "to", "hours", "before", "after", "change", "gpu_hours_before", "gpu_hours_after",
+		"billed_in", "by", "source", "at", "reason"})
 	if err := f.SetSheetRow(s, "A1", &header); err != nil {
 		return err
 	}
@@ -260,47 +265,89 @@ func (cb *Chargeback) writeRestatements(f *excelize.File) error {
 	if err := put("adjusted after close", GroupRestatements(later)); err != nil {
 		return err
 	}
+	kinds := []colKind{kText, kText, kText, kText, kText, kCount, kMoney, kMoney, kMoney, kHours, kHours, kText, kText, kText, kText, kText}
+	l := sheetLayout{fromRow: 1, freezeRow: 1, lastRow: row, lastCol: len(header)}
 	if row == 2 {
-		return f.SetCellStr(s, "A2", "No adjustments are billed this month and none of its hours were rewritten.")
+		if err := f.SetCellStr(s, "A2", "No adjustments are billed this month and none of its hours were rewritten."); err != nil {
+			return err
+		}
+		if err := st.table(f, s, 1, 1, 0, kinds); err != nil {
+			return err
+		}
+		l.fromRow = 3 // the sentence overflows; it sets no width
+		return finish(f, s, l)
 	}
-	return nil
+	// The TOTAL is what this month bills: its adjustments.
+	total := []any{"TOTAL adjustments billed here", "", "", "", "", "", "", "", ledger.MicrosToFloat(cb.Total.AdjustmentMicros)}
+	if err := f.SetSheetRow(s, cell(1, row), &total); err != nil {
+		return err
+	}
+	if err := st.table(f, s, 1, row, row, kinds); err != nil {
+		return err
+	}
+	return finish(f, s, l)
 }
 
-func (cb *Chargeback) writeWorkloads(f *excelize.File) error {
+func (cb *Chargeback) writeWorkloads(f *excelize.File, st *xlsxStyles) error {
 	s := SheetWorkloads
 	if _, err := f.NewSheet(s); err != nil {
 		return err
 	}
-	header := []string{"team", "namespace", "kind", "name", "gpu_hours", "active_gpu_hours", "unmeasured_gpu_hours", "efficiency_pct",
-		"cost", "idle_cost", "unmeasured_cost"}
+	header := headerText([]string{"team", "namespace", "kind", "name", "gpu_hours", "active_gpu_hours", "unmeasured_gpu_hours", "efficiency_pct",
+		"cost", "idle_cost", "unmeasured_cost"})
 	if err := f.SetSheetRow(s, "A1", &header); err != nil {
 		return err
 	}
-	for i, w := range cb.Workloads {
+	row := func(w *ledger.WorkloadRow) []any {
 		eff := 0.0
 		if measured := w.GPUSeconds - w.UnmeasuredGPUSeconds; measured > 0 {
 			eff = 100 * w.ActiveGPUSeconds / measured
 		}
-		vals := []any{w.Team, w.Namespace, w.Kind, w.Name, round3(w.GPUSeconds / 3600), round3(w.ActiveGPUSeconds / 3600),
+		return []any{w.Team, w.Namespace, w.Kind, w.Name, round3(w.GPUSeconds / 3600), round3(w.ActiveGPUSeconds / 3600),
 			round3(w.UnmeasuredGPUSeconds / 3600), round1(eff), ledger.MicrosToFloat(w.CostMicros), ledger.MicrosToFloat(w.IdleCostMicros),
 			ledger.MicrosToFloat(w.UnmeasuredCostMicros)}
+	}
+	var sum ledger.WorkloadRow
+	for i := range cb.Workloads {
+		w := &cb.Workloads[i]
+		vals := row(w)
 		if err := f.SetSheetRow(s, cell(1, 2+i), &vals); err != nil {
 			return err
 		}
+		sum.GPUSeconds += w.GPUSeconds
+		sum.ActiveGPUSeconds += w.ActiveGPUSeconds
+		sum.UnmeasuredGPUSeconds += w.UnmeasuredGPUSeconds
+		sum.CostMicros += w.CostMicros
+		sum.IdleCostMicros += w.IdleCostMicros
+		sum.UnmeasuredCostMicros += w.UnmeasuredCostMicros
 	}
-	return nil
+	last := 2 + len(cb.Workloads)
+	sum.Team = fmt.Sprintf("TOTAL of the %d listed", len(cb.Workloads))
+	vals := row(&sum)
+	if err := f.SetSheetRow(s, cell(1, last), &vals); err != nil {
+		return err
+	}
+	kinds := []colKind{kText, kText, kText, kText, kHours, kHours, kHours, kPct, kMoney, kMoney, kMoney}
+	if err := st.table(f, s, 1, last, last, kinds); err != nil {
+		return err
+	}
+	return finish(f, s, sheetLayout{fromRow: 1, freezeRow: 1, lastRow: last, lastCol: len(header)})
 }
 
 // writeCapacity writes the expansion trigger's verdict per flavor at the
 // month's end.
-func (cb *Chargeback) writeCapacity(f *excelize.File) error {
+func (cb *Chargeback) writeCapacity(f *excelize.File, st *xlsxStyles) error {
 	s := SheetCapacity
 	if _, err := f.NewSheet(s); err != nil {
 		return err
 	}
-	header := []string{"flavor", "gpus", "allocated_pct", "active_pct", "daily_allocated_min_pct", "daily_allocated_max_pct", "hours_with_data",
-		"window_hours", "window_start", "window_end", "action", "expand_gpus (negative: held idle, to reclaim)", "monthly_cost (of the block, or of the idle GPUs)", "forecast", "why"}
+	header := headerText([]string{"flavor", "gpus", "allocated_pct", "active_pct", "daily_allocated_min_pct", "daily_allocated_max_pct", "hours_with_data",
+		"window_hours", "window_start", "window_end", "action", "expand_gpus (negative: held idle, to reclaim)", "monthly_cost (of the block, or of the idle GPUs)", "forecast", "why"})
 	if err := f.SetSheetRow(s, "A1", &header); err != nil {
+		return err
+	}
+	if err := st.table(f, s, 1, 1+len(cb.Capacity), 0, []colKind{kText, kPct, kPct, kPct, kPct, kPct, kCount, kCount, kText, kText, kText,
+		kPct, kMoney, kText, kText}); err != nil {
 		return err
 	}
 	for i, r := range cb.Capacity {
@@ -313,24 +360,35 @@ func (cb *Chargeback) writeCapacity(f *excelize.File) error {
 	}
 	row := len(cb.Capacity) + 3
 	if len(cb.Queues) > 0 {
-		if err := cb.writeQueues(f, s, row); err != nil {
+		if err := cb.writeQueues(f, st, s, row); err != nil {
 			return err
 		}
 		row += len(cb.Queues) + 2
 	}
+	cols := 16
 	if len(cb.Endpoints) > 0 {
-		return cb.writeEndpoints(f, s, row)
+		if err := cb.writeEndpoints(f, st, s, row); err != nil {
+			return err
+		}
+		row += len(cb.Endpoints) + 2
+		cols = 21
 	}
-	return nil
+	// Three tables of different headers: none is frozen.
+	return finish(f, s, sheetLayout{fromRow: 1, lastRow: row, lastCol: cols})
 }
 
 // writeEndpoints writes scale-to-zero's table from row on: per endpoint,
 // what it held idle and KEDA's default beside gpuledger's choice.
-func (cb *Chargeback) writeEndpoints(f *excelize.File, s string, row int) error {
+func (cb *Chargeback) writeEndpoints(f *excelize.File, st *xlsxStyles, s string, row int) error {
 	header := []string{"namespace", "model", "workload", "sla_class", "gpus_per_replica", "load_seconds", "busy_percent", "requests", "idle_gpu_hours_dcgm", "idle_cost_dcgm",
 		"keda_300s_saved_gpu_hours", "keda_300s_cold_starts_per_day", "min_replicas", "cooldown_seconds", "prewarm_utc", "saved_gpu_hours", "cold_starts_per_day",
 		"p95_extra_seconds_at_most", "waiting_requests_at_most", "days_reported", "net_saving"}
+	header = headerText(header)
 	if err := f.SetSheetRow(s, cell(1, row), &header); err != nil {
+		return err
+	}
+	if err := st.table(f, s, row, row+len(cb.Endpoints), 0, []colKind{kText, kText, kText, kText, kHours, kCount, kPct, kCount, kPct,
+		kMoney, kPct, kPct, kCount, kCount, kText, kPct, kPct, kPct, kPct, kCount, kMoney}); err != nil {
 		return err
 	}
 	for i, e := range cb.Endpoints {
@@ -362,10 +420,15 @@ func (cb *Chargeback) writeEndpoints(f *excelize.File, s string, row int) error 
 }
 
 // writeQueues writes the queue-wait table from row on.
-func (cb *Chargeback) writeQueues(f *excelize.File, s string, row int) error {
+func (cb *Chargeback) writeQueues(f *excelize.File, st *xlsxStyles, s string, row int) error {
 	header := []string{"cluster_queue", "flavor", "wait_p90_minutes", "last_day_wait_p90_minutes", "admitted", "pending", "pending_gpus",
 		"hours_with_data", "window_hours", "window_start", "window_end", "action", "expand_gpus (negative: held idle, to reclaim)", "monthly_cost (of the block, or of the idle GPUs)", "forecast", "why"}
+	header = headerText(header)
 	if err := f.SetSheetRow(s, cell(1, row), &header); err != nil {
+		return err
+	}
+	if err := st.table(f, s, row, row+len(cb.Queues), 0, []colKind{kText, kText, kPct, kPct, kPct, kPct, kPct, kCount, kCount, kText, kText,
+		kText, kPct, kMoney, kText, kText}); err != nil {
 		return err
 	}
 	minutes := func(s float64) any {
@@ -401,16 +464,27 @@ func verdictCells(v *capacity.Verdict) (expand float64, cost float64, forecast s
 	return expand, cost, forecast
 }
 
-func writeMethod(f *excelize.File) error {
-	if _, err := f.NewSheet(SheetMethod); err != nil {
+func writeMethod(f *excelize.File, st *xlsxStyles) error {
+	s := SheetMethod
+	if _, err := f.NewSheet(s); err != nil {
 		return err
 	}
 	for i, line := range methodText {
-		if err := f.SetCellStr(SheetMethod, cell(1, 1+i), line); err != nil {
+		if err := f.SetCellStr(s, cell(1, 1+i), line); err != nil {
 			return err
 		}
 	}
-	return f.SetColWidth(SheetMethod, "A", "A", 140)
+	if err := f.SetCellStyle(s, "A2", cell(1, len(methodText)), st.wrap); err != nil {
+		return err
+	}
+	if err := f.SetCellStyle(s, "A1", "A1", st.title); err != nil {
+		return err
+	}
+	if err := finish(f, s, sheetLayout{fromRow: 1, lastRow: len(methodText), lastCol: 1, maxWidth: 110}); err != nil {
+		return err
+	}
+	portrait := "portrait"
+	return f.SetPageLayout(s, &excelize.PageLayoutOptions{Orientation: &portrait})
 }
 
 func round3(v float64) float64 { return float64(int64(v*1000+0.5)) / 1000 }
