@@ -3,7 +3,6 @@ package deploy
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuledger/gpuledger/ingest"
-	"github.com/gpuledger/gpuledger/internal/testenv"
 )
 
 const scrapeConfig = "scrape/vmagent.yml"
@@ -62,11 +60,7 @@ func TestScrapeConfigKeepsWhatIngestReads(t *testing.T) {
 		}
 	}
 
-	dir := os.Getenv("GPULEDGER_VICTORIAMETRICS")
-	vmagent := filepath.Join(dir, "vmagent")
-	if _, err := os.Stat(vmagent); dir == "" || err != nil {
-		testenv.Missing(t, "vmagent is not built (GPULEDGER_VICTORIAMETRICS %q); run tools/build-victoriametrics.sh and set GPULEDGER_VICTORIAMETRICS to the folder it prints", dir)
-	}
+	vmagent := vmagentBinary(t)
 	if out, err := exec.Command(vmagent, "-promscrape.config="+scrapeConfig, "-promscrape.config.dryRun").CombinedOutput(); err != nil {
 		t.Fatalf("vmagent refuses %s: %v\n%s", scrapeConfig, err, out)
 	}

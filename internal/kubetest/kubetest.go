@@ -58,6 +58,8 @@ type Options struct {
 	// KueueConfig is appended to Kueue's Configuration (YAML at the top
 	// level), for example an admissionFairSharing or fairSharing block.
 	KueueConfig string
+	// WithoutKueue starts etcd and the API server only.
+	WithoutKueue bool
 }
 
 // Stack is a running control plane.
@@ -277,6 +279,9 @@ current-context: test
 	}
 	if s.Dynamic, err = dynamic.NewForConfig(s.Config); err != nil {
 		return err
+	}
+	if o.WithoutKueue {
+		return nil
 	}
 	return s.startKueue(ctx, o)
 }
