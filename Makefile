@@ -87,6 +87,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseExposition -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzParseRemoteWrite -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeRemoteWrite -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
+	$(GO) test -run='^$$' -fuzz=FuzzConvertRemoteWrite2 -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzParseExportLines -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzScanExport -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzLogSegment -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest

@@ -7,8 +7,10 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"github.com/golang/snappy"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -352,7 +354,7 @@ func TestRemoteWriteStatus(t *testing.T) {
 	if code, body := post(t, srv, "0123456789x", nil); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "10 bytes") {
 		t.Errorf("big body: %d %s", code, body)
 	}
-	if code, body := post(t, srv, "x", map[string]string{"Content-Encoding": "zstd"}); code != http.StatusBadRequest || !strings.Contains(body, "forcePromProto") {
+	if code, body := post(t, srv, "x", map[string]string{"Content-Encoding": "zstd"}); code != http.StatusUnsupportedMediaType || !strings.Contains(body, "snappy") {
 		t.Errorf("zstd: %d %s", code, body)
 	}
 	fi.err = &ingest.InputError{Msg: "not snappy"}
@@ -474,5 +476,52 @@ func TestMetricsExposition(t *testing.T) {
 	}
 	if types["gpuledger_ingest_buffered_samples"] != "gauge" || types["gpuledger_ingest_samples_total"] != "counter" {
 		t.Errorf("types: buffered samples %q, samples %q; want gauge and counter", types["gpuledger_ingest_buffered_samples"], types["gpuledger_ingest_samples_total"])
+	}
+}
+
+// TestRemoteWrite2: a Remote-Write 2.0 request (its Content-Type's proto)
+// reaches ingest as the remote-write 1.0 body of its series, and the
+// answer says what was written; a Content-Type that is no remote write is
+// answered 415, so that a sender can fall back.
+func TestRemoteWrite2(t *testing.T) {
+	fi := &fakeIngest{}
+	srv := New(Options{Store: testStore(t), Ingest: fi})
+	// symbols "", __name__, DCGM_FI_DEV_GPU_UTIL, gpu, 0; one series
+	// (1,2,3,4) with a sample of 87 at 1700000000000.
+	var raw []byte
+	for _, s := range []string{"", "__name__", "DCGM_FI_DEV_GPU_UTIL", "gpu", "0"} {
+		raw = append(append(raw, 0x22, byte(len(s))), s...)
+	}
+	sample := append([]byte{0x09}, binary.LittleEndian.AppendUint64(nil, math.Float64bits(87))...)
+	sample = binary.AppendUvarint(append(sample, 0x10), 1_700_000_000_000)
+	series := append([]byte{0x0a, 4, 1, 2, 3, 4, 0x12, byte(len(sample))}, sample...)
+	raw = append(append(raw, 0x2a, byte(len(series))), series...)
+	body := snappy.Encode(nil, raw)
+
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/write", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-protobuf;proto=io.prometheus.write.v2.Request")
+	req.Header.Set("Content-Encoding", "snappy")
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusNoContent || rec.Header().Get("X-Prometheus-Remote-Write-Samples-Written") != "1" ||
+		rec.Header().Get("X-Prometheus-Remote-Write-Histograms-Written") != "0" {
+		t.Fatalf("2.0 request: %d %v %s", rec.Code, rec.Header(), rec.Body.String())
+	}
+	// A 1.0 WriteRequest: timeseries (1) of labels (1) and a sample (2).
+	v1, err := snappy.Decode(nil, fi.got[0])
+	label := []byte("\x0a\x08__name__\x12\x14DCGM_FI_DEV_GPU_UTIL")
+	if err != nil || len(v1) == 0 || v1[0] != 0x0a || !bytes.Contains(v1, label) || !bytes.Contains(v1, []byte("\x0a\x03gpu\x12\x010")) || !bytes.HasSuffix(v1, sample) {
+		t.Errorf("ingest got %x (%v), want a 1.0 request of the series", v1, err)
+	}
+	for _, c := range []struct{ ctype, want string }{
+		{"text/plain", "not a remote-write request"},
+		{"application/x-protobuf;proto=io.prometheus.write.v3.Request", "not supported"},
+	} {
+		if code, body := post(t, srv, "x", map[string]string{"Content-Type": c.ctype}); code != http.StatusUnsupportedMediaType || !strings.Contains(body, c.want) {
+			t.Errorf("Content-Type %s: %d %s", c.ctype, code, body)
+		}
+	}
+	if code, body := post(t, srv, "\xff", map[string]string{"Content-Type": "application/x-protobuf;proto=io.prometheus.write.v2.Request"}); code != http.StatusBadRequest || !strings.Contains(body, "remote-write 2.0") {
+		t.Errorf("a broken 2.0 body: %d %s", code, body)
 	}
 }

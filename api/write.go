@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -87,7 +89,8 @@ func getBody(n int) *[]byte {
 }
 
 // remoteWrite answers POST /api/v1/write (Prometheus remote write 1.0:
-// snappy-compressed protobuf). 204 when every sample was taken; 400 when
+// snappy-compressed protobuf). 204 when every sample was taken; 415 for
+// another Content-Encoding (VictoriaMetrics' zstd); 400 when
 // the body will never be accepted or some samples are late, too new or out
 // of order (the rest was taken; the sender drops the batch); 413 over the size limit;
 // 429 when too much is in flight; 503 only where a retry can succeed (the
@@ -98,7 +101,15 @@ func (s *Server) remoteWrite(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusNotFound, "remote write is not enabled on this server; start it with -remoteWrite")
 	}
 	if enc := c.Request().Header.Get("Content-Encoding"); enc != "" && enc != "snappy" {
-		return badf("Content-Encoding %q is not supported; want snappy (Prometheus remote write 1.0; run vmagent with -remoteWrite.forcePromProto)", enc)
+		// 415, as Remote-Write 2.0 asks for an encoding the receiver does
+		// not take: a stock vmagent then sends the block again in
+		// Prometheus' protocol and keeps to it (so does it on 400).
+		return echo.NewHTTPError(http.StatusUnsupportedMediaType,
+			fmt.Sprintf("Content-Encoding %q is not supported; want snappy (Prometheus remote write 1.0; vmagent falls back to it by itself, -remoteWrite.forcePromProto saves the first try)", enc))
+	}
+	proto, err := remoteWriteProto(c.Request().Header.Get(echo.HeaderContentType))
+	if err != nil {
+		return err
 	}
 	length := c.Request().ContentLength
 	if length > s.opts.MaxRemoteWriteBytes {
@@ -113,7 +124,6 @@ func (s *Server) remoteWrite(c echo.Context) error {
 	}
 	defer s.inflight.release(size)
 	var body []byte
-	var err error
 	if length > 0 {
 		// Read into a body of the length sent, at once: io.ReadAll would
 		// grow one by doubling, allocating and copying twice the body.
@@ -141,6 +151,20 @@ func (s *Server) remoteWrite(c echo.Context) error {
 		}
 		defer s.inflight.release(int64(n))
 	}
+	var v2 *ingest.Write2Stats
+	if proto == ingest.RemoteWrite2Proto {
+		v1, st, err := ingest.ConvertRemoteWrite2(body, ingest.Limits{})
+		if err != nil {
+			return err
+		}
+		if n, err := ingest.DecodedLen(v1); err == nil {
+			if !s.inflight.acquire(int64(n + len(v1))) {
+				return errInflight
+			}
+			defer s.inflight.release(int64(n + len(v1)))
+		}
+		body, v2 = v1, &st
+	}
 	res, err := s.opts.Ingest.RemoteWrite(c.Request().Context(), principalOf(c).name, body)
 	if err != nil {
 		return err
@@ -148,5 +172,37 @@ func (s *Server) remoteWrite(c echo.Context) error {
 	if res.Rejected() > 0 {
 		return &rejectedWrite{res}
 	}
+	if v2 != nil {
+		// Remote-Write 2.0's written counts: the whole request was taken
+		// (gpuledger reads the float samples of the series it reads).
+		h := c.Response().Header()
+		h.Set("X-Prometheus-Remote-Write-Samples-Written", strconv.Itoa(v2.Samples))
+		h.Set("X-Prometheus-Remote-Write-Histograms-Written", strconv.Itoa(v2.Histograms))
+		h.Set("X-Prometheus-Remote-Write-Exemplars-Written", strconv.Itoa(v2.Exemplars))
+	}
 	return c.NoContent(http.StatusNoContent)
+}
+
+// remoteWriteProto reads a remote-write request's Content-Type: Remote-Write
+// 1.0 (none, application/x-protobuf, or its proto=prometheus.WriteRequest)
+// or 2.0 (proto=io.prometheus.write.v2.Request); another is answered 415,
+// as Remote-Write 2.0 asks, so that a sender can fall back to 1.0.
+func remoteWriteProto(ctype string) (string, error) {
+	if ctype == "" {
+		return "", nil
+	}
+	mt, params, err := mime.ParseMediaType(ctype)
+	if err != nil || mt != "application/x-protobuf" {
+		return "", echo.NewHTTPError(http.StatusUnsupportedMediaType,
+			fmt.Sprintf("Content-Type %q is not a remote-write request; want application/x-protobuf (Remote-Write 1.0, or 2.0 with proto=%s)", ctype, ingest.RemoteWrite2Proto))
+	}
+	switch p := params["proto"]; p {
+	case "", "prometheus.WriteRequest":
+		return "", nil
+	case ingest.RemoteWrite2Proto:
+		return p, nil
+	default:
+		return "", echo.NewHTTPError(http.StatusUnsupportedMediaType,
+			fmt.Sprintf("Content-Type proto %q is not supported; want prometheus.WriteRequest (Remote-Write 1.0) or %s (2.0)", p, ingest.RemoteWrite2Proto))
+	}
 }

@@ -108,6 +108,12 @@ func randomWrite(rng *rand.Rand) []byte { return snappy.Encode(nil, randomProto(
 
 // randomProto is randomWrite's protobuf, before snappy.
 func randomProto(rng *rand.Rand) []byte {
+	wr := randomRequest(rng)
+	return wr.MarshalProtobuf(nil)
+}
+
+// randomRequest is randomProto's request.
+func randomRequest(rng *rand.Rand) *prompb.WriteRequest {
 	metrics := []string{MetricGPUUtil, MetricGREngineActive, MetricFBUsed, MetricPowerUsage, MetricTotalEnergy,
 		"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_PROF_PCIE_TX_BYTES", MetricKubePodLabels, MetricKubePodPhase, ""}
 	var wr prompb.WriteRequest
@@ -128,7 +134,7 @@ func randomProto(rng *rand.Rand) []byte {
 		}
 		wr.Timeseries = append(wr.Timeseries, prompb.TimeSeries{Labels: labels, Samples: samples})
 	}
-	return wr.MarshalProtobuf(nil)
+	return &wr
 }
 
 // TestDecodeRemoteWriteMatchesReference: the scanner keeps exactly what

@@ -163,7 +163,9 @@ func TestVictoriaMetricsBackfill(t *testing.T) {
 // TestVmagentRemoteWrite has a real vmagent scrape a simulated exporter (each
 // scrape the next 15 s of the cluster, with timestamps) and remote-write to
 // gpuledger's /api/v1/write; the ledger equals the one the same scrapes give
-// from a file.
+// from a file. vmagent runs as it ships, without -remoteWrite.forcePromProto:
+// its first block, in VictoriaMetrics' zstd protocol, is answered 415 and
+// it sends it again, and everything after, in Prometheus' protocol.
 func TestVmagentRemoteWrite(t *testing.T) {
 	testenv.Slow(t, "vmagent remote-writing a day of scrapes")
 	bin := vmBinary(t, "vmagent")
@@ -214,7 +216,6 @@ scrape_configs:
 		"-httpListenAddr="+addr,
 		"-promscrape.config="+scrapeCfg,
 		"-remoteWrite.url="+gl.URL+"/api/v1/write",
-		"-remoteWrite.forcePromProto",
 		"-remoteWrite.queues=4", // several queues: requests may arrive out of order
 		"-remoteWrite.flushInterval=200ms",
 		"-remoteWrite.tmpDataPath="+filepath.Join(dir, "queue"),
