@@ -84,7 +84,7 @@ func (e *v2Encoder) request(wr *prompb.WriteRequest) (body []byte, histograms, e
 			exemplars++
 		}
 		s = field(s, 5, varintField(varintField(nil, 1, 2), 3, uint64(e.ref("help text")))) // metadata: gauge, help
-		s = varintField(s, 6, 1_600_000_000_000)                                                // created_timestamp
+		s = varintField(s, 6, 1_600_000_000_000)                                            // created_timestamp
 		series = append(series, s)
 	}
 	var syms []byte
