@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/clickhouse"
@@ -63,27 +64,39 @@ func storeFlags(fs *flag.FlagSet, defaultPath string, mode storeMode) func(ctx c
 	}
 }
 
-// storeGauges exports what a store counts: the ClickHouse spool.
 // storeGeneration is what the API's answer cache keys on: the pipeline's
-// writes, and on the embedded ledger its data version, which also moves
-// when another process (a backfill) commits to the file, so that a
-// rewritten hour is not served from the cache. ClickHouse has no such
-// counter: there a backfill shows once the cache's TTL has passed.
+// writes, and what moves when another process (a backfill) rewrites
+// hours: on the embedded ledger its data version, on ClickHouse its count
+// of restatements (read at most once a second), so that a rewritten hour
+// is not served from the cache. (A backfill of hours never written before
+// records no restatement: on ClickHouse those show once the cache's TTL
+// has passed.)
 func storeGeneration(s ledger.Store, writes func() uint64) func() uint64 {
-	es, ok := s.(*embedded.Store)
-	if !ok {
+	var version func(context.Context) (uint64, error)
+	var every time.Duration
+	switch st := s.(type) {
+	case *embedded.Store:
+		version = st.DataVersion
+	case *clickhouse.Store:
+		version, every = st.RestatementCount, time.Second
+	default:
 		return writes
 	}
-	var last atomic.Uint64 // the version last read (kept when a read fails)
+	var last atomic.Uint64  // the version last read (kept when a read fails)
+	var readAt atomic.Int64 // when, in Unix nanoseconds
 	return func() uint64 {
-		if v, err := es.DataVersion(context.Background()); err == nil {
-			last.Store(v)
+		if now := time.Now().UnixNano(); every == 0 || now-readAt.Load() >= int64(every) {
+			readAt.Store(now)
+			if v, err := version(context.Background()); err == nil {
+				last.Store(v)
+			}
 		}
 		// Both only grow: any change of either changes the sum.
 		return writes() + last.Load()
 	}
 }
 
+// storeGauges exports what a store counts: the ClickHouse spool.
 func storeGauges(s ledger.Store) map[string]func() float64 {
 	chs, ok := s.(*clickhouse.Store)
 	if !ok {

@@ -99,3 +99,41 @@ func TestMonthlyRollupBackfill(t *testing.T) {
 		}
 	}
 }
+
+// TestRestatementCount: the count the answer cache keys on grows when
+// another connection (a backfill's process) rewrites a figure.
+func TestRestatementCount(t *testing.T) {
+	ctx := context.Background()
+	dsn := chtest.Database(t, chtest.DSN())
+	serve, err := Open(ctx, Options{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serve.Close()
+	backfill, err := Open(ctx, Options{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backfill.Close()
+	h := time.Date(2026, 10, 1, 5, 0, 0, 0, time.UTC)
+	row := func(cost int64) []ledger.Row {
+		return []ledger.Row{{Key: ledger.Key{Hour: h, Cluster: "c", Team: "t", Flavor: "h100"}, GPUSeconds: 3600, CostMicros: cost}}
+	}
+	if _, err := ledger.Rewrite(ctx, backfill, row(6_880_000), nil, ledger.Provenance{Source: "live:c"}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := serve.RestatementCount(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ledger.Rewrite(ctx, backfill, row(3_440_000), nil, ledger.Provenance{Source: "backfill:file:///x.jsonl"}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := serve.RestatementCount(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after <= before {
+		t.Errorf("restatement count %d after a rewrite, %d before: the cache would not drop the hour", after, before)
+	}
+}

@@ -140,3 +140,15 @@ func (s *Store) ClosedMonths(ctx context.Context) (_ []ledger.MonthClose, rerr e
 	}
 	return out, rows.Err()
 }
+
+// RestatementCount is how many restatements and adjustments the ledger
+// holds: it grows with every rewrite that changed a figure, whichever
+// process wrote it (a backfill beside serve), so the API's answer cache
+// keys on it to drop answers over rewritten hours.
+func (s *Store) RestatementCount(ctx context.Context) (uint64, error) {
+	var n uint64
+	if err := s.conn.QueryRow(ctx, `SELECT count() FROM `+s.table(s.opts.RestateTable)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count restatements: %w", err)
+	}
+	return n, nil
+}
