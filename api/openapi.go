@@ -78,6 +78,8 @@ var (
 var apiRoutes = []apiRoute{
 	{Method: "GET", Path: "/healthz", Summary: "readiness: ok, or 503 with the reason (the ledger or the write-ahead log is failing)",
 		Access: []string{"public"}, Content: []string{"text/plain"}},
+	{Method: "GET", Path: "/livez", Summary: "liveness: ok while the process serves HTTP, whatever fails behind it (for a liveness probe; /healthz is for readiness)",
+		Access: []string{"public"}, Content: []string{"text/plain"}},
 	{Method: "GET", Path: "/api/v1/openapi.json", Summary: "this document", Access: []string{"public"}, Content: []string{"application/json"}},
 	{Method: "GET", Path: "/", Summary: "the overview page: the month's cost per team, idle cost, budgets, capacity (signs in by token cookie; a team's token goes to its team's page)",
 		Access: readers, Query: []apiParam{pMonth}, Content: []string{"text/html"}},

@@ -138,6 +138,7 @@ func New(opts Options) *Server {
 	s.e.Use(s.instrument)
 	read := s.require(string(ScopeViewer), "team")
 	s.e.GET("/healthz", s.healthz)
+	s.e.GET("/livez", s.livez)
 	s.e.GET("/api/v1/openapi.json", s.openAPI)
 	s.e.GET("/", s.overview, s.browser(string(ScopeViewer), "team"))
 	s.e.GET("/team/:team", s.teamPage, s.browser(string(ScopeViewer), "team"))

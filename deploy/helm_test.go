@@ -18,6 +18,7 @@ import (
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/internal/kubetest"
 	"github.com/gpuledger/gpuledger/internal/testenv"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -131,9 +132,55 @@ func TestHelmChart(t *testing.T) {
 			if sc := sts.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || c.ReadinessProbe == nil {
 				t.Errorf("serve: non-root %v, readiness probe %v", sc, c.ReadinessProbe)
 			}
+			// Liveness does not restart serve on a failing ledger (/livez),
+			// a start may replay the log (startupProbe), the StatefulSet's
+			// Service is headless.
+			if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/livez" || c.StartupProbe == nil || c.StartupProbe.HTTPGet.Path != "/livez" ||
+				c.ReadinessProbe.HTTPGet.Path != "/healthz" {
+				t.Errorf("serve's probes: liveness %v, startup %v, readiness %v", c.LivenessProbe, c.StartupProbe, c.ReadinessProbe)
+			}
+			headless, err := s.Client.CoreV1().Services(ns).Get(ctx, sts.Spec.ServiceName, metav1.GetOptions{})
+			if err != nil || headless.Spec.ClusterIP != "None" {
+				t.Errorf("the StatefulSet's Service %s: %v, clusterIP %v", sts.Spec.ServiceName, err, headless)
+			}
+			if ns == "clickhouse-controller" {
+				pod := sts.Spec.Template.Spec
+				if len(pod.ImagePullSecrets) != 1 || pod.ImagePullSecrets[0].Name != "regcred" {
+					t.Errorf("imagePullSecrets: %v", pod.ImagePullSecrets)
+				}
+				if c.StartupProbe.HTTPGet.Scheme != "HTTPS" || !slices.Contains(c.Args, "-http.tlsCertFile=/etc/gpuledger/tls/tls.crt") {
+					t.Errorf("serve.tls: probe scheme %s, args %v", c.StartupProbe.HTTPGet.Scheme, c.Args)
+				}
+				var mounts []string
+				for _, m := range c.VolumeMounts {
+					mounts = append(mounts, m.Name+":"+m.MountPath)
+				}
+				for _, want := range []string{"tls:/etc/gpuledger/tls", "corp-ca:/etc/ssl/corp"} {
+					if !slices.Contains(mounts, want) {
+						t.Errorf("serve's mounts %v lack %s", mounts, want)
+					}
+				}
+				if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "TZ" }) {
+					t.Errorf("serve.extraEnv: %v", c.Env)
+				}
+				ing, err := s.Client.NetworkingV1().Ingresses(ns).Get(ctx, "gpuledger", metav1.GetOptions{})
+				if err != nil || len(ing.Spec.TLS) != 1 || ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Port.Name != "http" {
+					t.Errorf("Ingress: %v %+v", err, ing)
+				}
+				np, err := s.Client.NetworkingV1().NetworkPolicies(ns).Get(ctx, "gpuledger", metav1.GetOptions{})
+				if err != nil || len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].From) != 2 {
+					t.Errorf("NetworkPolicy: %v %+v", err, np)
+				}
+				pdb, err := s.Client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "gpuledger-controller", metav1.GetOptions{})
+				if err != nil || pdb.Spec.MinAvailable.IntValue() != 1 {
+					t.Errorf("PodDisruptionBudget: %v %+v", err, pdb)
+				}
+			}
 			t.Logf("%s: serve args %v", ns, c.Args)
 		})
 	}
+	// The controller runs under the chart's own RBAC.
+	t.Run("controller RBAC", func(t *testing.T) { checkControllerRBAC(t, s, "clickhouse-controller") })
 	// A token taken out of the chart's Secret rolls serve's pods: the
 	// pod template's checksum of the tokens changes (serve also reads the
 	// file again, but the kubelet takes a while to update the mount).

@@ -58,3 +58,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and .Values.controller.enabled (ne .Values.ledger.store "clickhouse") }}{{ fail "controller.enabled needs ledger.store=clickhouse: the controller reads the ledger serve writes, and the embedded ledger is a file on serve's volume" }}{{ end }}
 {{- if and (not .Values.auth.disabled) (not .Values.auth.existingSecret) (not .Values.auth.tokens) }}{{ fail "serve needs API tokens: set auth.existingSecret or auth.tokens (gpuledger token -name NAME -scope SCOPE makes one), or auth.disabled=true for a trial" }}{{ end }}
 {{- end -}}
+
+{{- /* The scheme serve's port speaks: HTTPS with serve.tls. */ -}}
+{{- define "gpuledger.scheme" -}}
+{{- if .Values.serve.tls.secretName }}HTTPS{{ else }}HTTP{{ end -}}
+{{- end -}}
+
+{{- /* How the operators' scrape objects reach serve with serve.tls: HTTPS,
+the certificate checked against the Secret's ca.crt (cert-manager writes
+it) for the Service's name. */ -}}
+{{- define "gpuledger.scrapeTLS" -}}
+{{- with .Values.serve.tls.secretName -}}
+scheme: https
+tlsConfig:
+  ca: {secret: {name: {{ . }}, key: ca.crt}}
+  serverName: {{ include "gpuledger.fullname" $ }}.{{ $.Release.Namespace }}.svc
+{{- end -}}
+{{- end -}}
