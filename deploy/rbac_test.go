@@ -120,7 +120,7 @@ func checkControllerRBAC(t *testing.T, s *kubetest.Stack, ns string) {
 		{"get", "", "configmaps", "", "kube-system", false},
 	} {
 		sar := &authv1.SubjectAccessReview{Spec: authv1.SubjectAccessReviewSpec{User: account,
-			Groups: imp.Impersonate.Groups,
+			Groups:             imp.Impersonate.Groups,
 			ResourceAttributes: &authv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.sub, Namespace: a.namespace}}}
 		got, err := s.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 		if err != nil {
