@@ -11,28 +11,55 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/clickhouse"
+	"github.com/gpuledger/gpuledger/ledger/clickhouse/chtest"
 )
 
-// TestThreeClusters: one ledger holding three clusters' hours (as three
-// serve instances writing to one ClickHouse leave it) answers per cluster
-// and across them: the cost API by cluster and filtered to one, each
-// cluster's chargeback and FOCUS export, OpenCost's allocation by
+// TestThreeClusters: one ledger holding three clusters' hours answers per
+// cluster and across them: the cost API by cluster and filtered to one,
+// each cluster's chargeback and FOCUS export, OpenCost's allocation by
 // cluster; every answer across clusters is the sum of the per-cluster
-// ones, to the micro.
+// ones, to the micro. On the embedded ledger, and on one ClickHouse
+// database written by three stores (as three serve instances, one per
+// cluster, write it) and read by a fourth.
 func TestThreeClusters(t *testing.T) {
-	store := testStore(t)
-	var rows []ledger.Row
+	t.Run("embedded", func(t *testing.T) {
+		s := testStore(t)
+		threeClusters(t, s, func(string) ledger.Store { return s })
+	})
+	t.Run("clickhouse", func(t *testing.T) {
+		dsn := chtest.Database(t, chtest.DSN())
+		open := func() ledger.Store {
+			s, err := clickhouse.Open(context.Background(), clickhouse.Options{DSN: dsn, SpoolDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		writers := map[string]ledger.Store{}
+		threeClusters(t, open(), func(cluster string) ledger.Store {
+			if writers[cluster] == nil {
+				writers[cluster] = open()
+			}
+			return writers[cluster]
+		})
+	})
+}
+
+func threeClusters(t *testing.T, store ledger.Store, writer func(cluster string) ledger.Store) {
 	cost := map[string]int64{"c1": 6_880_000, "c2": 3_430_901, "c3": 526_003}
-	for h := range 48 {
-		hour := time.Date(2026, 10, 1, h, 0, 0, 0, time.UTC)
-		for cl, c := range cost {
+	for cl, c := range cost {
+		var rows []ledger.Row
+		for h := range 48 {
+			hour := time.Date(2026, 10, 1, h, 0, 0, 0, time.UTC)
 			rows = append(rows,
 				ledger.Row{Key: ledger.Key{Hour: hour, Cluster: cl, Team: "ml", Namespace: "ml", Flavor: "h100"}, GPUSeconds: 3600, ActiveGPUSeconds: 1800, CostMicros: c, IdleCostMicros: c / 2},
 				ledger.Row{Key: ledger.Key{Hour: hour, Cluster: cl, Team: ledger.TeamUnallocated, Flavor: "h100"}, GPUSeconds: 1800, CostMicros: c / 3, UnallocatedCostMicros: c / 3})
 		}
-	}
-	if err := store.WriteHours(context.Background(), rows, nil); err != nil {
-		t.Fatal(err)
+		if err := writer(cl).WriteHours(context.Background(), rows, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 	srv := New(Options{Store: store})
 	month := map[string]int64{}
