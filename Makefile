@@ -80,7 +80,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseMicros -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ledger
 	$(GO) test -run='^$$' -fuzz=FuzzHistogramJSON -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ledger
 	$(GO) test -run='^$$' -fuzz=FuzzGapsJSON -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ledger
-	$(GO) test -run='^$$' -fuzz=FuzzSplit -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./attribution
+	$(GO) test -run='^$$' -fuzz=FuzzSplit -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ledger
 	$(GO) test -run='^$$' -fuzz=FuzzAttribution -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./attribution
 	$(GO) test -run='^$$' -fuzz='FuzzParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./config
 	$(GO) test -run='^$$' -fuzz=FuzzParseReplay -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./config

@@ -7,6 +7,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 // holderFor returns s's holder, reusing the strings of the last scrape's
@@ -183,7 +185,7 @@ func (a *Attributor) shareNums(in *instance) []int64 {
 			weights[i] = 1
 		}
 	}
-	in.shares = SplitLargestRemainder(ShareUnits, weights, in.shares)[:len(in.holders)]
+	in.shares = ledger.SplitLargestRemainder(ShareUnits, weights, in.shares)[:len(in.holders)]
 	return in.shares
 }
 

@@ -162,7 +162,7 @@ func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hou
 			weights = append(weights, p.activeW, p.heldW-p.activeW-p.unmeasuredW, p.unmeasuredW)
 		}
 		weights[0] = unalloc
-		costs = SplitLargestRemainder(u.gpu.RateMicrosPerHour, weights, costs)
+		costs = ledger.SplitLargestRemainder(u.gpu.RateMicrosPerHour, weights, costs)
 
 		den := float64(u.slices*ShareUnits) * 1000
 		if unalloc > 0 || nobodyMJ[i] > 0 {
@@ -203,7 +203,7 @@ func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hou
 			w.UnmeasuredCostMicros += unmeasured
 		}
 	}
-	for i, c := range SplitLargestRemainder(a.energyCostMicros(totalMJ), eweights, nil) {
+	for i, c := range ledger.SplitLargestRemainder(a.energyCostMicros(totalMJ), eweights, nil) {
 		erows[i].EnergyCostMicros += c
 	}
 	a.splitBorrowed(b)
@@ -285,7 +285,7 @@ func (a *Attributor) splitBorrowed(b *hourBuild) {
 			k.Borrowed = true
 			t := b.row(k)
 			mv := func(v *int64, dst *int64) {
-				b.split = SplitLargestRemainder(*v, w, b.split)
+				b.split = ledger.SplitLargestRemainder(*v, w, b.split)
 				*v = b.split[0]
 				*dst += b.split[1]
 			}
@@ -370,8 +370,8 @@ func (a *Attributor) shareUnallocated(b *hourBuild) {
 		for i, r := range recips {
 			ws[i] = r.w
 		}
-		costs := SplitLargestRemainder(u.UnallocatedCostMicros, ws, nil)
-		ecosts := SplitLargestRemainder(u.EnergyCostMicros, ws, nil)
+		costs := ledger.SplitLargestRemainder(u.UnallocatedCostMicros, ws, nil)
+		ecosts := ledger.SplitLargestRemainder(u.EnergyCostMicros, ws, nil)
 		for i, rc := range recips {
 			r := b.row(rc.key)
 			r.CostMicros += costs[i]

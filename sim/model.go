@@ -11,6 +11,7 @@ import (
 	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 // Model is the modelled cluster, built once from the YAML config (NewModel)
@@ -313,7 +314,7 @@ func TraceModel(queues []TraceQueue, tc TraceCluster) (*Model, error) {
 					have += int64(tc.NodeSize)
 				}
 			}
-			quota[k] = attribution.SplitLargestRemainder(have, gpusOf, nil)
+			quota[k] = ledger.SplitLargestRemainder(have, gpusOf, nil)
 		}
 	}
 	for i, q := range queues {

@@ -1,9 +1,14 @@
-package attribution
+package ledger
 
 import (
 	"math/bits"
 	"sort"
 )
+
+// SplitLargestRemainder is money arithmetic on whole units (micro-units,
+// share units), kept here beside the money format so that every package
+// that splits an amount exactly (attribution's costs and shares, the
+// simulator's quotas, the reports' allocation ratios) uses this one.
 
 // SplitLargestRemainder divides total among len(weights) parts in proportion
 // to weights, in whole units, so that the parts sum to total exactly. Each

@@ -1,4 +1,4 @@
-package attribution
+package ledger
 
 import (
 	"math/big"
