@@ -169,72 +169,48 @@ func cmpOrigin(a, b focusOrigin) int {
 
 // splitRatios gives each row its share of the origin's cost in units of
 // 10^-RatioDigits. When the rows are the whole origin (whole), the shares
-// are a largest-remainder split, so that they sum to exactly 10^RatioDigits;
-// otherwise each is rounded to the nearest unit. An origin that cost
-// nothing is split by GPU time instead.
+// are a largest-remainder split (ledger.SplitLargestRemainder), so that
+// they sum to exactly 10^RatioDigits; otherwise each is rounded to the
+// nearest unit, at most 1. An origin that cost nothing is split by GPU
+// time instead.
 func splitRatios(rows []ledger.Row, total int64, whole bool) []uint64 {
-	w := make([]uint64, len(rows))
-	var sum uint64
+	w := make([]int64, len(rows))
+	var sum int64
 	for i := range rows {
 		if c := rows[i].CostMicros; c > 0 {
-			w[i] = uint64(c)
-			sum += w[i]
+			w[i] = c
+			sum += c
 		}
 	}
-	den := uint64(max(total, 0))
-	if sum == 0 || den == 0 {
+	if sum == 0 || total <= 0 {
 		// Nothing cost anything: split by GPU time held, in
 		// milli-GPU-seconds.
-		sum = 0
 		for i := range rows {
-			w[i] = uint64(max(rows[i].GPUSeconds, 0) * 1000)
-			sum += w[i]
+			w[i] = int64(max(rows[i].GPUSeconds, 0) * 1000)
 		}
-		den, whole = sum, true
+		whole = true
 	}
 	out := make([]uint64, len(rows))
-	if den == 0 {
+	if whole {
+		for i, v := range ledger.SplitLargestRemainder(ratioOne, w, nil) {
+			out[i] = uint64(v)
+		}
 		return out
 	}
-	rem := make([]uint64, len(rows))
-	var given uint64
+	den := uint64(total)
 	for i, v := range w {
-		hi, lo := bits.Mul64(v, ratioOne)
+		hi, lo := bits.Mul64(uint64(v), ratioOne)
 		if hi >= den {
 			// A row larger than its origin (a team's rows against a
 			// pool total that moved): cap at 1.
 			out[i] = ratioOne
 			continue
 		}
-		out[i], rem[i] = bits.Div64(hi, lo, den)
-		given += out[i]
-	}
-	if !whole {
-		for i := range out {
-			if out[i] < ratioOne && 2*rem[i] >= den {
-				out[i]++
-			}
+		q, r := bits.Div64(hi, lo, den)
+		if q < ratioOne && 2*r >= den {
+			q++
 		}
-		return out
-	}
-	// Largest remainder: the units the floors left go to the largest
-	// remainders, ties to the earlier row.
-	order := make([]int, len(rows))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		switch {
-		case rem[a] > rem[b]:
-			return -1
-		case rem[a] < rem[b]:
-			return 1
-		}
-		return 0
-	})
-	for k := 0; given < ratioOne && k < len(order); k++ {
-		out[order[k]]++
-		given++
+		out[i] = q
 	}
 	return out
 }
