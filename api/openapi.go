@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,7 +111,7 @@ var apiRoutes = []apiRoute{
 	{Method: "GET", Path: "/api/v1/budgets", Summary: "each budgeted team's month-to-date spend and forecast",
 		Access: readers, Response: BudgetsResponse{}, Query: []apiParam{pAt, pTeam, {"month", "the month, YYYY-MM; default at's", false}},
 		Example: "at=2026-10-03T00:00:00Z"},
-	{Method: "POST", Path: "/api/v1/write", Summary: "Prometheus remote write (1.0 protobuf, snappy): dcgm-exporter, kube-state-metrics and Kueue series into the ledger; 204 once durable",
+	{Method: "POST", Path: "/api/v1/write", Summary: "Prometheus remote write (1.0 protobuf, snappy; or 2.0, Content-Type proto=io.prometheus.write.v2.Request): dcgm-exporter, kube-state-metrics and Kueue series into the ledger; 204 once durable, 415 for another Content-Type or Content-Encoding",
 		Access: []string{"write"}, Status: http.StatusNoContent},
 	{Method: "GET", Path: "/api/v1/admin/restatements", Summary: "every team-hour of the range a rewrite changed: before, after, who, with what, why",
 		Access: []string{"admin"}, Response: RestatementsResponse{}, Query: []apiParam{pFrom, pTo, pTeam, pCluster},
@@ -187,7 +188,7 @@ func openAPIDocument() map[string]any {
 			return map[string]any{"description": what, "content": map[string]any{
 				"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}}
 		}
-		responses := map[string]any{itoa(status): resp, "default": errResp("an error: 400 for a bad parameter, 404 for no data, 5xx for the server")}
+		responses := map[string]any{strconv.Itoa(status): resp, "default": errResp("an error: 400 for a bad parameter, 404 for no data, 5xx for the server")}
 		op := map[string]any{
 			"summary":     r.Summary,
 			"operationId": operationID(r),
@@ -235,11 +236,6 @@ func openAPIDocument() map[string]any {
 		},
 		"security": []any{map[string]any{"bearer": []string{}}, map[string]any{"cookie": []string{}}},
 	}
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // operationID names a route: its method and path in camel case, such as

@@ -89,7 +89,8 @@ func getBody(n int) *[]byte {
 }
 
 // remoteWrite answers POST /api/v1/write (Prometheus remote write 1.0:
-// snappy-compressed protobuf). 204 when every sample was taken; 415 for
+// snappy-compressed protobuf; or 2.0, by its Content-Type, converted to
+// 1.0 before ingest). 204 when every sample was taken; 415 for
 // another Content-Encoding (VictoriaMetrics' zstd); 400 when
 // the body will never be accepted or some samples are late, too new or out
 // of order (the rest was taken; the sender drops the batch); 413 over the size limit;
