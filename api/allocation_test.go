@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"maps"
 	"math"
@@ -76,20 +75,7 @@ func TestAllocation(t *testing.T) {
 	srv := allocationServer(t)
 	// The chargeback's TOTAL for October.
 	_, _, body := get(t, srv, "/api/v1/reports/chargeback/2026-10?format=csv")
-	recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := slices.Index(recs[0], "cost")
-	var total int64
-	for _, r := range recs[1:] {
-		if r[0] == "TOTAL" {
-			total, err = ledger.ParseMicros(r[col])
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	total := csvSum(t, body, "cost", true)
 	if total != 48*(13_760_001+6_880_000+3_440_000+34_399_999) {
 		t.Fatalf("chargeback TOTAL %d; want every row's cost", total)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"github.com/golang/snappy"
@@ -180,21 +179,8 @@ func TestChargebackDownload(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(h.Get("Content-Disposition"), `filename="focus-2026-10.csv"`) {
 		t.Fatalf("focus: status %d, headers %v", code, h)
 	}
-	recs, err := csv.NewReader(strings.NewReader(body)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := slices.Index(recs[0], "EffectiveCost")
-	var effective int64
-	for _, r := range recs[1:] {
-		c, err := ledger.ParseMicros(r[col])
-		if err != nil {
-			t.Fatal(err)
-		}
-		effective += c
-	}
-	if col < 0 || effective != 660_480_000 {
-		t.Errorf("focus: EffectiveCost (column %d) sums to %d, want the TOTAL 660.480000:\n%s", col, effective, body)
+	if effective := csvSum(t, body, "EffectiveCost", false); effective != 660_480_000 {
+		t.Errorf("focus: EffectiveCost sums to %d, want the TOTAL 660.480000:\n%s", effective, body)
 	}
 	if code, _, body = get(t, srv, "/api/v1/reports/chargeback/October"); code != http.StatusBadRequest || !strings.Contains(body, "want YYYY-MM") {
 		t.Errorf("bad month: %d %s", code, body)

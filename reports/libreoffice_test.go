@@ -135,10 +135,8 @@ func TestWorkbookLibreOffice(t *testing.T) {
 
 var pdfNumber = regexp.MustCompile(`-?[0-9][0-9,]*\.[0-9]+`)
 
-// checkSummaryText finds each Summary row in the rendered text (one line
-// per row, the sheet printed one page wide) and compares its numbers
-// with the CSV's, formatted as the workbook formats them.
-func checkSummaryText(t *testing.T, cb *Chargeback, text string) {
+// csvRecords is cb's CSV, read back.
+func csvRecords(t *testing.T, cb *Chargeback) [][]string {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := cb.WriteCSV(&buf); err != nil {
@@ -148,6 +146,15 @@ func checkSummaryText(t *testing.T, cb *Chargeback, text string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return recs
+}
+
+// checkSummaryText finds each Summary row in the rendered text (one line
+// per row, the sheet printed one page wide) and compares its numbers
+// with the CSV's, formatted as the workbook formats them.
+func checkSummaryText(t *testing.T, cb *Chargeback, text string) {
+	t.Helper()
+	recs := csvRecords(t, cb)
 	head := recs[0]
 	lines := strings.Split(text, "\n")
 	for _, rec := range recs[1:] {

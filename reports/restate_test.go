@@ -3,7 +3,6 @@ package reports
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"strings"
 	"testing"
 	"time"
@@ -102,14 +101,7 @@ func TestClosedMonthAdjustment(t *testing.T) {
 		t.Errorf("November's restatements: %+v, want 2 of its own hour", cb.Restatements)
 	}
 
-	var buf bytes.Buffer
-	if err := cb.WriteCSV(&buf); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(&buf).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := csvRecords(t, cb)
 	var notes []string
 	for _, r := range recs {
 		if strings.Contains(r[0], ":") {
@@ -126,7 +118,7 @@ func TestClosedMonthAdjustment(t *testing.T) {
 		}
 	}
 
-	buf.Reset()
+	var buf bytes.Buffer
 	if err := cb.WriteXLSX(&buf); err != nil {
 		t.Fatal(err)
 	}
