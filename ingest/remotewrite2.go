@@ -63,7 +63,7 @@ func ConvertRemoteWrite2(body []byte, limits Limits) ([]byte, Write2Stats, error
 		}
 	}
 	if len(symbols) > 0 && len(symbols[0]) != 0 {
-		return nil, st, inputErrorf("remote-write 2.0 symbols table starts with %q; it must start with the empty string", clip(string(symbols[0])))
+		return nil, st, inputErrorf("remote-write 2.0 symbols table starts with %.40q; it must start with the empty string", symbols[0])
 	}
 	var out []byte
 	var labels []uint32
@@ -165,11 +165,4 @@ func protowire(dst []byte, num uint64, data []byte) []byte {
 	dst = binary.AppendUvarint(dst, num<<3|wireLen)
 	dst = binary.AppendUvarint(dst, uint64(len(data)))
 	return append(dst, data...)
-}
-
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }
