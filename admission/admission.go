@@ -221,6 +221,9 @@ const (
 	WaitStrictFIFO WaitCode = "BehindStrictFIFO"
 	// The cycle ran out of free capacity before reaching it.
 	WaitCycleFull WaitCode = "CycleOutOfCapacity"
+	// The queue holds its money-fair share of every flavor that would
+	// fit while a queue under its share waits for it (Options.Targets).
+	WaitTarget WaitCode = "AtMoneyFairShare"
 )
 
 // Options tunes a cycle.
@@ -238,6 +241,11 @@ type Options struct {
 	// is set): for a simulator that runs millions of cycles and reads
 	// only the codes; a controller wants the reasons people read.
 	Terse bool
+	// Targets, when set, keeps each queue to its share of every flavor
+	// in a money-fair split (MoneyTargets.Allows): a flavor the workload's
+	// queue is at its target of is not tried while a backlogged queue
+	// under its target could use it.
+	Targets *MoneyTargets
 }
 
 // Policy orders the pending workloads of a cycle; the first that fits is
@@ -431,6 +439,13 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 			continue
 		}
 		tried = true
+		if opts.Targets != nil && !opts.Targets.Allows(s, w.Queue, f) {
+			note(WaitTarget)
+			if !opts.Terse {
+				reasons = append(reasons, fmt.Sprintf("flavor %s: queue %s holds its money-fair share of it while a queue under its share waits for it", f, q.Name))
+			}
+			continue
+		}
 		if qw := s.fitsQuota(q, fr, w.Units()); qw.Code != "" {
 			note(qw.Code)
 			if !opts.Terse {

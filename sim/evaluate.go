@@ -373,6 +373,7 @@ func DefaultCandidates() []EvalCandidate {
 		{Name: "kueue", Baseline: true, Variants: []EvalVariant{{Name: "-", Opts: ReplayOptions{Policy: "kueue"}}}},
 		{Name: "kueue-afs", Baseline: true, Variants: halfLives(ReplayOptions{Policy: "kueue-afs"})},
 		{Name: "costfair", Variants: halfLives(ReplayOptions{Policy: "costfair"})},
+		{Name: "costfair+targets", Variants: halfLives(ReplayOptions{Policy: "costfair", FlavorTargets: true})},
 		{Name: "costfair+small-first", Variants: halfLives(ReplayOptions{Policy: "costfair", Order: "small-first"})},
 		{Name: "kueue+small-first", Variants: []EvalVariant{{Name: "-", Opts: ReplayOptions{Policy: "kueue", Order: "small-first"}}}},
 	}

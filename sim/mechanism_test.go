@@ -26,7 +26,9 @@ func mechanismModel(t *testing.T, queues []TraceQueue, flavors []ReplayFlavor) *
 // TestMechanism: the scenario's jobs keep to their teams' flavors, its MIG
 // flavor is 7 slices a GPU at a seventh of the GPU's price, every team is
 // entitled to the same money, and on it the cost-weighted order spends
-// the money closer to the entitlements than Kueue's (by GPU count).
+// the money closer to the entitlements than Kueue's (by GPU count), and
+// closer still when it keeps teams to their money-fair share of each
+// flavor.
 func TestMechanism(t *testing.T) {
 	queues, flavors, jobs := Mechanism(MechanismOptions{Days: 3, Seed: 1})
 	if len(queues) != 4 || len(jobs) < 400 {
@@ -46,8 +48,12 @@ func TestMechanism(t *testing.T) {
 		}
 	}
 	gaps := map[string]float64{}
-	for _, pol := range []string{"kueue", "kueue-afs", "costfair"} {
-		res, err := ReplayModel(mechanismModel(t, queues, flavors), jobs, ReplayOptions{Policy: pol, Gating: true, Limit: 72 * time.Hour})
+	for _, pol := range []string{"kueue", "kueue-afs", "costfair", "costfair+targets"} {
+		opts := ReplayOptions{Policy: pol, Gating: true, Limit: 72 * time.Hour}
+		if pol == "costfair+targets" {
+			opts.Policy, opts.FlavorTargets = "costfair", true
+		}
+		res, err := ReplayModel(mechanismModel(t, queues, flavors), jobs, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,5 +78,8 @@ func TestMechanism(t *testing.T) {
 	}
 	if gaps["costfair"] >= gaps["kueue-afs"]/2 || gaps["costfair"] >= gaps["kueue"]/2 {
 		t.Errorf("money gaps %v: want costfair's under half of Kueue's", gaps)
+	}
+	if gaps["costfair+targets"] >= gaps["costfair"] {
+		t.Errorf("money gaps %v: want the flavor targets to narrow costfair's", gaps)
 	}
 }

@@ -74,6 +74,12 @@ type ReplayOptions struct {
 	// its share (Admission Fair Sharing's penalty at admission). Default
 	// 5 min (Kueue's usage sampling interval); negative means none.
 	AdmissionPenalty time.Duration
+	// FlavorTargets keeps each queue to its share of every flavor in the
+	// money-fair split of the flavors among the backlogged queues
+	// (admission.MoneyTargets): costfair's order decides who goes first,
+	// the targets which flavor a team that may run anywhere leaves to a
+	// team that cannot. Only with Gating.
+	FlavorTargets bool
 	// IdlePenalty, an experiment: costfair counts a GPU-hour held idle
 	// (a gang's pods waiting for the rest, a job's Idle share) as 1 +
 	// IdlePenalty GPU-hours of spend. Default 0 (none): measured on the
@@ -204,13 +210,18 @@ type replayJob struct {
 
 // replay is the state of one Replay.
 type replay struct {
-	opts    ReplayOptions
-	model   *Model
-	policy  admission.Sharer
-	snap    *admission.Snapshot
-	nodeIdx map[string]int
-	jobs    []*replayJob // by submission
-	byID    map[string]*replayJob
+	// ReplayOptions.FlavorTargets: each queue's flavors, the targets and
+	// the backlogged queues they are for.
+	queueFlavors map[string][]string
+	targets      *admission.MoneyTargets
+	targetsFor   []bool
+	opts         ReplayOptions
+	model        *Model
+	policy       admission.Sharer
+	snap         *admission.Snapshot
+	nodeIdx      map[string]int
+	jobs         []*replayJob // by submission
+	byID         map[string]*replayJob
 	// ungated is the one flavor and resource of a replay without gating.
 	ungated admission.FlavorResource
 	// speeds says how long a job runs on each flavor.

@@ -3,7 +3,52 @@ package sim
 // An admission cycle of the replay: the queued workloads offered in the
 // policy's order, the decisions carried out, preemptions and charges.
 
-import "github.com/gpuledger/gpuledger/admission"
+import (
+	"slices"
+
+	"github.com/gpuledger/gpuledger/admission"
+)
+
+// moneyTargets are the backlogged queues' money-fair targets
+// (ReplayOptions.FlavorTargets), computed again when the set of
+// backlogged queues changes.
+func (r *replay) moneyTargets() *admission.MoneyTargets {
+	if r.queueFlavors == nil {
+		r.queueFlavors = map[string][]string{}
+		for _, j := range r.jobs {
+			fl := j.Flavors
+			if len(fl) == 0 {
+				if q := r.snap.Queues[j.Queue]; q != nil {
+					fl = q.Flavors
+				}
+			}
+			for _, f := range fl {
+				if !slices.Contains(r.queueFlavors[j.Queue], f) {
+					r.queueFlavors[j.Queue] = append(r.queueFlavors[j.Queue], f)
+				}
+			}
+		}
+	}
+	key := make([]bool, len(r.names))
+	for i, q := range r.names {
+		key[i] = r.queues.In(q) > 0
+	}
+	if r.targets != nil && slices.Equal(key, r.targetsFor) {
+		return r.targets
+	}
+	var ds []admission.MoneyDemand
+	for i, q := range r.names {
+		if key[i] {
+			ds = append(ds, admission.MoneyDemand{Queue: q, Weight: r.model.value[q], Flavors: r.queueFlavors[q]})
+		}
+	}
+	units := map[admission.FlavorResource]int64{}
+	for _, n := range r.model.Nodes {
+		units[admission.FlavorResource{Flavor: n.Flavor, Resource: n.Resource}] += n.Free
+	}
+	r.targets, r.targetsFor = admission.NewMoneyTargets(ds, units, r.model.Rates), key
+	return r.targets
+}
 
 // cycle runs one admission cycle.
 func (r *replay) cycle() {
@@ -23,6 +68,9 @@ func (r *replay) cycle() {
 	r.snap.NowMs = r.now.Milliseconds()
 	if r.opts.Gating {
 		aopts := admission.Options{SameDomain: r.opts.SameDomain, Policy: r.policy, Terse: true}
+		if r.opts.FlavorTargets {
+			aopts.Targets = r.moneyTargets()
+		}
 		if r.opts.PreemptionRules == "kueue" {
 			aopts.FairSharing = []admission.FairSharingStrategy{admission.LessThanOrEqualToFinalShare, admission.LessThanInitialShare}
 		}

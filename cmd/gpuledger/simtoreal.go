@@ -53,7 +53,7 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	halfLife := fs.Duration("halfLife", 6*time.Hour, "half-life of the decayed usage and spend (trace clock)")
 	sampling := fs.Duration("sampling", time.Second, "Kueue's usageSamplingInterval (real clock); × -speedup is the simulator's admission penalty")
 	weightInterval := fs.Duration("weightInterval", 10*time.Minute, "how often the controller sets the weights (trace clock)")
-	policies := fs.String("policies", "kueue-afs,costfair", "policies to compare: kueue (a ClusterQueue without Admission Fair Sharing: BestEffortFIFO), kueue-afs, costfair")
+	policies := fs.String("policies", "kueue-afs,costfair", "policies to compare: kueue (a ClusterQueue without Admission Fair Sharing: BestEffortFIFO), kueue-afs, costfair; costfair+targets (costfair keeping each team to its money-fair share of every flavor) in the simulator only")
 	worlds := fs.String("worlds", "sim,kueue", "where to replay: sim (the simulator), kueue (a real Kueue), or both")
 	interactive := fs.Float64("mechanism.interactive", 0, "with -workload mechanism: the share of research's jobs that are notebooks holding one GPU 80% idle")
 	idlePenalty := fs.Float64("idlePenalty", 0, "an experiment: the simulator's costfair counts an idle GPU-hour as 1+this GPU-hours of spend (the real controller has no such penalty)")
@@ -70,6 +70,11 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 			real = true
 		default:
 			return usageError{fmt.Sprintf("-worlds item %q: want sim or kueue", w)}
+		}
+	}
+	for _, p := range splitList(*policies) {
+		if p == "costfair+targets" && real {
+			return usageError{"-policies item \"costfair+targets\": the simulator's only (the controller does not keep teams to flavor targets yet); drop it or use -worlds sim"}
 		}
 	}
 	if real {
@@ -186,6 +191,9 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 		}
 		ropts := sim.ReplayOptions{Policy: policy, Gating: true, HalfLife: *halfLife, AdmissionPenalty: penalty,
 			Flavors: flavors, Limit: limit, IdlePenalty: *idlePenalty}
+		if policy == "costfair+targets" {
+			ropts.Policy, ropts.FlavorTargets = "costfair", true
+		}
 		res, err := sim.ReplayModel(m, jobs, ropts)
 		if err != nil {
 			return fmt.Errorf("simulate %s: %w", policy, err)
