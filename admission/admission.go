@@ -242,9 +242,11 @@ type Options struct {
 	// only the codes; a controller wants the reasons people read.
 	Terse bool
 	// Targets, when set, keeps each queue to its share of every flavor
-	// in a money-fair split (MoneyTargets.Allows): a flavor the workload's
-	// queue is at its target of is not tried while a backlogged queue
-	// under its target could use it.
+	// in a money-fair split (MoneyTargets.Allows): a workload whose first
+	// fitting flavor (the one Kueue would assign) its queue holds its
+	// target of waits while a backlogged queue under its target could use
+	// that flavor. It does not go on to the next flavor: Kueue chooses the
+	// flavor, and gpuledger's AdmissionCheck can only hold the workload.
 	Targets *MoneyTargets
 }
 
@@ -439,13 +441,6 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 			continue
 		}
 		tried = true
-		if opts.Targets != nil && !opts.Targets.Allows(s, w.Queue, f) {
-			note(WaitTarget)
-			if !opts.Terse {
-				reasons = append(reasons, fmt.Sprintf("flavor %s: queue %s holds its money-fair share of it while a queue under its share waits for it", f, q.Name))
-			}
-			continue
-		}
 		if qw := s.fitsQuota(q, fr, w.Units()); qw.Code != "" {
 			note(qw.Code)
 			if !opts.Terse {
@@ -467,6 +462,14 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 				reasons = append(reasons, fmt.Sprintf("flavor %s: %s", f, why))
 			}
 			continue
+		}
+		if opts.Targets != nil && !opts.Targets.Allows(s, w.Queue, f) {
+			// Kueue assigns this flavor; the controller's check holds
+			// the workload rather than choose another.
+			if opts.Terse {
+				return "", WaitTarget
+			}
+			return fmt.Sprintf("flavor %s: queue %s holds its money-fair share of it while a queue under its share waits for it", f, q.Name), WaitTarget
 		}
 		s.admit(q, w, f, nodes, d)
 		return "", ""

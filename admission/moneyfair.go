@@ -43,26 +43,41 @@ func NewMoneyTargets(demands []MoneyDemand, units map[FlavorResource]int64, rate
 // than its target of it, or no other backlogged queue that could use it
 // holds less than its own.
 func (t *MoneyTargets) Allows(s *Snapshot, queue, flavor string) bool {
-	if t.under(s, queue, flavor) {
-		return true
-	}
-	for q, fl := range t.Flavors {
-		if q != queue && slices.Contains(fl, flavor) && t.under(s, q, flavor) {
-			return false
+	return t.AllowsHeld(queue, flavor, func(q, f string) float64 {
+		var held float64
+		for fr, u := range s.Usage[q] {
+			if fr.Flavor == f {
+				held += float64(u) * t.Rate[fr]
+			}
 		}
-	}
-	return true
+		return held
+	})
 }
 
-// under says whether queue holds less of flavor, in money, than its target.
-func (t *MoneyTargets) under(s *Snapshot, queue, flavor string) bool {
-	var held float64
-	for fr, u := range s.Usage[queue] {
-		if fr.Flavor == flavor {
-			held += float64(u) * t.Rate[fr]
+// AllowsHeld is Allows with what each queue holds of a flavor, in money
+// per second, given by held.
+func (t *MoneyTargets) AllowsHeld(queue, flavor string, held func(queue, flavor string) float64) bool {
+	if held(queue, flavor) < t.Target[queue][flavor] {
+		return true
+	}
+	_, other := t.Under(queue, flavor, held)
+	return !other
+}
+
+// Under returns a backlogged queue other than queue that could use
+// flavor and holds less of it than its target, if there is one.
+func (t *MoneyTargets) Under(queue, flavor string, held func(queue, flavor string) float64) (string, bool) {
+	names := make([]string, 0, len(t.Flavors))
+	for q := range t.Flavors {
+		names = append(names, q)
+	}
+	slices.Sort(names)
+	for _, q := range names {
+		if q != queue && slices.Contains(t.Flavors[q], flavor) && held(q, flavor) < t.Target[q][flavor] {
+			return q, true
 		}
 	}
-	return held < t.Target[queue][flavor]
+	return "", false
 }
 
 // MoneyDemand is one backlogged queue of a money-fair allocation: its

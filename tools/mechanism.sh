@@ -16,7 +16,9 @@
 #     started 10-31% fewer jobs than the simulator in 24 h, at 1200x about
 #     half, so the two worlds no longer ran the same workload; at 60x they
 #     start within 4%.
-# Usage: [REAL=1] bash tools/mechanism.sh [SEEDS]
+# POLICIES (default kueue,kueue-afs,costfair,costfair+targets) picks the
+# policies; a real run of each takes about 13 minutes.
+# Usage: [REAL=1] [POLICIES=p,q] bash tools/mechanism.sh [SEEDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${1:-5}
@@ -28,12 +30,12 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/gpuledger" ./cmd/gpuledger
-policies=kueue,kueue-afs,costfair
+policies=${POLICIES:-kueue,kueue-afs,costfair,costfair+targets}
 if [ -n "${REAL:-}" ]; then
 	out=docs/policy-eval/mechanism-real.txt
 	{
 		echo
-		echo "# at $commit, on $(nproc) cores: REAL=1 bash tools/mechanism.sh"
+		echo "# at $commit, on $(nproc) cores: REAL=1 POLICIES=$policies bash tools/mechanism.sh"
 		echo "# gpuledger sim-to-real -workload mechanism -worlds sim,kueue -hours 12 -limit 12 -speedup 60 -halfLife 1h -policies $policies -seed 1"
 		"$tmp/gpuledger" sim-to-real -workload mechanism -worlds sim,kueue -hours 12 -limit 12 -speedup 60 -halfLife 1h \
 			-policies "$policies" -seed 1 -out "$tmp/real" | sed 1d
@@ -42,7 +44,6 @@ if [ -n "${REAL:-}" ]; then
 	exit 0
 fi
 out=docs/policy-eval/mechanism.txt
-policies=$policies,costfair+targets
 {
 	echo "# at $commit, on $(nproc) cores: bash tools/mechanism.sh $seeds"
 	echo

@@ -37,11 +37,12 @@ const ControllerName = "gpuledger.io/budget"
 const fieldManager = "gpuledger"
 
 var (
-	kueueGroup     = "kueue.x-k8s.io"
-	workloadsGVR   = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "workloads"}
-	checksGVR      = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "admissionchecks"}
-	localQueuesGVR = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "localqueues"}
-	clusterQsGVR   = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "clusterqueues"}
+	kueueGroup         = "kueue.x-k8s.io"
+	workloadsGVR       = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "workloads"}
+	checksGVR          = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "admissionchecks"}
+	localQueuesGVR     = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "localqueues"}
+	clusterQsGVR       = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "clusterqueues"}
+	resourceFlavorsGVR = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "resourceflavors"}
 )
 
 // Options configures a Controller.
@@ -63,6 +64,12 @@ type Options struct {
 	DefaultDuration time.Duration
 	// RetryAfter is the requeueAfterSeconds of a held workload. Default 5 min.
 	RetryAfter time.Duration
+	// FlavorTargets: the check also holds a workload whose team holds its
+	// money-fair share of the flavor Kueue assigned it while a team under
+	// its share waits for that flavor (FlavorTargets), for
+	// TargetRetryAfter (default RetryAfter).
+	FlavorTargets    bool
+	TargetRetryAfter time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	Log *slog.Logger
@@ -89,6 +96,9 @@ type Controller struct {
 	weights map[string]*queueWeight
 	// pending is what waits per ClusterQueue, as UpdateWeights last saw.
 	pending map[string]*PendingQueue
+	// workloads lists the cluster's Workloads from an informer's cache
+	// (Run's, or a replay's), for the flavor targets.
+	workloads func() []*unstructured.Unstructured
 }
 
 // New makes a controller for the cluster cfg reaches.
@@ -110,6 +120,9 @@ func New(cfg *rest.Config, o Options) (*Controller, error) {
 	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = 5 * time.Minute
+	}
+	if o.TargetRetryAfter <= 0 {
+		o.TargetRetryAfter = o.RetryAfter
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -189,6 +202,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.workloads = storeLister(wl.GetStore())
+	c.mu.Unlock()
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	go func() {
@@ -339,6 +355,14 @@ func (c *Controller) answer(ctx context.Context, u *unstructured.Unstructured, c
 	} else {
 		v = Budget(t, team, d, mtd, c.o.DefaultDuration, c.o.RetryAfter)
 	}
+	if v.Ready && c.o.FlavorTargets {
+		if tv, err := c.flavorTargets(ctx, t, u); err != nil {
+			c.Stats.Errors.Add(1)
+			c.o.Log.Warn("flavor targets not checked, let through", "workload", u.GetNamespace()+"/"+u.GetName(), "err", err)
+		} else if !tv.Ready {
+			v = tv
+		}
+	}
 	// Kueue requeues a Retry at lastTransitionTime + requeueAfterSeconds:
 	// the time stamps are the wall clock's, whatever Now says.
 	state := map[string]any{"name": check, "state": "Ready", "message": truncate(v.Message, 32768),
@@ -361,6 +385,38 @@ func (c *Controller) answer(ctx context.Context, u *unstructured.Unstructured, c
 		c.Stats.ChecksHeld.Add(1)
 	}
 	c.o.Log.Info("budget check", "workload", u.GetNamespace()+"/"+u.GetName(), "team", team, "state", state["state"], "message", v.Message)
+}
+
+// flavorTargets reads the Kueue objects the targets need and decides.
+func (c *Controller) flavorTargets(ctx context.Context, t *Teams, u *unstructured.Unstructured) (Verdict, error) {
+	c.mu.Lock()
+	list := c.workloads
+	c.mu.Unlock()
+	if list == nil {
+		return Verdict{Ready: true}, nil
+	}
+	var objs [3][]unstructured.Unstructured
+	for i, gvr := range []schema.GroupVersionResource{clusterQsGVR, resourceFlavorsGVR, localQueuesGVR} {
+		l, err := c.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return Verdict{}, fmt.Errorf("list %s: %w", gvr.Resource, err)
+		}
+		objs[i] = l.Items
+	}
+	return FlavorTargets(t, ReadFlavors(objs[0], objs[1], objs[2]), u, list(), c.o.TargetRetryAfter), nil
+}
+
+// storeLister lists an informer's Workloads.
+func storeLister(s cache.Store) func() []*unstructured.Unstructured {
+	return func() []*unstructured.Unstructured {
+		var out []*unstructured.Unstructured
+		for _, o := range s.List() {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
 }
 
 func truncate(s string, n int) string {

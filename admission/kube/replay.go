@@ -94,7 +94,12 @@ type ReplayOptions struct {
 	// decayed with HalfLife, into which the replay writes each trace hour
 	// the cost of the GPUs the admitted workloads held. Epoch is the
 	// trace's start as a ledger hour.
-	Steer          bool
+	Steer bool
+	// FlavorTargets, with Steer: the ClusterQueue has gpuledger's
+	// AdmissionCheck, which the controller answers with the flavor
+	// targets (Options.FlavorTargets), retrying a held workload after a
+	// second of the real clock.
+	FlavorTargets  bool
 	WeightInterval time.Duration
 	HalfLife       time.Duration
 	Store          ledger.Store
@@ -152,11 +157,12 @@ func ReplayOnKueue(ctx context.Context, cfg *rest.Config, jobs []ReplayJob, o Re
 	for _, f := range o.Flavors {
 		tc.PriceMicrosPerGPUHour[f.Name] = f.PriceMicrosPerGPUHour
 	}
-	c, err := New(cfg, Options{Teams: *tc, Store: nopStore(o.Store), HalfLife: o.HalfLife, Log: o.Log})
+	c, err := New(cfg, Options{Teams: *tc, Store: nopStore(o.Store), HalfLife: o.HalfLife, Log: o.Log,
+		FlavorTargets: o.FlavorTargets, TargetRetryAfter: time.Second})
 	if err != nil {
 		return nil, err
 	}
-	if err := c.createReplayQueues(ctx, o.Flavors, teams, !o.NoFairSharing); err != nil {
+	if err := c.createReplayQueues(ctx, o.Flavors, teams, !o.NoFairSharing, o.FlavorTargets); err != nil {
 		return nil, err
 	}
 	r := &kueueReplay{c: c, o: o, jobs: jobs, byName: map[string]int{}, out: make([]ReplayOutcome, len(jobs)),
@@ -183,7 +189,7 @@ func jobName(i int) string { return "j" + strconv.Itoa(i) }
 
 // createReplayQueues creates the flavors, the ClusterQueue and a namespace
 // with a LocalQueue per team, and waits until Kueue has them active.
-func (c *Controller) createReplayQueues(ctx context.Context, flavors []ReplayFlavor, teams map[string]bool, afs bool) error {
+func (c *Controller) createReplayQueues(ctx context.Context, flavors []ReplayFlavor, teams map[string]bool, afs, check bool) error {
 	// One resource group per resource, its flavors in the given order.
 	var resources []string
 	groups := map[string][]any{}
@@ -207,6 +213,16 @@ func (c *Controller) createReplayQueues(ctx context.Context, flavors []ReplayFla
 		rgs = append(rgs, map[string]any{"coveredResources": []any{res}, "flavors": groups[res]})
 	}
 	spec := map[string]any{"namespaceSelector": map[string]any{}, "resourceGroups": rgs}
+	if check {
+		if err := c.create(ctx, checksGVR, "", map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": "gpuledger"},
+			"spec": map[string]any{"controllerName": ControllerName}}); err != nil {
+			return err
+		}
+		if err := c.syncChecks(ctx); err != nil {
+			return err
+		}
+		spec["admissionChecksStrategy"] = map[string]any{"admissionChecks": []any{map[string]any{"name": "gpuledger"}}}
+	}
 	if afs {
 		spec["admissionScope"] = map[string]any{"admissionMode": "UsageBasedAdmissionFairSharing"}
 	}
@@ -313,9 +329,38 @@ func (r *kueueReplay) run(parent context.Context) ([]ReplayOutcome, error) {
 	defer cancel()
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(r.c.dyn, 0)
 	inf := factory.ForResource(workloadsGVR).Informer()
+	// The controller answers its check from a worker of its own, so that
+	// its API calls do not hold up the informer's events.
+	checks := make(chan *unstructured.Unstructured, 4096)
+	if r.o.FlavorTargets {
+		r.c.mu.Lock()
+		r.c.workloads = storeLister(inf.GetStore())
+		r.c.mu.Unlock()
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case u := <-checks:
+					if check := r.c.pendingCheck(u); check != "" {
+						r.c.answer(ctx, u, check)
+					}
+				}
+			}
+		}()
+	}
+	onEvent := func(obj any) {
+		if u, ok := obj.(*unstructured.Unstructured); ok && r.o.FlavorTargets && r.c.pendingCheck(u) != "" {
+			select {
+			case checks <- u:
+			case <-ctx.Done():
+			}
+		}
+		r.observe(ctx, obj)
+	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { r.observe(ctx, obj) },
-		UpdateFunc: func(_, obj any) { r.observe(ctx, obj) },
+		AddFunc:    onEvent,
+		UpdateFunc: func(_, obj any) { onEvent(obj) },
 	}); err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	halfLife := fs.Duration("halfLife", 6*time.Hour, "half-life of the decayed usage and spend (trace clock)")
 	sampling := fs.Duration("sampling", time.Second, "Kueue's usageSamplingInterval (real clock); × -speedup is the simulator's admission penalty")
 	weightInterval := fs.Duration("weightInterval", 10*time.Minute, "how often the controller sets the weights (trace clock)")
-	policies := fs.String("policies", "kueue-afs,costfair", "policies to compare: kueue (a ClusterQueue without Admission Fair Sharing: BestEffortFIFO), kueue-afs, costfair; costfair+targets (costfair keeping each team to its money-fair share of every flavor) in the simulator only")
+	policies := fs.String("policies", "kueue-afs,costfair", "policies to compare: kueue (a ClusterQueue without Admission Fair Sharing: BestEffortFIFO), kueue-afs, costfair, costfair+targets (costfair whose AdmissionCheck also keeps each team to its money-fair share of every flavor)")
 	worlds := fs.String("worlds", "sim,kueue", "where to replay: sim (the simulator), kueue (a real Kueue), or both")
 	interactive := fs.Float64("mechanism.interactive", 0, "with -workload mechanism: the share of research's jobs that are notebooks holding one GPU 80% idle")
 	idlePenalty := fs.Float64("idlePenalty", 0, "an experiment: the simulator's costfair counts an idle GPU-hour as 1+this GPU-hours of spend (the real controller has no such penalty)")
@@ -70,11 +70,6 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 			real = true
 		default:
 			return usageError{fmt.Sprintf("-worlds item %q: want sim or kueue", w)}
-		}
-	}
-	for _, p := range splitList(*policies) {
-		if p == "costfair+targets" && real {
-			return usageError{"-policies item \"costfair+targets\": the simulator's only (the controller does not keep teams to flavor targets yet); drop it or use -worlds sim"}
 		}
 	}
 	if real {
@@ -258,8 +253,13 @@ func realRun(ctx context.Context, dir string, jobs []kube.ReplayJob, flavors []k
 	if err != nil {
 		return nil, err
 	}
+	logFile, err := os.Create(filepath.Join(dir, "controller.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
 	o := kube.ReplayOptions{Flavors: flavors, Speedup: speedup, Limit: limit,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Log: slog.New(slog.NewTextHandler(logFile, nil)),
 		Progress: func(created, admitted, finished, total int) {
 			fmt.Fprintf(os.Stderr, "sim-to-real: %s: %d of %d created, %d admitted, %d finished\n", policy, created, total, admitted, finished)
 		}}
@@ -267,7 +267,7 @@ func realRun(ctx context.Context, dir string, jobs []kube.ReplayJob, flavors []k
 	case "kueue":
 		o.NoFairSharing = true
 	case "kueue-afs":
-	case "costfair":
+	case "costfair", "costfair+targets":
 		store, err := embedded.Open(filepath.Join(dir, "ledger"), embedded.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			return nil, err
@@ -275,8 +275,9 @@ func realRun(ctx context.Context, dir string, jobs []kube.ReplayJob, flavors []k
 		defer store.Close()
 		o.Steer, o.Store, o.HalfLife, o.WeightInterval = true, store, halfLife, weightInterval
 		o.Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		o.FlavorTargets = policy == "costfair+targets"
 	default:
-		return nil, usageError{fmt.Sprintf("-policies item %q: want kueue, kueue-afs or costfair (what a real Kueue runs: without or with Admission Fair Sharing, or with gpuledger's weights)", policy)}
+		return nil, usageError{fmt.Sprintf("-policies item %q: want kueue, kueue-afs, costfair or costfair+targets (what a real Kueue runs: without or with Admission Fair Sharing, with gpuledger's weights, and with its flavor-target check)", policy)}
 	}
 	outs, err := kube.ReplayOnKueue(ctx, s.Config, jobs, o)
 	if err != nil {
