@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"log/slog"
 	"sort"
 	"strings"
@@ -99,6 +100,10 @@ type Controller struct {
 	// workloads lists the cluster's Workloads from an informer's cache
 	// (Run's, or a replay's), for the flavor targets.
 	workloads func() []*unstructured.Unstructured
+	// flavors are the Kueue objects the targets need, read at flavorsAt
+	// (wall clock) and kept a few seconds: checks come in bursts.
+	flavors   Flavors
+	flavorsAt time.Time
 }
 
 // New makes a controller for the cluster cfg reaches.
@@ -213,7 +218,7 @@ func (c *Controller) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case p := <-work:
-				c.answer(ctx, p.wl, p.check)
+				c.answerFresh(ctx, p.wl)
 			}
 		}
 	}()
@@ -338,6 +343,25 @@ func (c *Controller) recheck(ctx context.Context) {
 	}
 }
 
+// answerFresh answers the check of a workload an informer event showed
+// Pending, from the workload as it is now: by the time the worker gets to
+// an event, Kueue may have evicted the workload and reset its checks (an
+// answer then would hold or admit a reservation that no longer exists),
+// or an earlier event of the same workload may have been answered.
+func (c *Controller) answerFresh(ctx context.Context, u *unstructured.Unstructured) {
+	fresh, err := c.dyn.Resource(workloadsGVR).Namespace(u.GetNamespace()).Get(ctx, u.GetName(), metav1.GetOptions{})
+	if err != nil {
+		if ctx.Err() == nil && !apierrors.IsNotFound(err) {
+			c.Stats.Errors.Add(1)
+			c.o.Log.Warn("read a workload to answer its check", "workload", u.GetNamespace()+"/"+u.GetName(), "err", err)
+		}
+		return
+	}
+	if check := c.pendingCheck(fresh); check != "" {
+		c.answer(ctx, fresh, check)
+	}
+}
+
 // answer decides a workload's Pending budget check and writes it. It
 // fails open: when the ledger cannot be read the workload is let through
 // and the message says so.
@@ -390,20 +414,26 @@ func (c *Controller) answer(ctx context.Context, u *unstructured.Unstructured, c
 // flavorTargets reads the Kueue objects the targets need and decides.
 func (c *Controller) flavorTargets(ctx context.Context, t *Teams, u *unstructured.Unstructured) (Verdict, error) {
 	c.mu.Lock()
-	list := c.workloads
+	list, f, at := c.workloads, c.flavors, c.flavorsAt
 	c.mu.Unlock()
 	if list == nil {
 		return Verdict{Ready: true}, nil
 	}
-	var objs [3][]unstructured.Unstructured
-	for i, gvr := range []schema.GroupVersionResource{clusterQsGVR, resourceFlavorsGVR, localQueuesGVR} {
-		l, err := c.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return Verdict{}, fmt.Errorf("list %s: %w", gvr.Resource, err)
+	if time.Since(at) > 5*time.Second {
+		var objs [3][]unstructured.Unstructured
+		for i, gvr := range []schema.GroupVersionResource{clusterQsGVR, resourceFlavorsGVR, localQueuesGVR} {
+			l, err := c.dyn.Resource(gvr).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return Verdict{}, fmt.Errorf("list %s: %w", gvr.Resource, err)
+			}
+			objs[i] = l.Items
 		}
-		objs[i] = l.Items
+		f = ReadFlavors(objs[0], objs[1], objs[2])
+		c.mu.Lock()
+		c.flavors, c.flavorsAt = f, time.Now()
+		c.mu.Unlock()
 	}
-	return FlavorTargets(t, ReadFlavors(objs[0], objs[1], objs[2]), u, list(), c.o.TargetRetryAfter), nil
+	return FlavorTargets(t, f, u, list(), c.o.TargetRetryAfter), nil
 }
 
 // storeLister lists an informer's Workloads.

@@ -342,9 +342,7 @@ func (r *kueueReplay) run(parent context.Context) ([]ReplayOutcome, error) {
 				case <-ctx.Done():
 					return
 				case u := <-checks:
-					if check := r.c.pendingCheck(u); check != "" {
-						r.c.answer(ctx, u, check)
-					}
+					r.c.answerFresh(ctx, u)
 				}
 			}
 		}()
