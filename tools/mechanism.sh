@@ -17,7 +17,8 @@
 #     half, so the two worlds no longer ran the same workload; at 60x they
 #     start within 4%.
 # POLICIES (default kueue,kueue-afs,costfair,costfair+targets) picks the
-# policies; a real run of each takes about 13 minutes.
+# policies; HOURS (12) and SPEEDUP (60) the real runs' span and clock: a
+# real run of each policy takes HOURS×60/SPEEDUP minutes and a minute more.
 # Usage: [REAL=1] [POLICIES=p,q] bash tools/mechanism.sh [SEEDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,12 +34,14 @@ go build -o "$tmp/gpuledger" ./cmd/gpuledger
 policies=${POLICIES:-kueue,kueue-afs,costfair,costfair+targets}
 if [ -n "${REAL:-}" ]; then
 	out=docs/policy-eval/mechanism-real.txt
+	hours=${HOURS:-12} speedup=${SPEEDUP:-60}
 	{
 		echo
-		echo "# at $commit, on $(nproc) cores: REAL=1 POLICIES=$policies bash tools/mechanism.sh"
-		echo "# gpuledger sim-to-real -workload mechanism -worlds sim,kueue -hours 12 -limit 12 -speedup 60 -halfLife 1h -policies $policies -seed 1"
-		"$tmp/gpuledger" sim-to-real -workload mechanism -worlds sim,kueue -hours 12 -limit 12 -speedup 60 -halfLife 1h \
+		echo "# at $commit, on $(nproc) cores: REAL=1 POLICIES=$policies HOURS=$hours SPEEDUP=$speedup bash tools/mechanism.sh"
+		echo "# gpuledger sim-to-real -workload mechanism -worlds sim,kueue -hours $hours -limit $hours -speedup $speedup -halfLife 1h -policies $policies -seed 1"
+		"$tmp/gpuledger" sim-to-real -workload mechanism -worlds sim,kueue -hours "$hours" -limit "$hours" -speedup "$speedup" -halfLife 1h \
 			-policies "$policies" -seed 1 -out "$tmp/real" | sed 1d
+		echo "# held by the flavor targets (controller.log): $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'state=Retry' || true) answers of $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'budget check' || true)"
 	} >> "$out"
 	echo "added to $out" >&2
 	exit 0
