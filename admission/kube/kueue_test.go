@@ -639,3 +639,90 @@ func TestLeaderElection(t *testing.T) {
 		t.Errorf("the new leader answered no check")
 	}
 }
+
+// TestFlavorTargetsOnKueue: the flavor targets on the real Kueue. Teams
+// research (any GPU) and vision (A100 only, by node selector) share a
+// ClusterQueue of 2 H100s (6/GPU-hour) and 2 A100s (2/GPU-hour) with the
+// check: the money-fair split gives research the H100s and vision the
+// A100s. research's first workload takes both H100s; vision runs one A100
+// and waits with a second of 2 GPUs. research's next workload, which
+// Kueue puts on the free A100, is held, with a message naming vision; once
+// vision no longer waits (its second workload is deleted) the retry
+// admits it.
+func TestFlavorTargetsOnKueue(t *testing.T) {
+	testenv.Slow(t, "a Kubernetes control plane")
+	s := kubetest.Start(t, kubetest.Options{})
+	ctx := context.Background()
+	doc := `apiVersion: kueue.x-k8s.io/v1beta2
+kind: AdmissionCheck
+metadata: {name: budget}
+spec: {controllerName: gpuledger.io/budget}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+spec: {nodeLabels: {gpu: h100}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: a100}
+spec: {nodeLabels: {gpu: a100}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: shared}
+spec:
+  namespaceSelector: {}
+  admissionChecksStrategy: {admissionChecks: [{name: budget}]}
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 2}]
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 2}]
+`
+	for _, ns := range []string{"research", "vision"} {
+		doc += "---\n" + kubetest.Namespace(ns, "q", "shared")
+	}
+	if err := s.Apply(ctx, doc); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := startController(t, s, Options{Store: ledgerWith(t, nil), FlavorTargets: true, TargetRetryAfter: time.Second, Interval: time.Hour,
+		Teams: Teams{Cluster: "test", ByNamespace: map[string]string{"research": "research", "vision": "vision"},
+			PriceMicrosPerGPUHour: map[string]int64{"h100": 6_000_000, "a100": 2_000_000}}})
+	admitted := func(ns, name string) func() bool {
+		return func() bool { return kubetest.Admitted(workload(t, s, ns, name)) }
+	}
+	apply := func(doc string) {
+		t.Helper()
+		if err := s.Apply(ctx, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(kubetest.Workload("research", "r1", "q", 1, 2, 0))
+	kubetest.WaitFor(t, time.Minute, "research's first workload admitted", admitted("research", "r1"))
+	if f := admittedFlavor(workload(t, s, "research", "r1"), gpuResource); f != "h100" {
+		t.Fatalf("research's first workload on %q, want the first flavor, h100", f)
+	}
+	apply(pinned("vision", "v0", 1, "a100")[2])
+	kubetest.WaitFor(t, time.Minute, "vision's first workload admitted", admitted("vision", "v0"))
+	apply(pinned("vision", "v1", 2, "a100")[2]) // 1 A100 free: waits
+	apply(kubetest.Workload("research", "r2", "q", 1, 1, 0))
+	kubetest.WaitFor(t, time.Minute, "research's second workload held", func() bool { return c.Stats.ChecksHeld.Load() > 0 })
+	_, msg := checkState(workload(t, s, "research", "r2"), "budget")
+	t.Logf("r2's check: %s", msg)
+	if !strings.Contains(msg, "team vision") && !strings.Contains(msg, "Previously: Retry") {
+		t.Errorf("r2's check message %q: want the hold naming team vision, or Kueue's reset after it", msg)
+	}
+	if kubetest.Admitted(workload(t, s, "vision", "v1")) {
+		t.Fatal("vision's 2-GPU workload admitted with 1 A100 free")
+	}
+	if err := s.Dynamic.Resource(workloadsGVR).Namespace("vision").Delete(ctx, "v1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.WaitFor(t, time.Minute, "research's second workload admitted once vision waits for nothing", admitted("research", "r2"))
+	if f := admittedFlavor(workload(t, s, "research", "r2"), gpuResource); f != "a100" {
+		t.Errorf("research's second workload on %q, want a100", f)
+	}
+}

@@ -43,6 +43,8 @@ changes, errors) and /healthz are served on -http.listenAddr.`, stdout)
 	dryRun := fs.Bool("dryRun", false, "compute the weights and write Events, but change no weight")
 	defaultDuration := fs.Duration("defaultDuration", 24*time.Hour, "how long a workload without maximumExecutionTimeSeconds is priced for by the budget check")
 	retryAfter := fs.Duration("retryAfter", 5*time.Minute, "requeueAfterSeconds of a workload held over its team's limit")
+	flavorTargets := fs.Bool("flavorTargets", false, "the budget check also holds a workload whose team holds its money-fair share of the flavor Kueue assigned while a team under its share waits for that flavor (an experiment: see docs/policy-eval)")
+	targetRetryAfter := fs.Duration("flavorTargets.retryAfter", 30*time.Second, "requeueAfterSeconds of a workload held by the flavor targets")
 	leaderElect := fs.Bool("leaderElect", false, "hold a Lease so that of several replicas one acts")
 	leaseNS := fs.String("leaderElection.namespace", "gpuledger", "namespace of the Lease")
 	listen := fs.String("http.listenAddr", "127.0.0.1:9402", "address of /metrics and /healthz (\":9402\" in a pod, for scraping); empty for none")
@@ -65,7 +67,8 @@ changes, errors) and /healthz are served on -http.listenAddr.`, stdout)
 	}
 	defer store.Close()
 	c, err := kube.New(rc, kube.Options{Teams: teams, Store: store, Interval: *interval, HalfLife: *halfLife,
-		Hysteresis: *hysteresis, DryRun: *dryRun, DefaultDuration: *defaultDuration, RetryAfter: *retryAfter, Log: log})
+		Hysteresis: *hysteresis, DryRun: *dryRun, DefaultDuration: *defaultDuration, RetryAfter: *retryAfter, Log: log,
+		FlavorTargets: *flavorTargets, TargetRetryAfter: *targetRetryAfter})
 	if err != nil {
 		return err
 	}
