@@ -708,9 +708,12 @@ spec:
 	apply(pinned("vision", "v0", 1, "a100")[2])
 	kubetest.WaitFor(t, time.Minute, "vision's first workload admitted", admitted("vision", "v0"))
 	apply(pinned("vision", "v1", 2, "a100")[2]) // 1 A100 free: waits
-	apply(kubetest.Workload("research", "r2", "q", 1, 1, 0))
+	// A Job, so that Kueue's job integration releases the held
+	// workload's quota and requeues it, as in a cluster.
+	apply(kubetest.Job("research", "r2", "q", 1, 3600))
 	kubetest.WaitFor(t, time.Minute, "research's second workload held", func() bool { return c.Stats.ChecksHeld.Load() > 0 })
-	_, msg := checkState(workload(t, s, "research", "r2"), "budget")
+	r2 := jobWorkload(t, s, "research", "r2")
+	_, msg := checkState(r2, "budget")
 	t.Logf("r2's check: %s", msg)
 	if !strings.Contains(msg, "team vision") && !strings.Contains(msg, "Previously: Retry") {
 		t.Errorf("r2's check message %q: want the hold naming team vision, or Kueue's reset after it", msg)
@@ -721,8 +724,8 @@ spec:
 	if err := s.Dynamic.Resource(workloadsGVR).Namespace("vision").Delete(ctx, "v1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	kubetest.WaitFor(t, time.Minute, "research's second workload admitted once vision waits for nothing", admitted("research", "r2"))
-	if f := admittedFlavor(workload(t, s, "research", "r2"), gpuResource); f != "a100" {
+	kubetest.WaitFor(t, time.Minute, "research's second workload admitted once vision waits for nothing", admitted("research", r2.GetName()))
+	if f := admittedFlavor(workload(t, s, "research", r2.GetName()), gpuResource); f != "a100" {
 		t.Errorf("research's second workload on %q, want a100", f)
 	}
 }

@@ -342,13 +342,17 @@ func (r *kueueReplay) run(parent context.Context) ([]ReplayOutcome, error) {
 				case <-ctx.Done():
 					return
 				case u := <-checks:
+					if evicted(u) {
+						r.releaseEvicted(ctx, u)
+						continue
+					}
 					r.c.answerFresh(ctx, u)
 				}
 			}
 		}()
 	}
 	onEvent := func(obj any) {
-		if u, ok := obj.(*unstructured.Unstructured); ok && r.o.FlavorTargets && r.c.pendingCheck(u) != "" {
+		if u, ok := obj.(*unstructured.Unstructured); ok && r.o.FlavorTargets && (r.c.pendingCheck(u) != "" || evicted(u)) {
 			select {
 			case checks <- u:
 			case <-ctx.Done():
@@ -486,6 +490,57 @@ func (r *kueueReplay) observe(ctx context.Context, obj any) {
 	r.out[i] = ReplayOutcome{ID: j.ID, Team: j.Team, Flavor: flavor, GPUs: j.Pods * j.PerPod, Submit: j.Submit, Admitted: now}
 	r.mu.Unlock()
 	time.AfterFunc(time.Until(r.real(now+j.runTime(flavor))), func() { r.finish(ctx, i, u.GetNamespace(), u.GetName()) })
+}
+
+// evicted says whether Kueue evicted a workload that still holds its
+// quota reservation (a held check's Retry evicts it).
+func evicted(u *unstructured.Unstructured) bool {
+	_, ev := condition(u, "Evicted")
+	_, reserved := condition(u, "QuotaReserved")
+	return ev && reserved
+}
+
+// releaseEvicted does for an evicted Workload what Kueue's job
+// integration does once the job has stopped (the replay's Workloads have
+// no job): it clears the quota reservation (QuotaReserved False, reason
+// Pending, no status.admission) and marks it Requeued False with the
+// eviction's reason, after which Kueue requeues it when its backoff (the
+// check's requeueAfterSeconds) ends.
+func (r *kueueReplay) releaseEvicted(ctx context.Context, u *unstructured.Unstructured) {
+	res := r.c.dyn.Resource(workloadsGVR).Namespace(u.GetNamespace())
+	fresh, err := res.Get(ctx, u.GetName(), metav1.GetOptions{})
+	if err != nil || !evicted(fresh) {
+		return
+	}
+	var reason, message string
+	conds, _, _ := unstructured.NestedSlice(fresh.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == "Evicted" {
+			reason, _ = m["reason"].(string)
+			message, _ = m["message"].(string)
+		}
+	}
+	now := time.Now().UTC().Format(time.RFC3339)
+	set := func(typ, status, reason, message string) {
+		c := map[string]any{"type": typ, "status": status, "reason": reason, "message": message, "lastTransitionTime": now,
+			"observedGeneration": fresh.GetGeneration()}
+		for i, old := range conds {
+			if m, _ := old.(map[string]any); m["type"] == typ {
+				conds[i] = c
+				return
+			}
+		}
+		conds = append(conds, c)
+	}
+	set("QuotaReserved", "False", "Pending", message)
+	set("Requeued", "False", reason, message)
+	if err := unstructured.SetNestedSlice(fresh.Object, conds, "status", "conditions"); err != nil {
+		return
+	}
+	unstructured.RemoveNestedField(fresh.Object, "status", "admission")
+	if _, err := res.UpdateStatus(ctx, fresh, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil && ctx.Err() == nil {
+		r.o.Log.Warn("replay: release an evicted workload's quota", "workload", u.GetNamespace()+"/"+u.GetName(), "err", err)
+	}
 }
 
 func (r *kueueReplay) isAdmitted(u *unstructured.Unstructured) bool {
