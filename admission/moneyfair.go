@@ -15,8 +15,8 @@ import (
 // its share of it only when no backlogged queue under its share of that
 // flavor could use it (work-conserving for flavors no one else wants).
 type MoneyTargets struct {
-	// Target is each backlogged queue's money per second of each flavor
-	// (MoneyFairTargets).
+	// Target is each backlogged queue's money of each flavor per unit of
+	// time (MoneyFairTargets; the unit its capacity was given in).
 	Target map[string]map[string]float64
 	// Flavors are the flavors each backlogged queue's work may use.
 	Flavors map[string][]string
@@ -54,8 +54,8 @@ func (t *MoneyTargets) Allows(s *Snapshot, queue, flavor string) bool {
 	})
 }
 
-// AllowsHeld is Allows with what each queue holds of a flavor, in money
-// per second, given by held.
+// AllowsHeld is Allows with what each queue holds of a flavor, in the
+// targets' money per unit of time, given by held.
 func (t *MoneyTargets) AllowsHeld(queue, flavor string, held func(queue, flavor string) float64) bool {
 	if held(queue, flavor) < t.Target[queue][flavor] {
 		return true
