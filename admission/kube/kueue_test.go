@@ -446,6 +446,35 @@ func TestWeightsSteerAdmissionFairSharing(t *testing.T) {
 	}
 }
 
+// twoFlavors is the YAML of ResourceFlavors a and b (nodes labelled
+// gpu=<flavor>) and of ClusterQueue shared with gpus of each, a first;
+// spec adds lines to its spec (indented by two spaces).
+func twoFlavors(a, b string, gpus int, spec string) string {
+	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: %[1]s}
+spec: {nodeLabels: {gpu: %[1]s}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: %[2]s}
+spec: {nodeLabels: {gpu: %[2]s}}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: shared}
+spec:
+  namespaceSelector: {}
+%[4]s  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: %[1]s
+      resources: [{name: nvidia.com/gpu, nominalQuota: %[3]d}]
+    - name: %[2]s
+      resources: [{name: nvidia.com/gpu, nominalQuota: %[3]d}]
+`, a, b, gpus, spec)
+}
+
 // pinned is a workload of gpus GPUs on the nodes of one GPU type (label
 // gpu=<flavor>), which Kueue assigns to the ResourceFlavor of those nodes.
 func pinned(ns, name string, gpus int, flavor string) [3]string {
@@ -464,29 +493,7 @@ func TestWeightsPriceFlavors(t *testing.T) {
 	testenv.Slow(t, "a Kubernetes control plane")
 	s := kubetest.Start(t, afsKueue)
 	ctx := context.Background()
-	doc := `apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: h100}
-spec: {nodeLabels: {gpu: h100}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: t4}
-spec: {nodeLabels: {gpu: t4}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: shared}
-spec:
-  namespaceSelector: {}
-` + afsQueue + `  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
-    - name: t4
-      resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
-`
+	doc := twoFlavors("h100", "t4", 4, afsQueue)
 	for _, ns := range []string{"h", "t"} {
 		doc += "---\n" + kubetest.Namespace(ns, "q", "shared")
 	}
@@ -658,30 +665,7 @@ kind: AdmissionCheck
 metadata: {name: budget}
 spec: {controllerName: gpuledger.io/budget}
 ---
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: h100}
-spec: {nodeLabels: {gpu: h100}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: a100}
-spec: {nodeLabels: {gpu: a100}}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: shared}
-spec:
-  namespaceSelector: {}
-  admissionChecksStrategy: {admissionChecks: [{name: budget}]}
-  resourceGroups:
-  - coveredResources: [nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 2}]
-    - name: a100
-      resources: [{name: nvidia.com/gpu, nominalQuota: 2}]
-`
+` + twoFlavors("h100", "a100", 2, "  admissionChecksStrategy: {admissionChecks: [{name: budget}]}\n")
 	for _, ns := range []string{"research", "vision"} {
 		doc += "---\n" + kubetest.Namespace(ns, "q", "shared")
 	}
