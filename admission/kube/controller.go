@@ -168,11 +168,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err := c.syncChecks(ctx); err != nil {
 		return err
 	}
-	type pending struct {
-		wl    *unstructured.Unstructured
-		check string
-	}
-	work := make(chan pending, 1024)
+	work := make(chan *unstructured.Unstructured, 1024)
 	factory := dynamicinformer.NewDynamicSharedInformerFactory(c.dyn, 10*time.Minute)
 	wl := factory.ForResource(workloadsGVR).Informer()
 	enqueue := func(obj any) {
@@ -180,9 +176,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		if !ok {
 			return
 		}
-		if check := c.pendingCheck(u); check != "" {
+		if c.pendingCheck(u) != "" {
 			select {
-			case work <- pending{u, check}:
+			case work <- u:
 			case <-ctx.Done():
 			}
 		}
@@ -217,8 +213,8 @@ func (c *Controller) Run(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return
-			case p := <-work:
-				c.answerFresh(ctx, p.wl)
+			case u := <-work:
+				c.answerFresh(ctx, u)
 			}
 		}
 	}()
