@@ -463,7 +463,7 @@ func (s *Snapshot) tryAdmit(q *ClusterQueue, w *Workload, opts Options, d *Decis
 			}
 			continue
 		}
-		if opts.Targets != nil && !opts.Targets.Allows(s, w.Queue, f) {
+		if opts.Targets != nil && !opts.Targets.Allows(s, w.Queue, f, float64(w.Units())*opts.Targets.Rate[fr]) {
 			// Kueue assigns this flavor; the controller's check holds
 			// the workload rather than choose another.
 			if opts.Terse {

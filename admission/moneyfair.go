@@ -39,11 +39,13 @@ func NewMoneyTargets(demands []MoneyDemand, units map[FlavorResource]int64, rate
 	return t
 }
 
-// Allows says whether queue may take more of flavor now: it holds less
-// than its target of it, or no other backlogged queue that could use it
-// holds less than its own.
-func (t *MoneyTargets) Allows(s *Snapshot, queue, flavor string) bool {
-	return t.AllowsHeld(queue, flavor, func(q, f string) float64 {
+// Allows says whether queue may take want more of flavor now (money per
+// unit of time): holding it brings the queue nearer its target of the
+// flavor than it is (it holds less than its target less half of want), or
+// no other backlogged queue that could use the flavor holds less than its
+// own target.
+func (t *MoneyTargets) Allows(s *Snapshot, queue, flavor string, want float64) bool {
+	return t.AllowsHeld(queue, flavor, want, func(q, f string) float64 {
 		var held float64
 		for fr, u := range s.Usage[q] {
 			if fr.Flavor == f {
@@ -56,8 +58,8 @@ func (t *MoneyTargets) Allows(s *Snapshot, queue, flavor string) bool {
 
 // AllowsHeld is Allows with what each queue holds of a flavor, in the
 // targets' money per unit of time, given by held.
-func (t *MoneyTargets) AllowsHeld(queue, flavor string, held func(queue, flavor string) float64) bool {
-	if held(queue, flavor) < t.Target[queue][flavor] {
+func (t *MoneyTargets) AllowsHeld(queue, flavor string, want float64, held func(queue, flavor string) float64) bool {
+	if held(queue, flavor)+want/2 < t.Target[queue][flavor] {
 		return true
 	}
 	_, other := t.Under(queue, flavor, held)

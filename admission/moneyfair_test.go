@@ -84,7 +84,9 @@ func checkTargets(t *testing.T, got map[string]map[string]float64, demands []Mon
 
 // TestMoneyTargetsAllows: a queue at its target of a flavor may not take
 // more of it while a backlogged queue under its own target could use it;
-// once no such queue remains (it is not backlogged, or holds its target),
+// a queue under its target takes a workload that leaves it nearer its
+// target than it was, not one that overshoots by more; once no queue
+// under its target remains (it is not backlogged, or holds its target),
 // the flavor is open to anyone, so no GPU idles for a target.
 func TestMoneyTargetsAllows(t *testing.T) {
 	a100 := FlavorResource{Flavor: "a100", Resource: "nvidia.com/gpu"}
@@ -101,19 +103,35 @@ func TestMoneyTargetsAllows(t *testing.T) {
 		t.Fatalf("targets %v", tg.Target)
 	}
 	s := &Snapshot{Usage: map[string]map[FlavorResource]int64{"research": {h100: 2}, "vision": {a100: 1}}}
-	if tg.Allows(s, "research", "a100") {
+	if tg.Allows(s, "research", "a100", 2) {
 		t.Error("research at its A100 target took an A100 that vision, under its own, waits for")
 	}
-	if !tg.Allows(s, "vision", "a100") || !tg.Allows(s, "research", "h100") {
+	if !tg.Allows(s, "vision", "a100", 2) || !tg.Allows(s, "research", "h100", 6) {
 		t.Error("a queue under its target was refused")
 	}
+	// Both on the A100s only: a target of 4 (two A100s) each. Holding
+	// none, three A100s leave vision 2 over instead of 4 under; holding
+	// one, three more would leave it 4 over instead of 2 under, while
+	// research, under its target, waits.
+	shared := NewMoneyTargets([]MoneyDemand{
+		{Queue: "research", Weight: 1, Flavors: []string{"a100"}},
+		{Queue: "vision", Weight: 1, Flavors: []string{"a100"}},
+	}, units, rate)
+	s2 := &Snapshot{Usage: map[string]map[FlavorResource]int64{"vision": {}}}
+	if !shared.Allows(s2, "vision", "a100", 6) {
+		t.Error("vision holding 0 of its 4 was refused a workload of 6 that ends nearer its target")
+	}
+	s2.Usage["vision"][a100] = 1
+	if shared.Allows(s2, "vision", "a100", 6) {
+		t.Error("vision holding 2 of its 4 took a workload of 6 that overshoots by more than it was under")
+	}
 	s.Usage["vision"][a100] = 4
-	if !tg.Allows(s, "research", "a100") {
+	if !tg.Allows(s, "research", "a100", 2) {
 		t.Error("vision holds its target: the A100 should be open to research")
 	}
 	alone := NewMoneyTargets(both[:1], units, rate) // vision not backlogged
 	s.Usage["vision"][a100] = 0
-	if !alone.Allows(s, "research", "a100") {
+	if !alone.Allows(s, "research", "a100", 2) {
 		t.Error("no backlogged queue wants the A100: research was refused it")
 	}
 }

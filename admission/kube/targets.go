@@ -211,7 +211,7 @@ func FlavorTargets(t *Teams, f Flavors, u *unstructured.Unstructured, workloads 
 	}
 	sort.Strings(flavors)
 	for _, fl := range flavors {
-		if targets.AllowsHeld(team, fl, heldOf) {
+		if targets.AllowsHeld(team, fl, assigned[fl]*float64(t.PriceMicrosPerGPUHour[fl]), heldOf) {
 			continue
 		}
 		other, _ := targets.Under(team, fl, heldOf)
