@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"maps"
 	"math"
 	"slices"
@@ -29,6 +30,12 @@ type RunFigures struct {
 	GPUHoursByFlavor map[string]float64
 	// IdlePaidGPUHours is ReplayResult's, sampled hourly the same way.
 	IdlePaidGPUHours float64
+	// LongestStall is, per queue, the longest time up to end in which it
+	// had work waiting and started none: starvation of a queue, where
+	// MaxWait also counts a job waiting behind its own queue's others.
+	// MaxStall is the longest of them.
+	LongestStall map[string]time.Duration
+	MaxStall     time.Duration
 }
 
 // Figures computes RunFigures of jobs from the outcomes of those that
@@ -113,7 +120,57 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 		f.JainBacklogged = sum / float64(n)
 	}
 	f.MoneyGap, f.MoneyGapP95, _, _ = gaps.result()
+	f.LongestStall = longestStalls(jobs, started, end)
+	for _, d := range f.LongestStall {
+		f.MaxStall = max(f.MaxStall, d)
+	}
 	return f
+}
+
+// longestStalls is RunFigures.LongestStall, exact: a sweep over each
+// queue's submissions and starts in time order.
+func longestStalls(jobs []TraceJob, started map[string]JobOutcome, end time.Duration) map[string]time.Duration {
+	type event struct {
+		at    time.Duration
+		delta int // +1 submitted, -1 started
+	}
+	byQueue := map[string][]event{}
+	for _, j := range jobs {
+		if j.Submit >= end {
+			continue
+		}
+		byQueue[j.Queue] = append(byQueue[j.Queue], event{j.Submit, +1})
+		if o, ok := started[j.ID]; ok && o.Start < end {
+			byQueue[j.Queue] = append(byQueue[j.Queue], event{o.Start, -1})
+		}
+	}
+	out := make(map[string]time.Duration, len(byQueue))
+	for q, evs := range byQueue {
+		// At one instant, submissions before starts: a job started the
+		// moment it came never left its queue waiting.
+		slices.SortFunc(evs, func(a, b event) int {
+			if c := cmp.Compare(a.at, b.at); c != 0 {
+				return c
+			}
+			return cmp.Compare(b.delta, a.delta)
+		})
+		var longest, from time.Duration
+		pending := 0
+		for _, e := range evs {
+			if e.delta < 0 && pending > 0 {
+				longest = max(longest, e.at-from)
+			}
+			if e.delta < 0 || pending == 0 {
+				from = e.at
+			}
+			pending += e.delta
+		}
+		if pending > 0 {
+			longest = max(longest, end-from)
+		}
+		out[q] = longest
+	}
+	return out
 }
 
 func mean(xs []float64) float64 {

@@ -129,3 +129,24 @@ func TestReplayMoneyGap(t *testing.T) {
 		t.Errorf("utilisation %g over the window (want %g), %g with the drain", r.UtilizationWindow, want, r.Utilization)
 	}
 }
+
+// TestLongestStalls: a queue's stall runs from when it had work waiting
+// (or last started a job) to its next start, or to the end; a job that
+// starts the moment it comes leaves no stall.
+func TestLongestStalls(t *testing.T) {
+	h := time.Hour
+	jobs := []TraceJob{
+		{ID: "a1", Queue: "a", Submit: 0, GPUs: 1}, {ID: "a2", Queue: "a", Submit: h, GPUs: 1},
+		{ID: "a3", Queue: "a", Submit: 6 * h, GPUs: 1}, {ID: "b1", Queue: "b", Submit: 3 * h, GPUs: 1},
+		{ID: "b2", Queue: "b", Submit: 20 * h, GPUs: 1}, // after the end
+	}
+	outs := []JobOutcome{
+		{ID: "a1", Queue: "a", GPUs: 1, Submit: 0, Start: 2 * h}, {ID: "a2", Queue: "a", GPUs: 1, Submit: h, Start: 5 * h},
+		{ID: "b1", Queue: "b", GPUs: 1, Submit: 3 * h, Start: 3 * h},
+	}
+	f := Figures(jobs, outs, nil, 10*h)
+	// a: waiting 0-2h, then 2h-5h, then 6h-10h (a3 never starts).
+	if f.LongestStall["a"] != 4*h || f.LongestStall["b"] != 0 || f.MaxStall != 4*h {
+		t.Errorf("stalls %v, max %v; want a 4h, b 0", f.LongestStall, f.MaxStall)
+	}
+}

@@ -75,17 +75,18 @@ func TestMechanism(t *testing.T) {
 			t.Errorf("%s: %d money-gap samples in 72 h; want every team backlogged throughout", pol, res.MoneyGapSamples)
 		}
 		gaps[pol] = res.MoneyGap
-		t.Logf("%s: money gap %.3f, utilisation %.3f, longest stall %v", pol, res.MoneyGap, res.Utilization, res.LongestStallByQueue)
+		stalls := Figures(jobs, res.Outcomes, nil, opts.Limit).LongestStall
+		t.Logf("%s: money gap %.3f, utilisation %.3f, longest stall %v", pol, res.MoneyGap, res.Utilization, stalls)
 		// No starvation: with the cost-weighted order a backlogged team
 		// is tried first once its share is the lowest, and with the
 		// targets no team at its target takes the flavors it waits for,
 		// so it starts a job as soon as one on its flavors ends that
-		// frees enough. Over 14 days, seeds 1-5, the longest time a team
-		// was backlogged without starting a job was 1.1-2.2 h under
-		// costfair+targets (Kueue without fair sharing: vision 18-37 h).
-		if strings.HasPrefix(pol, "costfair") && res.LongestStallSeconds > 4*3600 {
-			t.Errorf("%s: a team was backlogged %v without starting a job (%v); want at most 4 h", pol,
-				time.Duration(res.LongestStallSeconds)*time.Second, res.LongestStallByQueue)
+		// frees enough (docs/policy-eval/mechanism.txt: the longest
+		// stall per policy over 14 days and ten seeds).
+		for q, d := range stalls {
+			if strings.HasPrefix(pol, "costfair") && d > 4*time.Hour {
+				t.Errorf("%s: team %s was backlogged %v without starting a job; want at most 4h", pol, q, d)
+			}
 		}
 	}
 	if gaps["costfair"] >= gaps["kueue-afs"]/2 || gaps["costfair"] >= gaps["kueue"]/2 {

@@ -257,14 +257,9 @@ type replay struct {
 	gaps          moneyGaps
 	waits         map[string][]float64
 	maxWait       map[string]float64
-	// stallFrom is when each backlogged queue last started a job (or,
-	// if later, was first seen backlogged); longestStall each queue's
-	// longest time backlogged without starting one.
-	stallFrom    map[string]time.Duration
-	longestStall map[string]float64
-	jcts         map[string]float64
-	evictions    int
-	preempted    int
+	jcts          map[string]float64
+	evictions     int
+	preempted     int
 }
 
 // withDefaults fills in the options' defaults.
@@ -365,7 +360,7 @@ func newReplay(m *Model, jobs []TraceJob, opts ReplayOptions) (*replay, error) {
 		return nil, fmt.Errorf("order %q: want fifo or small-first", opts.Order)
 	}
 	r := &replay{opts: opts, model: m, queues: admission.NewQueues(opts.AgingAfter.Milliseconds()), usedSec: map[string]float64{}, usedCost: map[string]float64{},
-		waits: map[string][]float64{}, maxWait: map[string]float64{}, stallFrom: map[string]time.Duration{}, longestStall: map[string]float64{}, jcts: map[string]float64{}, nextJain: opts.SampleEvery,
+		waits: map[string][]float64{}, maxWait: map[string]float64{}, jcts: map[string]float64{}, nextJain: opts.SampleEvery,
 		names: m.queueNames()}
 	if !opts.Gating {
 		// Without gating the scheduler places pods on whatever node has
@@ -628,7 +623,6 @@ func (r *replay) hold(j *replayJob, nodes []int, waiting bool) {
 
 func (r *replay) start(j *replayJob, nodes []int) {
 	j.start = r.now
-	r.stallFrom[j.Queue] = r.now
 	j.w.Priority = j.TraceJob.Priority
 	j.run = &replayRun{end: r.now + r.speeds.runTime(j.TraceJob, j.fr.Flavor), job: j, nodes: nodes}
 	heap.Push(&r.run, j.run)

@@ -26,13 +26,6 @@ type ReplayResult struct {
 	// MaxWaitSeconds the longest of all (starvation shows here).
 	MaxWaitByQueue map[string]float64 `json:"maxWaitSecondsByQueue"`
 	MaxWaitSeconds float64            `json:"maxWaitSeconds"`
-	// LongestStallByQueue is, per queue, the longest time it had work
-	// waiting and started none (sampled every SampleEvery of the
-	// submission window): starvation of a queue, where MaxWaitSeconds
-	// also counts a job behind its own queue's others.
-	// LongestStallSeconds is the longest of all.
-	LongestStallByQueue map[string]float64 `json:"longestStallSecondsByQueue"`
-	LongestStallSeconds float64            `json:"longestStallSeconds"`
 	// Utilization is GPU time of running jobs over GPUs × makespan (the
 	// drain after the last submission included); UtilizationWindow the
 	// same over the submission window alone (to the last submission).
@@ -141,7 +134,6 @@ func (r *replay) sampleJain() {
 	}
 	if r.nextJain <= r.window {
 		r.sampleMoneyGap()
-		r.sampleStalls()
 	}
 	r.jainN++
 	j := jainIndex(xs)
@@ -149,21 +141,6 @@ func (r *replay) sampleJain() {
 		j = 1 // all hold nothing: equal
 	}
 	r.jainSum += j
-}
-
-// sampleStalls takes one sample of LongestStallByQueue, at r.nextJain.
-func (r *replay) sampleStalls() {
-	for _, q := range r.names {
-		if r.queues.In(q) <= 0 {
-			delete(r.stallFrom, q)
-			continue
-		}
-		from, ok := r.stallFrom[q]
-		if !ok {
-			r.stallFrom[q], from = r.nextJain, r.nextJain
-		}
-		r.longestStall[q] = max(r.longestStall[q], (r.nextJain - from).Seconds())
-	}
 }
 
 // sampleMoneyGap takes one sample of MoneyGap.
@@ -242,10 +219,6 @@ func (r *replay) result(jobs int) ReplayResult {
 	}
 	for _, w := range r.maxWait {
 		res.MaxWaitSeconds = max(res.MaxWaitSeconds, w)
-	}
-	res.LongestStallByQueue = r.longestStall
-	for _, w := range r.longestStall {
-		res.LongestStallSeconds = max(res.LongestStallSeconds, w)
 	}
 	res.Jain = jainIndex(byTime)
 	res.JainCost = jainIndex(byCost)

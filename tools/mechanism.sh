@@ -61,6 +61,15 @@ out=docs/policy-eval/mechanism.txt
 			awk -v p="$p" '$1 == p && $2 == "simulator" { print $10 }' "$tmp/sim-$s.txt"
 		done | sort -g | awk -v p="$p" '{ v[NR] = $1 } END { printf "#   %-10s %s %s %s\n", p, v[1], v[int((NR+1)/2)], v[NR] }'
 	done
+	echo "# longest stall (the longest a team was backlogged without starting a job) over seeds 1-$seeds, hours (min median max):"
+	for p in ${policies//,/ }; do
+		for s in $(seq "$seeds"); do
+			awk -v p="$p" '$1 == p && $2 == "simulator" { d = $12; h = 0
+				if (match(d, /[0-9]+h/)) h += substr(d, RSTART, RLENGTH - 1)
+				if (match(d, /[0-9]+m/)) h += substr(d, RSTART, RLENGTH - 1) / 60
+				printf "%.1f\n", h }' "$tmp/sim-$s.txt"
+		done | sort -g | awk -v p="$p" '{ v[NR] = $1 } END { printf "#   %-10s %s %s %s\n", p, v[1], v[int((NR+1)/2)], v[NR] }'
+	done
 	echo
 	echo "# The idle penalty: a third of research's jobs are notebooks holding one GPU 80% idle (-mechanism.interactive 0.3);"
 	echo "# costfair without (-idlePenalty 0) and with (-idlePenalty 1: an idle GPU-hour counts twice) the penalty, seeds 1-$seeds:"

@@ -177,7 +177,7 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	}
 	penalty := time.Duration(float64(*sampling) * *speedup)
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmoney gap\tidle paid GPU-h\tmean |Δwait| vs sim\tsame flavor\t")
+	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmoney gap\tidle paid GPU-h\tlongest stall\tmean |Δwait| vs sim\tsame flavor\t")
 	began := time.Now()
 	for _, policy := range splitList(*policies) {
 		m, err := sharedModel(queues, flavors, gpus)
@@ -309,8 +309,8 @@ func formatMicros(m int64) string { return fmt.Sprintf("%.3f", float64(m)/1e6) }
 
 func figureCells(f sim.RunFigures) string {
 	r := func(d time.Duration) string { return d.Round(time.Minute).String() }
-	return fmt.Sprintf("%d/%d\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.0f", f.Started, f.Jobs, f.Finished, r(f.AvgJCT), r(f.MeanWait), r(f.P90Wait), r(f.MaxWait),
-		f.JainBacklogged, f.MoneyGap, f.IdlePaidGPUHours)
+	return fmt.Sprintf("%d/%d\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.0f\t%s", f.Started, f.Jobs, f.Finished, r(f.AvgJCT), r(f.MeanWait), r(f.P90Wait), r(f.MaxWait),
+		f.JainBacklogged, f.MoneyGap, f.IdlePaidGPUHours, r(f.MaxStall))
 }
 
 // median takes each figure's median over the runs.
@@ -335,7 +335,8 @@ func median(fs []sim.RunFigures) sim.RunFigures {
 		MaxWait:          d(func(f sim.RunFigures) time.Duration { return f.MaxWait }),
 		JainBacklogged:   pick(func(f sim.RunFigures) float64 { return f.JainBacklogged }),
 		MoneyGap:         pick(func(f sim.RunFigures) float64 { return f.MoneyGap }),
-		IdlePaidGPUHours: pick(func(f sim.RunFigures) float64 { return f.IdlePaidGPUHours })}
+		IdlePaidGPUHours: pick(func(f sim.RunFigures) float64 { return f.IdlePaidGPUHours }),
+		MaxStall:         d(func(f sim.RunFigures) time.Duration { return f.MaxStall })}
 }
 
 func spreadCells(fs []sim.RunFigures) string {
@@ -359,6 +360,7 @@ func spreadCells(fs []sim.RunFigures) string {
 		span(func(f sim.RunFigures) float64 { return f.JainBacklogged }, j),
 		span(func(f sim.RunFigures) float64 { return f.MoneyGap }, j),
 		span(func(f sim.RunFigures) float64 { return f.IdlePaidGPUHours }, n),
+		span(func(f sim.RunFigures) float64 { return float64(f.MaxStall) }, dur),
 	}, "\t")
 }
 
@@ -377,5 +379,6 @@ func errorCells(s, r sim.RunFigures) string {
 		rel(float64(s.Started), float64(r.Started)), rel(float64(s.Finished), float64(r.Finished)),
 		rel(float64(s.AvgJCT), float64(r.AvgJCT)), rel(float64(s.MeanWait), float64(r.MeanWait)),
 		rel(float64(s.P90Wait), float64(r.P90Wait)), rel(float64(s.MaxWait), float64(r.MaxWait)),
-		rel(s.JainBacklogged, r.JainBacklogged), rel(s.MoneyGap, r.MoneyGap), rel(s.IdlePaidGPUHours, r.IdlePaidGPUHours)}, "\t")
+		rel(s.JainBacklogged, r.JainBacklogged), rel(s.MoneyGap, r.MoneyGap), rel(s.IdlePaidGPUHours, r.IdlePaidGPUHours),
+		rel(float64(s.MaxStall), float64(r.MaxStall))}, "\t")
 }
