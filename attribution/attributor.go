@@ -47,6 +47,10 @@ type Options struct {
 	// MaxHolders bounds the pods one device may report in one scrape; a
 	// device-hour keeps at most 16 × MaxHolders. Default 64.
 	MaxHolders int
+	// Lines keeps each emitted hour's lines (ledger.Line: per GPU and
+	// holder, the rows' explanation) for Lines to take; off, none are
+	// kept.
+	Lines bool
 }
 
 func (o Options) withDefaults() Options {
@@ -134,6 +138,7 @@ type Attributor struct {
 	maxMs          int64
 	outRows        []ledger.Row
 	outWls         []ledger.WorkloadRow
+	outLines       []ledger.Line
 	// queues is the queues' hours (queue.go).
 	queues queueBook
 	stats  Stats

@@ -50,7 +50,7 @@ func (f *feed) scrape(sec int, node, gpu, profile, inst, ns, pod, queue string, 
 
 func run(t *testing.T, m *Model, samples []Sample, pods []PodInfo, until time.Time) ([]ledger.Row, Stats) {
 	t.Helper()
-	a, err := New(m, Options{StartMs: t0.UnixMilli()})
+	a, err := New(m, Options{StartMs: t0.UnixMilli(), Lines: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +64,10 @@ func run(t *testing.T, m *Model, samples []Sample, pods []PodInfo, until time.Ti
 		a.Add(&samples[i])
 	}
 	rows, _ := a.Emit(until.UnixMilli())
+	// Every hour's lines explain its rows, to the micro-unit.
+	if err := ledger.CheckLines(rows, a.Lines()); err != nil {
+		t.Error(err)
+	}
 	return rows, a.Stats()
 }
 

@@ -4,10 +4,20 @@ import (
 	"cmp"
 	"math/big"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
 )
+
+// Lines returns the lines of the hours emitted since the last call, when
+// Options.Lines is set, and forgets them: per hour and team they sum to
+// the rows Emit and Ready returned for it (ledger.CheckLines).
+func (a *Attributor) Lines() []ledger.Line {
+	ls := a.outLines
+	a.outLines = nil
+	return ls
+}
 
 // Emit closes every hour that ends at or before untilMs (rounded down to an
 // hour), whatever the data, and returns the rows and workload rows of every
@@ -84,6 +94,8 @@ type hourBuild struct {
 	normW map[ledger.Key]int64
 	wls   map[workloadKey]*ledger.WorkloadRow
 	split []int64
+	// lines are the hour's lines, the i-th energy weight's the i-th line.
+	lines []ledger.Line
 }
 
 func (b *hourBuild) row(k ledger.Key) *ledger.Row {
@@ -172,6 +184,9 @@ func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hou
 			r.UnallocatedCostMicros += costs[0]
 			r.EnergyJoules += float64(nobodyMJ[i]) / 1000
 			erows, eweights, totalMJ = append(erows, r), append(eweights, nobodyMJ[i]), totalMJ+nobodyMJ[i]
+			b.lines = append(b.lines, ledger.Line{Key: r.Key, Kind: ledger.LineUnallocated, Node: u.gpu.Node, GPU: u.gpu.Index,
+				MIG: strings.Join(u.gpu.MIG, "+"), RateMicrosPerHour: u.gpu.RateMicrosPerHour, GPUSeconds: float64(unalloc) / den,
+				CostMicros: costs[0], UnallocatedCostMicros: costs[0]})
 		}
 		norm := QuotaUnitsPerGPU / u.slices
 		for j, p := range parts {
@@ -189,6 +204,10 @@ func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hou
 			erows, eweights, totalMJ = append(erows, r), append(eweights, p.energyMJ), totalMJ+p.energyMJ
 
 			kind, name := a.ownerOf(p.h, asOf)
+			b.lines = append(b.lines, ledger.Line{Key: k, Kind: ledger.LineUsage, Node: u.gpu.Node, GPU: u.gpu.Index,
+				MIG: strings.Join(u.gpu.MIG, "+"), Pod: p.h.pod, WorkloadKind: kind, Workload: name, RateMicrosPerHour: u.gpu.RateMicrosPerHour,
+				GPUSeconds: float64(p.heldW) / den, ActiveGPUSeconds: float64(p.activeW) / den, UnmeasuredGPUSeconds: float64(p.unmeasuredW) / den,
+				CostMicros: active + idle + unmeasured, IdleCostMicros: idle, UnmeasuredCostMicros: unmeasured})
 			wk := workloadKey{k.Team, p.h.namespace, kind, name}
 			w := b.wls[wk]
 			if w == nil {
@@ -205,9 +224,13 @@ func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hou
 	}
 	for i, c := range ledger.SplitLargestRemainder(a.energyCostMicros(totalMJ), eweights, nil) {
 		erows[i].EnergyCostMicros += c
+		b.lines[i].EnergyCostMicros += c
 	}
 	a.splitBorrowed(b)
 	a.shareUnallocated(b)
+	if a.opts.Lines {
+		a.outLines = append(a.outLines, b.lines...)
+	}
 
 	start := len(rows)
 	for _, r := range b.rows {
@@ -377,7 +400,11 @@ func (a *Attributor) shareUnallocated(b *hourBuild) {
 			r.CostMicros += costs[i]
 			r.UnallocatedCostMicros += costs[i]
 			r.EnergyCostMicros += ecosts[i]
+			b.lines = append(b.lines, ledger.Line{Key: rc.key, Kind: ledger.LineUnallocatedShare,
+				CostMicros: costs[i], UnallocatedCostMicros: costs[i], EnergyCostMicros: ecosts[i]})
 		}
+		b.lines = append(b.lines, ledger.Line{Key: u.Key, Kind: ledger.LineSharedOut,
+			CostMicros: -u.UnallocatedCostMicros, UnallocatedCostMicros: -u.UnallocatedCostMicros, EnergyCostMicros: -u.EnergyCostMicros})
 		u.CostMicros -= u.UnallocatedCostMicros
 		u.UnallocatedCostMicros = 0
 		u.EnergyCostMicros = 0

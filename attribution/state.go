@@ -20,7 +20,7 @@ const stateVersion = 1
 // pipeline saves so that a restart loses nothing and changes nothing.
 func (a *Attributor) Snapshot() ([]byte, error) {
 	st := state{Version: stateVersion, StartMs: a.startMs, EmittedUntilMs: a.emittedUntilMs, MaxMs: a.maxMs,
-		RequestsFromMs: a.requestsFromMs, OutRows: a.outRows, OutWls: a.outWls, Queues: a.queues,
+		RequestsFromMs: a.requestsFromMs, OutRows: a.outRows, OutWls: a.outWls, OutLines: a.outLines, Queues: a.queues,
 		Accepted: a.stats.Accepted, Rejected: a.stats.Rejected, CounterResets: a.stats.CounterResets, UnplacedMs: a.stats.UnplacedMs,
 		PodsForgotten: a.stats.PodsForgotten}
 	for _, in := range a.insts {
@@ -116,7 +116,7 @@ func Restore(model *Model, opts Options, snapshot []byte) (*Attributor, RestoreR
 		return nil, rep, err
 	}
 	a.startMs, a.emittedUntilMs, a.maxMs, a.requestsFromMs = st.StartMs, st.EmittedUntilMs, st.MaxMs, st.RequestsFromMs
-	a.outRows, a.outWls, a.queues = st.OutRows, st.OutWls, st.Queues
+	a.outRows, a.outWls, a.outLines, a.queues = st.OutRows, st.OutWls, st.OutLines, st.Queues
 	a.stats = Stats{Accepted: st.Accepted, Rejected: st.Rejected, CounterResets: st.CounterResets, UnplacedMs: st.UnplacedMs, PodsForgotten: st.PodsForgotten}
 	if a.stats.Rejected == nil {
 		a.stats.Rejected = make(map[Reason]uint64)
@@ -244,6 +244,7 @@ type (
 		Hours         []hourS
 		OutRows       []ledger.Row
 		OutWls        []ledger.WorkloadRow
+		OutLines      []ledger.Line
 		Queues        queueBook
 		Accepted      uint64
 		Rejected      map[Reason]uint64
