@@ -150,6 +150,7 @@ func New(opts Options) *Server {
 	s.e.GET("/api/v1/cost", s.cost, read, s.cache)
 	s.e.GET("/api/v1/reports/chargeback/:month", s.chargeback, read, s.cache)
 	s.e.GET("/api/v1/workloads", s.workloads, read, s.cache)
+	s.e.GET("/api/v1/explain", s.explain, read, s.cache)
 	// OpenCost's allocation API, for the tools built on it.
 	s.e.GET("/allocation", s.allocation, read, s.cache)
 	s.e.GET("/allocation/compute", s.allocation, read, s.cache)

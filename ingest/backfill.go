@@ -117,6 +117,7 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) 
 	}
 	aopts := o.Attribution
 	aopts.StartMs = from.UnixMilli()
+	_, aopts.Lines = o.Store.(ledger.LineStore)
 	att, err := attribution.New(o.Model, aopts)
 	if err != nil {
 		return prog, fmt.Errorf("cost model: %w", err)
@@ -143,7 +144,7 @@ func Backfill(ctx context.Context, o BackfillOptions) (BackfillProgress, error) 
 		if len(rows) == 0 && len(wls) == 0 {
 			return nil
 		}
-		res, err := ledger.Rewrite(ctx, o.Store, rows, wls, ledger.Provenance{Source: name, By: o.By, Reason: o.Reason, Now: now})
+		res, err := ledger.RewriteLines(ctx, o.Store, rows, wls, att.Lines(), ledger.Provenance{Source: name, By: o.By, Reason: o.Reason, Now: now})
 		if err != nil {
 			return err
 		}

@@ -53,7 +53,8 @@ func IngestScrapes(ctx context.Context, model *attribution.Model, store ledger.S
 	if o.FlushEvery <= 0 {
 		o.FlushEvery = 24 * time.Hour
 	}
-	att, err := attribution.New(model, attribution.Options{ScrapeIntervalMs: o.ScrapeInterval.Milliseconds(), StartMs: o.Start.UnixMilli()})
+	_, lines := store.(ledger.LineStore)
+	att, err := attribution.New(model, attribution.Options{ScrapeIntervalMs: o.ScrapeInterval.Milliseconds(), StartMs: o.Start.UnixMilli(), Lines: lines})
 	if err != nil {
 		return st, fmt.Errorf("cost model: %w", err)
 	}
@@ -101,7 +102,7 @@ func IngestScrapes(ctx context.Context, model *attribution.Model, store ledger.S
 		if err := writeSideHours(ctx, store, att); err != nil {
 			return fmt.Errorf("write the queues' and endpoints' hours up to %s: %w", until.Format(time.RFC3339), err)
 		}
-		res, err := ledger.Rewrite(ctx, store, rows, workloads, o.Provenance)
+		res, err := ledger.RewriteLines(ctx, store, rows, workloads, att.Lines(), o.Provenance)
 		if err != nil {
 			return fmt.Errorf("write ledger up to %s: %w", until.Format(time.RFC3339), err)
 		}

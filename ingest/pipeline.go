@@ -248,7 +248,9 @@ type state struct {
 	// unwrittenEndpoints are the inference endpoints' hours, written with
 	// the queues'.
 	unwrittenEndpoints []ledger.EndpointRow
-	applied            uint64 // the last record applied
+	// unwrittenLines are the rows' lines, written before them.
+	unwrittenLines []ledger.Line
+	applied        uint64 // the last record applied
 	// rejected counts late and too-new samples per sender and reason.
 	rejected map[senderReason]uint64
 }
@@ -274,6 +276,7 @@ func NewPipeline(model *attribution.Model, aopts attribution.Options, store ledg
 	// it: the reorder window has released it by then, and the clock would
 	// settle it at SettleAfter anyway.
 	aopts.CloseAfterMs = (opts.SettleAfter - opts.ReorderWindow).Milliseconds()
+	_, aopts.Lines = store.(ledger.LineStore)
 	pl := &Pipeline{model: model, aopts: aopts, store: store, opts: opts, log: opts.Logger,
 		stopWrite: make(chan struct{}), wrote: make(chan struct{})}
 	pl.st.rejected = make(map[senderReason]uint64)
@@ -498,6 +501,7 @@ func (st *state) keep(rows []ledger.Row, wls []ledger.WorkloadRow) {
 	st.unwrittenWls = append(st.unwrittenWls, wls...)
 	st.unwrittenQueues = append(st.unwrittenQueues, st.att.QueueRows()...)
 	st.unwrittenEndpoints = append(st.unwrittenEndpoints, st.att.EndpointRows()...)
+	st.unwrittenLines = append(st.unwrittenLines, st.att.Lines()...)
 }
 
 // decodeForBuffer decodes a remote-write body, the body itself from the

@@ -156,6 +156,10 @@ func TestPipelineSurvivesCrashes(t *testing.T) {
 	if len(want) == 0 {
 		t.Fatal("reference ledger empty")
 	}
+	wantLines := dumpLines(t, ref.store, simStart, end)
+	if err := ledger.CheckLines(want, wantLines); err != nil || len(wantLines) == 0 {
+		t.Errorf("the live path's %d lines do not explain its rows: %v", len(wantLines), err)
+	}
 
 	// The same scrapes straight through attribution.
 	fileStore := openStore(t)
@@ -193,7 +197,24 @@ func TestPipelineSurvivesCrashes(t *testing.T) {
 		if diff := cmp.Diff(wantWl, gotWl); diff != "" {
 			t.Errorf("%s: workload rows differ (-uninterrupted +%s):\n%s", stop, stop, diff)
 		}
+		if diff := cmp.Diff(wantLines, dumpLines(t, l.store, simStart, end)); diff != "" {
+			t.Errorf("%s: lines differ (-uninterrupted +%s):\n%s", stop, stop, diff)
+		}
 	}
+}
+
+// dumpLines reads a store's lines of [from, to), hour by hour.
+func dumpLines(t *testing.T, s ledger.Store, from, to time.Time) []ledger.Line {
+	t.Helper()
+	var out []ledger.Line
+	for h := from; h.Before(to); h = h.Add(time.Hour) {
+		ls, err := s.(ledger.LineStore).Lines(context.Background(), ledger.LineQuery{From: h, To: h.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ls...)
+	}
+	return out
 }
 
 // TestPipelineNeverRewritesSettledHours: an hour settled and written, the

@@ -24,17 +24,19 @@ func (pl *Pipeline) write(ctx context.Context) error {
 	wls := slices.Clone(pl.st.unwrittenWls)
 	qs := slices.Clone(pl.st.unwrittenQueues)
 	eps := slices.Clone(pl.st.unwrittenEndpoints)
+	lines := slices.Clone(pl.st.unwrittenLines)
 	pl.mu.Unlock()
-	if len(rows) == 0 && len(wls) == 0 && len(qs) == 0 && len(eps) == 0 {
+	if len(rows) == 0 && len(wls) == 0 && len(qs) == 0 && len(eps) == 0 && len(lines) == 0 {
 		return nil
 	}
-	err := pl.writeRows(ctx, rows, wls, qs, eps)
+	err := pl.writeRows(ctx, rows, wls, qs, eps, lines)
 	pl.mu.Lock()
 	if err == nil {
 		pl.st.unwritten = pl.st.unwritten[len(rows):]
 		pl.st.unwrittenWls = pl.st.unwrittenWls[len(wls):]
 		pl.st.unwrittenQueues = pl.st.unwrittenQueues[len(qs):]
 		pl.st.unwrittenEndpoints = pl.st.unwrittenEndpoints[len(eps):]
+		pl.st.unwrittenLines = pl.st.unwrittenLines[len(lines):]
 		pl.wantSnap = true
 		pl.writes.Add(1)
 	} else {
@@ -48,9 +50,11 @@ func (pl *Pipeline) write(ctx context.Context) error {
 	return nil
 }
 
-// writeRows writes the queue and endpoint rows first: the checkpoint the
-// ledger rows move never passes their hours not yet written.
-func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledger.WorkloadRow, qs []ledger.QueueRow, eps []ledger.EndpointRow) error {
+// writeRows writes the queue and endpoint rows and the lines first: the
+// checkpoint the ledger rows move never passes their hours not yet
+// written.
+func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledger.WorkloadRow, qs []ledger.QueueRow, eps []ledger.EndpointRow,
+	lines []ledger.Line) error {
 	name := ledger.LiveCheckpoint(pl.model.Cluster)
 	live, err := pl.store.Checkpoint(ctx, name)
 	if err != nil {
@@ -63,6 +67,12 @@ func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledg
 	keepE, _ := fromLive(eps, func(e *ledger.EndpointRow) time.Time { return e.Hour }, live)
 	if err := pl.store.WriteEndpointHours(ctx, keepE); err != nil {
 		return err
+	}
+	if ls, ok := pl.store.(ledger.LineStore); ok {
+		keepL, _ := fromLive(lines, func(l *ledger.Line) time.Time { return l.Hour }, live)
+		if err := ls.WriteLineHours(ctx, keepL); err != nil {
+			return err
+		}
 	}
 	keep, end := fromLive(rows, func(r *ledger.Row) time.Time { return r.Hour }, live)
 	keepW, endW := fromLive(wls, func(w *ledger.WorkloadRow) time.Time { return w.Hour }, live)

@@ -67,7 +67,10 @@ type pipelineSnapshot struct {
 	UnwrittenWls      []ledger.WorkloadRow
 	UnwrittenQueues   []ledger.QueueRow
 	UnwrittenEps      []ledger.EndpointRow
-	Rejected          map[string]uint64 // sender + "\x00" + reason
+	// UnwrittenLines, empty in older snapshots, are the unwritten rows'
+	// lines.
+	UnwrittenLines []ledger.Line
+	Rejected       map[string]uint64 // sender + "\x00" + reason
 	// buffer reads a version 2 snapshot's reorder buffer, after the
 	// header (not encoded: the buffer is written by encodeBuffer).
 	buffer *gob.Decoder
@@ -84,7 +87,7 @@ func (st *state) encode() (*pipelineSnapshot, error) {
 	s := &pipelineSnapshot{Version: snapshotVersion, Seq: st.applied, Attributor: att, Ingest: st.p.stats,
 		MaxMs: st.maxMs, ReleasedMs: st.releasedMs, LastWriteMs: st.lastWriteMs, CatchUpUntilMs: st.catchUpUntilMs, CatchUpDepthMs: st.catchUpDepthMs, CatchUpDepthAtMs: st.catchUpDepthAtMs, Shed: st.shed, SettleNotBeforeMs: st.settleNotBefore,
 		Unwritten: slices.Clone(st.unwritten), UnwrittenWls: slices.Clone(st.unwrittenWls), UnwrittenQueues: slices.Clone(st.unwrittenQueues),
-		UnwrittenEps: slices.Clone(st.unwrittenEndpoints), Rejected: make(map[string]uint64)}
+		UnwrittenEps: slices.Clone(st.unwrittenEndpoints), UnwrittenLines: slices.Clone(st.unwrittenLines), Rejected: make(map[string]uint64)}
 	for k, v := range st.rejected {
 		s.Rejected[k.sender+"\x00"+k.reason] = v
 	}
@@ -115,6 +118,7 @@ func (st *state) restore(s *pipelineSnapshot, model *attribution.Model, aopts at
 	st.maxMs, st.releasedMs, st.lastWriteMs, st.settleNotBefore = s.MaxMs, s.ReleasedMs, s.LastWriteMs, s.SettleNotBeforeMs
 	st.catchUpUntilMs, st.catchUpDepthMs, st.catchUpDepthAtMs, st.shed = s.CatchUpUntilMs, s.CatchUpDepthMs, s.CatchUpDepthAtMs, s.Shed
 	st.unwritten, st.unwrittenWls, st.unwrittenQueues, st.unwrittenEndpoints = s.Unwritten, s.UnwrittenWls, s.UnwrittenQueues, s.UnwrittenEps
+	st.unwrittenLines = s.UnwrittenLines
 	st.applied = s.Seq
 	st.rejected = make(map[senderReason]uint64, len(s.Rejected))
 	for k, v := range s.Rejected {

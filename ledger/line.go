@@ -104,18 +104,22 @@ func SumLines(lines []Line, from time.Time) []Line {
 			s.CostMicros, s.IdleCostMicros, s.UnmeasuredCostMicros, s.UnallocatedCostMicros, s.EnergyCostMicros = 0, 0, 0, 0, 0
 			out = append(out, s)
 		}
-		s := &out[j]
-		s.GPUSeconds += l.GPUSeconds
-		s.ActiveGPUSeconds += l.ActiveGPUSeconds
-		s.UnmeasuredGPUSeconds += l.UnmeasuredGPUSeconds
-		s.CostMicros += l.CostMicros
-		s.IdleCostMicros += l.IdleCostMicros
-		s.UnmeasuredCostMicros += l.UnmeasuredCostMicros
-		s.UnallocatedCostMicros += l.UnallocatedCostMicros
-		s.EnergyCostMicros += l.EnergyCostMicros
+		out[j].AddFigures(l)
 	}
 	SortLines(out)
 	return out
+}
+
+// AddFigures adds o's GPU-seconds and money to l's.
+func (l *Line) AddFigures(o *Line) {
+	l.GPUSeconds += o.GPUSeconds
+	l.ActiveGPUSeconds += o.ActiveGPUSeconds
+	l.UnmeasuredGPUSeconds += o.UnmeasuredGPUSeconds
+	l.CostMicros += o.CostMicros
+	l.IdleCostMicros += o.IdleCostMicros
+	l.UnmeasuredCostMicros += o.UnmeasuredCostMicros
+	l.UnallocatedCostMicros += o.UnallocatedCostMicros
+	l.EnergyCostMicros += o.EnergyCostMicros
 }
 
 // SortLines orders lines by cost, largest first, then by identity.

@@ -113,6 +113,17 @@ type RewriteResult struct {
 // A rewrite that changes nothing records nothing. It is the one way
 // every writer of hours (the live path, backfills, replays) writes them.
 func Rewrite(ctx context.Context, s Store, rows []Row, workloads []WorkloadRow, p Provenance) (RewriteResult, error) {
+	return RewriteLines(ctx, s, rows, workloads, nil, p)
+}
+
+// RewriteLines is Rewrite with the lines of the same hours (ledger.Line),
+// written with them where s is a LineStore: lines of closed months are
+// not written, as their rows are not, and the lines go before the rows,
+// so that a writer's checkpoint never passes hours whose lines are
+// missing. A crash between the two leaves lines newer than their rows
+// until the hours are written again; Explain says when lines and rows
+// disagree.
+func RewriteLines(ctx context.Context, s Store, rows []Row, workloads []WorkloadRow, lines []Line, p Provenance) (RewriteResult, error) {
 	var res RewriteResult
 	if len(rows) == 0 && len(workloads) == 0 {
 		return res, nil
@@ -236,6 +247,17 @@ func Rewrite(ctx context.Context, s Store, rows []Row, workloads []WorkloadRow, 
 	if len(recs) > 0 {
 		if err := s.RecordRestatements(ctx, recs); err != nil {
 			return res, fmt.Errorf("record the restatements of %d team-hour(s): %w", len(recs), err)
+		}
+	}
+	if ls, ok := s.(LineStore); ok && len(lines) > 0 {
+		var keepLines []Line
+		for i := range lines {
+			if !closed[StepMonth.Truncate(lines[i].Hour.UTC())] {
+				keepLines = append(keepLines, lines[i])
+			}
+		}
+		if err := ls.WriteLineHours(ctx, keepLines); err != nil {
+			return res, fmt.Errorf("write the lines of %d hour(s): %w", len(hours), err)
 		}
 	}
 	if len(keepRows) > 0 || len(keepWls) > 0 {

@@ -98,6 +98,40 @@ func TestDemoMonth(t *testing.T) {
 			t.Errorf("team %s has no cost: %v", team, teams)
 		}
 	}
+	// Every hour's lines explain its rows: per team, every money field
+	// to the micro-unit.
+	byHour := map[time.Time][]ledger.Row{}
+	for _, r := range rows {
+		byHour[r.Hour] = append(byHour[r.Hour], r)
+	}
+	for h := from; h.Before(to); h = h.Add(time.Hour) {
+		lines, err := store.Lines(context.Background(), ledger.LineQuery{From: h, To: h.Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ledger.CheckLines(byHour[h], lines); err != nil {
+			t.Error(err)
+		}
+	}
+	// One workload's month down to its GPUs, as gpuledger explain shows it.
+	wls, err := store.TopWorkloads(context.Background(), ledger.Query{From: from, To: to, Team: "ml-research"}, 1)
+	if err != nil || len(wls) == 0 {
+		t.Fatalf("ml-research's top workload: %v %v", wls, err)
+	}
+	ex, err := reports.Explain(context.Background(), store, reports.ExplainQuery{From: from, To: to, Team: "ml-research",
+		Namespace: wls[0].Namespace, Workload: wls[0].Name, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ex.Reconciled || ex.LineCount == 0 || ex.Total.CostMicros != wls[0].CostMicros {
+		t.Errorf("workload %s/%s: %d lines summing to %d, the ledger's %d (reconciled %v)", wls[0].Namespace, wls[0].Name, ex.LineCount,
+			ex.Total.CostMicros, wls[0].CostMicros, ex.Reconciled)
+	}
+	var text bytes.Buffer
+	if err := ex.WriteText(&text, "USD"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("gpuledger explain -team ml-research -workload %s/%s -month 2026-10:\n%s", wls[0].Namespace, wls[0].Name, text.String())
 	// The FOCUS export of the month: its EffectiveCost is the ledger's
 	// cost, to the micro, and each pool-day's ratios sum to 1.
 	cb, err := reports.Build(context.Background(), store, from, reports.Options{Currency: "USD", FOCUS: true})

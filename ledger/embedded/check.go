@@ -42,7 +42,7 @@ import (
 // names the team of a row ("" where the table has none).
 var countedTables = map[string]string{
 	"ledger_rows": "team", "ledger_days": "team", "ledger_months": "team", "workload_rows": "team",
-	"queue_rows": "''", "endpoint_rows": "''",
+	"queue_rows": "''", "endpoint_rows": "''", "line_rows": "team",
 }
 
 // recount is the SQL that makes a table's row counts of one (cluster,
@@ -68,6 +68,10 @@ var checkColumns = map[string]string{
 	"hour_flags":     `cluster, from_hour, to_hour, reason, detail, at`,
 	"restatements":   `at, cluster, hour, team, before_micros, after_micros, before_gpu_seconds, after_gpu_seconds, source, by, reason, billed_in`,
 	"month_closes":   `month, at, by, note`,
+	"line_rows": `hour, cluster || char(0) || team || char(0) || namespace || char(0) || local_queue || char(0) || cluster_queue || char(0) || flavor
+		|| char(0) || kind || char(0) || node || char(0) || gpu || char(0) || mig || char(0) || pod || char(0) || workload_kind || char(0) || workload,
+		rate_micros, gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost_micros, idle_cost_micros, unmeasured_cost_micros,
+		unallocated_cost_micros, energy_cost_micros`,
 }
 
 // ledgerCheckColumns are the ledger tables' columns, the names joined by
@@ -80,7 +84,7 @@ const ledgerCheckColumns = `hour, cluster || char(0) || team || char(0) || names
 
 // checkedTables lists the tables in the order verify reads them.
 var checkedTables = []string{"ledger_rows", "ledger_days", "ledger_months", "workload_rows", "queue_rows", "endpoint_rows",
-	"workload_times", "checkpoints", "audit", "hour_flags", "restatements", "month_closes"}
+	"workload_times", "checkpoints", "audit", "hour_flags", "restatements", "month_closes", "line_rows"}
 
 // badExpr is the SQL that is 1 for a row of table whose check fails, else
 // 0.
