@@ -135,7 +135,7 @@ func (s *Server) explain(c echo.Context) error {
 	}
 	ex, err := reports.Explain(c.Request().Context(), s.opts.Store, q)
 	if errors.Is(err, reports.ErrNoLines) {
-		return echo.NewHTTPError(http.StatusNotImplemented, "this ledger keeps no lines (a ClickHouse ledger does not yet): GET /api/v1/cost answers per team, queue and flavor")
+		return echo.NewHTTPError(http.StatusNotImplemented, "this ledger keeps no lines to explain its figures: GET /api/v1/cost answers per team, queue and flavor")
 	}
 	if err != nil {
 		return err

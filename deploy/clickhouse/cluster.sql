@@ -221,6 +221,37 @@ CREATE TABLE IF NOT EXISTS gpuledger.endpoint_rows ON CLUSTER gpuledger (
 PARTITION BY toYYYYMM(hour)
 ORDER BY (cluster, hour, namespace, model, kind, name);
 
+-- The lines, the rows' explanation per GPU and holder (GET /api/v1/explain):
+-- each write of an hour at a new version, reads keep the newest.
+CREATE TABLE IF NOT EXISTS gpuledger.line_rows ON CLUSTER gpuledger (
+    hour DateTime,
+    cluster String,
+    team String,
+    namespace String,
+    local_queue String,
+    cluster_queue String,
+    flavor String,
+    kind String,
+    node String,
+    gpu String,
+    mig String,
+    pod String,
+    workload_kind String,
+    workload String,
+    rate Decimal(18, 6),
+    version UInt64,
+    gpu_seconds Float64,
+    active_gpu_seconds Float64,
+    unmeasured_gpu_seconds Float64,
+    cost Decimal(18, 6),
+    idle_cost Decimal(18, 6),
+    unmeasured_cost Decimal(18, 6),
+    unallocated_cost Decimal(18, 6),
+    energy_cost Decimal(18, 6)
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/gpuledger/line_rows', '{replica}')
+PARTITION BY toYYYYMM(hour)
+ORDER BY (cluster, hour, team, namespace, workload);
+
 -- Distributed tables: what gpuledger reads and writes.
 CREATE TABLE IF NOT EXISTS gpuledger.ledger_rows_all ON CLUSTER gpuledger AS gpuledger.ledger_rows
 ENGINE = Distributed(gpuledger, gpuledger, ledger_rows, cityHash64(cluster, toUInt32(hour)));
@@ -257,6 +288,9 @@ ENGINE = Distributed(gpuledger, gpuledger, ledger_months, cityHash64(cluster, to
 
 CREATE TABLE IF NOT EXISTS gpuledger.endpoint_rows_all ON CLUSTER gpuledger AS gpuledger.endpoint_rows
 ENGINE = Distributed(gpuledger, gpuledger, endpoint_rows, cityHash64(cluster, toUInt32(hour)));
+
+CREATE TABLE IF NOT EXISTS gpuledger.line_rows_all ON CLUSTER gpuledger AS gpuledger.line_rows
+ENGINE = Distributed(gpuledger, gpuledger, line_rows, cityHash64(cluster, toUInt32(hour)));
 
 -- Upgrading a cluster created before the unmeasured columns (gpuledger's
 -- migrations 4 and 5 on a single server):

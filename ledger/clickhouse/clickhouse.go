@@ -33,7 +33,7 @@ type Options struct {
 	// SkipMigrations. Defaults ledger_rows, workload_rows, checkpoints,
 	// audit.
 	LedgerTable, WorkloadTable, CheckpointTable, AuditTable, QueueTable, TimesTable, EndpointTable, DayTable, MonthTable, FlagTable string
-	RestateTable, CloseTable                                                                                                        string
+	RestateTable, CloseTable, LineTable                                                                                             string
 	// SkipMigrations leaves the schema to the operator (cluster DDL).
 	SkipMigrations bool
 	// SpoolDir, when set, holds writes that could not reach the server;
@@ -55,7 +55,7 @@ type Options struct {
 func (o *Options) UseDistributed() {
 	o.LedgerTable, o.WorkloadTable, o.CheckpointTable, o.AuditTable, o.QueueTable = "ledger_rows_all", "workload_rows_all", "checkpoints_all", "audit_all", "queue_rows_all"
 	o.TimesTable, o.EndpointTable, o.DayTable, o.MonthTable, o.FlagTable = "workload_times_all", "endpoint_rows_all", "ledger_days_all", "ledger_months_all", "hour_flags_all"
-	o.RestateTable, o.CloseTable = "restatements_all", "month_closes_all"
+	o.RestateTable, o.CloseTable, o.LineTable = "restatements_all", "month_closes_all", "line_rows_all"
 	o.SkipMigrations = true
 }
 
@@ -132,6 +132,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	if s.opts.CloseTable == "" {
 		s.opts.CloseTable = "month_closes"
+	}
+	if s.opts.LineTable == "" {
+		s.opts.LineTable = "line_rows"
 	}
 	if s.opts.BatchRows <= 0 {
 		s.opts.BatchRows = 100_000
@@ -234,6 +237,7 @@ type record struct {
 	Queues     []ledger.QueueRow     `json:"q,omitempty"`
 	Times      []ledger.WorkloadTime `json:"t,omitempty"`
 	Endpoints  []ledger.EndpointRow  `json:"e,omitempty"`
+	Lines      []ledger.Line         `json:"l,omitempty"`
 	Checkpoint *checkpoint           `json:"c,omitempty"`
 }
 
@@ -357,6 +361,9 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 	}
 	if len(rec.Endpoints) > 0 {
 		return s.insertEndpoints(ctx, rec)
+	}
+	if len(rec.Lines) > 0 {
+		return s.insertLines(ctx, rec)
 	}
 	for start := 0; start < len(rec.Rows); start += s.opts.BatchRows {
 		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.LedgerTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,

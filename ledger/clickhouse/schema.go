@@ -182,6 +182,37 @@ var migrations = []string{
 		note String
 	) ENGINE = MergeTree
 	ORDER BY month`,
+	// The lines, the rows' explanation per GPU and holder (ledger.Line):
+	// each write of an hour at a new version, reads keep the newest, as
+	// for the rows. Plain MergeTree: two lines of one version never fold.
+	18: `CREATE TABLE IF NOT EXISTS {db}.line_rows (
+		hour DateTime,
+		cluster String,
+		team String,
+		namespace String,
+		local_queue String,
+		cluster_queue String,
+		flavor String,
+		kind String,
+		node String,
+		gpu String,
+		mig String,
+		pod String,
+		workload_kind String,
+		workload String,
+		rate Decimal(18, 6),
+		version UInt64,
+		gpu_seconds Float64,
+		active_gpu_seconds Float64,
+		unmeasured_gpu_seconds Float64,
+		cost Decimal(18, 6),
+		idle_cost Decimal(18, 6),
+		unmeasured_cost Decimal(18, 6),
+		unallocated_cost Decimal(18, 6),
+		energy_cost Decimal(18, 6)
+	) ENGINE = MergeTree
+	PARTITION BY toYYYYMM(hour)
+	ORDER BY (cluster, hour, team, namespace, workload)`,
 }
 
 // backfill is rollupSelect over every row of table, at version 1: every

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/clickhouse/chtest"
+	"github.com/gpuledger/gpuledger/ledger/ledgertest"
 )
 
 // clusterDDL reads deploy/clickhouse/cluster.sql for a cluster without
@@ -136,4 +137,6 @@ func TestTwoShards(t *testing.T) {
 		t.Errorf("shard rows %d and %d: both shards should hold some", n1, n2)
 	}
 	t.Logf("rows per shard: %d and %d", n1, n2)
+	// The lines through line_rows_all, as on one server.
+	ledgertest.RunLines(t, cluster)
 }

@@ -566,6 +566,67 @@ func Run(t *testing.T, open Opener) {
 			t.Errorf("after a rejected write: %v, %v", got, err)
 		}
 	})
+	t.Run("Lines", func(t *testing.T) {
+		s := open(t)
+		defer s.Close()
+		RunLines(t, s)
+	})
+}
+
+// RunLines: lines are written per (cluster, hour), replaced when the hour
+// is written again, summed per identity over a range (as ledger.SumLines
+// sums them), and narrowed to a team or a workload. store must hold no
+// lines yet.
+func RunLines(t *testing.T, store ledger.Store) {
+	t.Helper()
+	ctx := context.Background()
+	s, ok := store.(ledger.LineStore)
+	if !ok {
+		t.Fatalf("%T keeps no lines (ledger.LineStore)", store)
+	}
+	hour := func(h time.Time, mlCost int64) []ledger.Line {
+		ml := ledger.Key{Hour: h, Cluster: "c1", Team: "ml", Namespace: "research", Flavor: "h100"}
+		un := ledger.Key{Hour: h, Cluster: "c1", Team: ledger.TeamUnallocated, Flavor: "h100"}
+		return []ledger.Line{
+			{Key: ml, Kind: ledger.LineUsage, Node: "n1", GPU: "0", Pod: "train-0-a", WorkloadKind: "Job", Workload: "train-0", RateMicrosPerHour: 6_880_000,
+				GPUSeconds: 3600, ActiveGPUSeconds: 1800, CostMicros: mlCost, IdleCostMicros: mlCost / 2, EnergyCostMicros: 17},
+			{Key: un, Kind: ledger.LineUnallocated, Node: "n1", GPU: "1", MIG: "3g.40gb+4g.40gb", RateMicrosPerHour: 6_880_000, GPUSeconds: 3600,
+				CostMicros: 6_880_000, UnallocatedCostMicros: 6_880_000},
+		}
+	}
+	if err := s.WriteLineHours(ctx, append(hour(h0, 6_880_000), hour(h0.Add(time.Hour), 6_880_000)...)); err != nil {
+		t.Fatal(err)
+	}
+	// Written again: replaced, not doubled.
+	if err := s.WriteLineHours(ctx, hour(h0.Add(time.Hour), 3_440_000)); err != nil {
+		t.Fatal(err)
+	}
+	span := ledger.LineQuery{From: h0, To: h0.Add(2 * time.Hour)}
+	ml := span
+	ml.Team = "ml"
+	got, err := s.Lines(ctx, ml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].CostMicros != 6_880_000+3_440_000 || got[0].GPUSeconds != 7200 || got[0].Pod != "train-0-a" || !got[0].Hour.Equal(h0) {
+		t.Fatalf("ml's lines %+v; want one line of 10,320,000 over 7,200 GPU-seconds", got)
+	}
+	all, err := s.Lines(ctx, span)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ledger.SumLines(append(hour(h0, 6_880_000), hour(h0.Add(time.Hour), 3_440_000)...), h0)
+	if diff := cmp.Diff(want, all, approx); diff != "" {
+		t.Errorf("stored lines differ from ledger.SumLines of what was written (-want +got):\n%s", diff)
+	}
+	wl := span
+	wl.Namespace, wl.Workload = "research", "train-0"
+	if got, err := s.Lines(ctx, wl); err != nil || len(got) != 1 || got[0].Workload != "train-0" {
+		t.Errorf("train-0's lines %+v, %v; want its one line", got, err)
+	}
+	if got, err := s.Lines(ctx, ledger.LineQuery{From: h0.Add(2 * time.Hour), To: h0.Add(3 * time.Hour)}); err != nil || len(got) != 0 {
+		t.Errorf("an hour with no lines: %+v, %v", got, err)
+	}
 }
 
 // Dump returns everything a Store holds for [from, to): every hour's rows
