@@ -124,6 +124,8 @@ var apiRoutes = []apiRoute{
 	{Method: "GET", Path: "/api/v1/admin/closes", Summary: "the closed months", Access: []string{"admin"}, Response: ClosesResponse{}},
 	{Method: "POST", Path: "/api/v1/admin/close", Summary: "closes a month in the token's name; 409 when closed, 400 when not over or not settled",
 		Access: []string{"admin"}, Response: ClosePoint{}, Query: []apiParam{{"month", "the month, YYYY-MM", true}, {"note", "an invoice number or remark", false}}},
+	{Method: "POST", Path: "/mcp", Summary: "the read routes as Model Context Protocol tools for agents (streamable HTTP, stateless, JSON answers): cost, explain, idle_workloads, budgets, capacity, scale_to_zero; each tool answers what its route answers for the same token",
+		Access: readers, Content: []string{"application/json"}},
 	{Method: "GET", Path: "/debug/pprof/*", Summary: "Go's profiles (net/http/pprof)", Access: []string{"admin"},
 		Content: []string{"application/octet-stream", "text/plain"}},
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/labstack/echo/v4"
 
+	"github.com/gpuledger/gpuledger/api/mcp"
 	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/reports"
@@ -42,6 +43,8 @@ type Options struct {
 	// Ingest, when set, receives Prometheus remote-write requests on
 	// POST /api/v1/write.
 	Ingest RemoteWriter
+	// Version is gpuledger's, for the MCP server's handshake.
+	Version string
 	// MaxRemoteWriteBytes caps a compressed remote-write body. Default 16 MiB.
 	MaxRemoteWriteBytes int64
 	// MaxInflightBytes caps the remote-write bodies being read and ingested
@@ -164,6 +167,9 @@ func New(opts Options) *Server {
 	// them, for admins: go tool pprof -http : -H 'Authorization: Bearer …'
 	// https://gpuledger:8080/debug/pprof/profile?seconds=30
 	s.e.GET("/debug/pprof/*", echo.WrapHandler(http.HandlerFunc(servePprof)), s.require(string(ScopeAdmin)))
+	// The read routes as MCP tools for agents (streamable HTTP,
+	// stateless), each calling its route with the caller's token.
+	s.e.POST("/mcp", echo.WrapHandler(mcp.Handler(mcp.Options{API: s.e, Version: opts.Version})), read)
 	return s
 }
 

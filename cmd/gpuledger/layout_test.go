@@ -43,8 +43,11 @@ var allowed = map[string][]string{
 	"internal/kubetest": {"internal/testenv", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
 	"reports":           {"ledger", "capacity", "github.com/xuri/excelize/v2"},
 	"capacity":          {"ledger"},
-	"api":               {"ledger", "reports", "ingest", "attribution", "capacity", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
-	"cmd/gpuledger":     {"*"},
+	"api":               {"ledger", "reports", "ingest", "attribution", "capacity", "api/mcp", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
+	// api/mcp serves the API's read routes as MCP tools, calling them
+	// in-process: it imports none of gpuledger's packages.
+	"api/mcp":       {"github.com/modelcontextprotocol/go-sdk"},
+	"cmd/gpuledger": {"*"},
 }
 
 // impure are standard packages attribution may not import: it does no I/O

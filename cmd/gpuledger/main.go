@@ -30,6 +30,7 @@ var commands = []command{
 	{"ingest", "backfill the ledger from VictoriaMetrics, Prometheus or files, resumably", runIngest},
 	{"report", "write a month's chargeback (CSV and XLSX) from a ledger", runReport},
 	{"explain", "explain a bill line: a team's or workload's cost down to its GPUs, pods, busy, idle and unmeasured time and rates", runExplain},
+	{"mcp", "serve the read API to an agent as a Model Context Protocol server over stdio", runMCP},
 	{"close", "close a month: its figures never change; later corrections are adjustments billed in the next open month", runClose},
 	{"capacity", "say per GPU flavor whether to buy more (the expansion trigger) and how budgets burn; send the alerts to Alertmanager", runCapacity},
 	{"rules", "write vmalert/Prometheus rules that raise the expansion and reclaim alerts from the raw metrics", runRules},

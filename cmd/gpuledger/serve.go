@@ -98,7 +98,7 @@ team:<name>.`, stdout)
 	}
 	opts := api.Options{Store: store, Logger: log, Auth: auth, Report: reportOptions(cfg, ""), Capacity: capacityOptions(cfg, model.Cluster), Stats: pl.Stats, Health: pl.Health,
 		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: budget.inflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
-		CacheTTL: *cacheTTL, Generation: storeGeneration(store, pl.Writes)}
+		CacheTTL: *cacheTTL, Generation: storeGeneration(store, pl.Writes), Version: version}
 	if *tokensFile != "" {
 		opts.TokenFiles = []string{*tokensFile}
 		opts.ReloadTokens = func() ([]api.Token, error) { return collectTokens(cfg, *tokensFile) }

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/gpuledger/gpuledger/api"
+	"github.com/gpuledger/gpuledger/api/mcp"
+)
+
+func runMCP(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlagSet("mcp", `Serves the ledger's read API to an agent as a Model Context Protocol server over stdin and
+stdout (an MCP client starts it as a subprocess). Its tools: cost (by any grouping and period),
+explain (a bill line down to GPUs and pods), idle_workloads, budgets, capacity and
+scale_to_zero; each answers what its API route answers. With -token (or $GPULEDGER_TOKEN),
+the calls carry that API token and see what it may see (a team's token, its team only);
+without, this process reads the whole ledger, as gpuledger report does. gpuledger serve
+offers the same tools over HTTP at POST /mcp, behind its tokens.`, stdout)
+	cfgPath := configFlag(fs, "business-data configuration file (teams, budgets, currency, tokens)")
+	openStore := storeFlags(fs, defaultLedgerPath, storeRead)
+	tokensFile := fs.String("auth.tokensFile", "", "YAML file of more API tokens, as gpuledger serve takes it")
+	token := fs.String("token", os.Getenv("GPULEDGER_TOKEN"), "the API token (its secret) the calls carry; default $GPULEDGER_TOKEN; empty: the whole ledger")
+	newLogger := logFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, _, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	log := newLogger()
+	var auth *api.Auth
+	secret := *token
+	if secret != "" {
+		toks, err := collectTokens(cfg, *tokensFile)
+		if err != nil {
+			return err
+		}
+		auth = api.NewAuth(toks)
+	} else {
+		// A token for this process alone: the whole ledger, as the
+		// other commands that read it.
+		b := make([]byte, 32)
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		secret = hex.EncodeToString(b)
+		auth = api.NewAuth([]api.Token{{Name: "gpuledger-mcp", SHA256: api.HashToken(secret), Scopes: []api.Scope{api.ScopeAdmin}}})
+	}
+	store, err := openStore(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	srv := api.New(api.Options{Store: store, Logger: log, Auth: auth, Report: reportOptions(cfg, ""), Capacity: capacityOptions(cfg, ""), Version: version})
+	if err := mcp.ServeStdio(ctx, mcp.Options{API: srv.Handler(), Authorization: "Bearer " + secret, Version: version}); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("mcp: %w", err)
+	}
+	return nil
+}
