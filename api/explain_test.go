@@ -20,7 +20,7 @@ func explainServer(t *testing.T) *Server {
 	for h := 0; h < 48; h++ {
 		hour := time.Date(2026, 10, 1, h, 0, 0, 0, time.UTC)
 		lines = append(lines,
-			ledger.Line{Key: ledger.Key{Hour: hour, Cluster: "c1", Team: "ml", Flavor: "h100"}, Kind: ledger.LineUsage, Node: "n1", GPU: "0",
+			ledger.Line{Key: ledger.Key{Hour: hour, Cluster: "c1", Team: "ml", Namespace: "ml", Flavor: "h100"}, Kind: ledger.LineUsage, Node: "n1", GPU: "0",
 				Pod: "a-0", WorkloadKind: "Job", Workload: "a", RateMicrosPerHour: 6_880_000, GPUSeconds: 3600, ActiveGPUSeconds: 1800,
 				CostMicros: 6_880_000, IdleCostMicros: 3_440_000},
 			ledger.Line{Key: ledger.Key{Hour: hour, Cluster: "c1", Team: ledger.TeamUnallocated, Flavor: "h100"}, Kind: ledger.LineUnallocated,
@@ -75,5 +75,36 @@ func TestExplain(t *testing.T) {
 	opts.Store = struct{ ledger.Store }{srv.opts.Store}
 	if code, body := call(t, New(opts), "GET", "/api/v1/explain?from=2026-10-01&to=2026-10-04", "ml-dash"); code != http.StatusNotImplemented {
 		t.Errorf("a ledger without lines: %d %s; want 501", code, body)
+	}
+}
+
+// TestExplainPages: the team page lists the month's largest lines and
+// links each workload to its explanation; the explanation page says the
+// lines reconcile; the CSV has every line; another team's are refused.
+func TestExplainPages(t *testing.T) {
+	srv := explainServer(t)
+	code, body := call(t, srv, "GET", "/team/ml?month=2026-10", "ml-dash")
+	if code != http.StatusOK || !strings.Contains(body, `id="toplines"`) || !strings.Contains(body, "n1/0") ||
+		!strings.Contains(body, `href="/team/ml/explain?month=2026-10&amp;workload=ml%2Fa"`) {
+		t.Errorf("team page: %d\n%s", code, body)
+	}
+	code, body = call(t, srv, "GET", "/team/ml/explain?month=2026-10&workload=ml/a", "ml-dash")
+	// testServer's workload rows of Job a are not its lines (2 micros):
+	// the page says they do not reconcile.
+	if code != http.StatusOK || !strings.Contains(body, "Why ml/a of ml paid") || !strings.Contains(body, "ml/a-0 (Job a)") ||
+		!strings.Contains(body, `id="verdict" class="bad"`) {
+		t.Errorf("workload explanation page: %d\n%s", code, body)
+	}
+	code, body = call(t, srv, "GET", "/team/ml/explain?month=2026-10", "ml-dash")
+	if code != http.StatusOK || !strings.Contains(body, `id="verdict" class="ok"`) || !strings.Contains(body, "330.24") {
+		t.Errorf("team explanation page: %d\n%s", code, body)
+	}
+	code, body = call(t, srv, "GET", "/team/ml/lines.csv?month=2026-10", "ml-dash")
+	rows := strings.Split(strings.TrimSpace(body), "\n")
+	if code != http.StatusOK || len(rows) != 2 || !strings.HasPrefix(rows[0], "from,to,cluster,team") || !strings.Contains(rows[1], ",ml,,,h100,usage,n1,0,,a-0,Job,a,6.880000,48,24,0,330.240000,165.120000,") {
+		t.Errorf("lines CSV: %d\n%s", code, body)
+	}
+	if code, _ := call(t, srv, "GET", "/team/vision/explain?month=2026-10", "ml-dash"); code != http.StatusForbidden {
+		t.Errorf("ml's token opened vision's explanation: %d", code)
 	}
 }

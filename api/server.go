@@ -145,6 +145,8 @@ func New(opts Options) *Server {
 	s.e.GET("/api/v1/openapi.json", s.openAPI)
 	s.e.GET("/", s.overview, s.browser(string(ScopeViewer), "team"))
 	s.e.GET("/team/:team", s.teamPage, s.browser(string(ScopeViewer), "team"))
+	s.e.GET("/team/:team/explain", s.explainPage, s.browser(string(ScopeViewer), "team"))
+	s.e.GET("/team/:team/lines.csv", s.linesCSV, s.browser(string(ScopeViewer), "team"))
 	// The chargeback for the pages' download links: the same as the API's,
 	// by the sign-in cookie (a team's token gets its team's).
 	s.e.GET("/reports/chargeback/:month", s.chargeback, s.browser(string(ScopeViewer), "team"))

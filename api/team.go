@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gpuledger/gpuledger/capacity"
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/reports"
 )
 
 // The team page at /team/<team>?month=YYYY-MM: what one team's GPUs cost
@@ -29,7 +31,7 @@ dl{display:grid;grid-template-columns:repeat(4,1fr);gap:.5em 2em;margin:0}dt{col
 <h1>GPU cost of {{.Team}}, {{.Month}}</h1>
 <p class="sub">Cluster {{if .Cluster}}{{.Cluster}}{{else}}all{{end}} · {{.Currency}} · as of {{.At}} ·
 <nav style="display:inline">{{if .Viewer}}<a href="/?month={{.Month}}">all teams</a>{{end}}<a href="?month={{.Prev}}">← {{.Prev}}</a>{{if .Next}}<a href="?month={{.Next}}">{{.Next}} →</a>{{end}}
-<a id="csv" href="{{.CSV}}">CSV</a><a id="xlsx" href="{{.XLSX}}">workbook</a></nav>
+<a id="csv" href="{{.CSV}}">CSV</a><a id="xlsx" href="{{.XLSX}}">workbook</a><a id="explain" href="/team/{{.Team}}/explain?month={{.Month}}">every line</a></nav>
 <form id="pick" method="get" style="display:inline"><input type="month" name="month" value="{{.Month}}" aria-label="month"><button type="submit">show</button></form></p>
 {{if not .Days}}<p id="nodata">The ledger has no hours of {{.Team}} in {{.Month}}.</p>{{else}}
 <dl id="summary"><div><dt>cost</dt><dd id="cost">{{.Cost}}</dd></div><div><dt>idle cost</dt><dd id="idle">{{.Idle}} ({{.IdleShare}})</dd></div>
@@ -43,8 +45,12 @@ dl{display:grid;grid-template-columns:repeat(4,1fr);gap:.5em 2em;margin:0}dt{col
 {{end}}</svg>
 <h2>Workloads</h2>
 <table id="workloads"><tr><th>workload</th><th class="n">GPU-hours</th><th class="n">efficiency</th><th class="n">cost</th><th class="n">idle cost</th></tr>
-{{range .Workloads}}<tr><td>{{.Namespace}}/{{.Kind}}/{{.Name}}</td><td class="n">{{printf "%.1f" .GPUHours}}</td><td class="n">{{.Efficiency}}</td><td class="n">{{.Cost}}</td><td class="n">{{.IdleCost}}</td></tr>
-{{end}}</table>{{end}}
+{{range .Workloads}}<tr><td><a href="/team/{{$.Team}}/explain?month={{$.Month}}&amp;workload={{.Namespace}}%2F{{.Name}}">{{.Namespace}}/{{.Kind}}/{{.Name}}</a></td><td class="n">{{printf "%.1f" .GPUHours}}</td><td class="n">{{.Efficiency}}</td><td class="n">{{.Cost}}</td><td class="n">{{.IdleCost}}</td></tr>
+{{end}}</table>
+{{if .TopLines}}<h2>Largest lines</h2>
+<table id="toplines"><tr><th>device</th><th>holder</th><th class="n">GPU-hours</th><th class="n">cost</th><th class="n">idle cost</th></tr>
+{{range .TopLines}}<tr><td>{{.Device}}</td><td>{{.Holder}}</td><td class="n">{{printf "%.1f" .GPUHours}}</td><td class="n">{{.Cost}}</td><td class="n">{{.Idle}}</td></tr>
+{{end}}</table><p><a href="/team/{{.Team}}/explain?month={{.Month}}">every line</a> ({{.LineCount}}{{if .Reconciled}}, reconciled with the ledger to the micro-unit{{end}})</p>{{end}}{{end}}
 </body></html>
 `))
 
@@ -145,6 +151,15 @@ func (s *Server) teamPage(c echo.Context) error {
 				Cost: ledger.FormatCents(w.CostMicros), IdleCost: ledger.FormatCents(w.IdleCostMicros)})
 		}
 		data["Workloads"] = ws
+		if ex, err := reports.Explain(ctx, s.opts.Store, reports.ExplainQuery{From: month, To: end, Cluster: o.Cluster, Team: team, Limit: 5}); err == nil {
+			var top []explainRow
+			for i := range ex.Lines {
+				top = append(top, explainRowOf(&ex.Lines[i]))
+			}
+			data["TopLines"], data["LineCount"], data["Reconciled"] = top, ex.LineCount, ex.Reconciled
+		} else if !errors.Is(err, reports.ErrNoLines) {
+			return err
+		}
 	}
 	var b bytes.Buffer
 	if err := teamTemplate.Execute(&b, data); err != nil {

@@ -110,6 +110,31 @@ func SumLines(lines []Line, from time.Time) []Line {
 	return out
 }
 
+// Device names the line's GPU: node/index, with its MIG profiles; empty
+// for a share.
+func (l *Line) Device() string {
+	if l.Node == "" {
+		return ""
+	}
+	d := l.Node + "/" + l.GPU
+	if l.MIG != "" {
+		d += " (MIG " + l.MIG + ")"
+	}
+	return d
+}
+
+// Holder names who held the GPU: namespace/pod (kind workload); for a
+// share, the ClusterQueue it came by.
+func (l *Line) Holder() string {
+	switch {
+	case l.Pod != "":
+		return fmt.Sprintf("%s/%s (%s %s)", l.Namespace, l.Pod, l.WorkloadKind, l.Workload)
+	case l.ClusterQueue != "":
+		return "ClusterQueue " + l.ClusterQueue
+	}
+	return ""
+}
+
 // AddFigures adds o's GPU-seconds and money to l's.
 func (l *Line) AddFigures(o *Line) {
 	l.GPUSeconds += o.GPUSeconds

@@ -2,10 +2,12 @@ package reports
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -170,23 +172,34 @@ func (ex *Explanation) WriteText(w io.Writer, currency string) error {
 	fmt.Fprintln(tw, "cost\tidle\tGPU-h\tbusy\tunmeasured\trate/h\tkind\tteam\tflavor\tdevice\tholder\t")
 	for i := range ex.Lines {
 		x := &ex.Lines[i]
-		device := ""
-		if x.Node != "" {
-			device = x.Node + "/" + x.GPU
-			if x.MIG != "" {
-				device += " (MIG " + x.MIG + ")"
-			}
-		}
-		holder := ""
-		switch {
-		case x.Pod != "":
-			holder = fmt.Sprintf("%s/%s (%s %s)", x.Namespace, x.Pod, x.WorkloadKind, x.Workload)
-		case x.ClusterQueue != "":
-			holder = "ClusterQueue " + x.ClusterQueue
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.2f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", ledger.FormatMicros(x.CostMicros), ledger.FormatMicros(x.IdleCostMicros),
 			x.GPUSeconds/3600, x.ActiveGPUSeconds/3600, x.UnmeasuredGPUSeconds/3600, ledger.FormatMicros(x.RateMicrosPerHour), x.Kind, x.Team,
-			x.Flavor, device, holder)
+			x.Flavor, x.Device(), x.Holder())
 	}
 	return tw.Flush()
+}
+
+// WriteCSV writes every line of the explanation (Query.Limit should not
+// cut them: Explain with a Limit of at least LineCount), one a row, money
+// as decimals of the currency.
+func (ex *Explanation) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"from", "to", "cluster", "team", "namespace", "local_queue", "cluster_queue", "flavor", "kind", "node", "gpu", "mig",
+		"pod", "workload_kind", "workload", "rate_per_gpu_hour", "gpu_hours", "busy_gpu_hours", "unmeasured_gpu_hours", "cost", "idle_cost",
+		"unmeasured_cost", "unallocated_cost", "energy_cost"}); err != nil {
+		return err
+	}
+	from, to := ex.Query.From.Format(time.RFC3339), ex.Query.To.Format(time.RFC3339)
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+	for i := range ex.Lines {
+		x := &ex.Lines[i]
+		if err := cw.Write([]string{from, to, x.Cluster, x.Team, x.Namespace, x.LocalQueue, x.ClusterQueue, x.Flavor, string(x.Kind), x.Node, x.GPU,
+			x.MIG, x.Pod, x.WorkloadKind, x.Workload, ledger.FormatMicros(x.RateMicrosPerHour), f(x.GPUSeconds / 3600), f(x.ActiveGPUSeconds / 3600),
+			f(x.UnmeasuredGPUSeconds / 3600), ledger.FormatMicros(x.CostMicros), ledger.FormatMicros(x.IdleCostMicros),
+			ledger.FormatMicros(x.UnmeasuredCostMicros), ledger.FormatMicros(x.UnallocatedCostMicros), ledger.FormatMicros(x.EnergyCostMicros)}); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
 }
