@@ -222,7 +222,8 @@ PARTITION BY toYYYYMM(hour)
 ORDER BY (cluster, hour, namespace, model, kind, name);
 
 -- The lines, the rows' explanation per GPU and holder (GET /api/v1/explain):
--- each write of an hour at a new version, reads keep the newest.
+-- each write of an hour at a new version, named in line_hours once all its
+-- lines are in; reads keep each hour's newest named version.
 CREATE TABLE IF NOT EXISTS gpuledger.line_rows ON CLUSTER gpuledger (
     hour DateTime,
     cluster String,
@@ -250,7 +251,15 @@ CREATE TABLE IF NOT EXISTS gpuledger.line_rows ON CLUSTER gpuledger (
     energy_cost Decimal(18, 6)
 ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/gpuledger/line_rows', '{replica}')
 PARTITION BY toYYYYMM(hour)
-ORDER BY (cluster, hour, team, namespace, workload);
+ORDER BY (cluster, team, namespace, workload, hour);
+
+CREATE TABLE IF NOT EXISTS gpuledger.line_hours ON CLUSTER gpuledger (
+    hour DateTime,
+    cluster String,
+    version UInt64
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/gpuledger/line_hours', '{replica}', version)
+PARTITION BY toYYYYMM(hour)
+ORDER BY (cluster, hour);
 
 -- Distributed tables: what gpuledger reads and writes.
 CREATE TABLE IF NOT EXISTS gpuledger.ledger_rows_all ON CLUSTER gpuledger AS gpuledger.ledger_rows
@@ -291,6 +300,9 @@ ENGINE = Distributed(gpuledger, gpuledger, endpoint_rows, cityHash64(cluster, to
 
 CREATE TABLE IF NOT EXISTS gpuledger.line_rows_all ON CLUSTER gpuledger AS gpuledger.line_rows
 ENGINE = Distributed(gpuledger, gpuledger, line_rows, cityHash64(cluster, toUInt32(hour)));
+
+CREATE TABLE IF NOT EXISTS gpuledger.line_hours_all ON CLUSTER gpuledger AS gpuledger.line_hours
+ENGINE = Distributed(gpuledger, gpuledger, line_hours, cityHash64(cluster, toUInt32(hour)));
 
 -- Upgrading a cluster created before the unmeasured columns (gpuledger's
 -- migrations 4 and 5 on a single server):

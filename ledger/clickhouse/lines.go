@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/gpuledger/gpuledger/ledger"
 )
@@ -45,6 +46,25 @@ func (s *Store) insertLines(ctx context.Context, rec *record) error {
 			return fmt.Errorf("insert %d lines: %w", b.Rows(), err)
 		}
 	}
+	// Then name the version of each hour: until this lands, reads keep
+	// the hour's previous lines, never part of the new ones.
+	hours := map[clusterHour]bool{}
+	for _, l := range rec.Lines {
+		hours[clusterHour{l.Cluster, l.Hour.UTC()}] = true
+	}
+	b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.LineHourTable)+` (hour, cluster, version)`)
+	if err != nil {
+		return fmt.Errorf("prepare line hours insert: %w", err)
+	}
+	for k := range hours {
+		if err := b.Append(k.hour, k.cluster, rec.Version); err != nil {
+			b.Abort()
+			return fmt.Errorf("append line hour: %w", err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("insert %d line hours: %w", b.Rows(), err)
+	}
 	return nil
 }
 
@@ -59,11 +79,26 @@ func (s *Store) Lines(ctx context.Context, q ledger.LineQuery) (_ []ledger.Line,
 		return nil, fmt.Errorf("lines: from %s is not before to %s", q.From, q.To)
 	}
 	table := s.table(s.opts.LineTable)
-	w, args := where(table, ledger.Query{From: q.From, To: q.To, Cluster: q.Cluster, Team: q.Team})
+	conds := []string{"hour >= ?", "hour < ?"}
+	args := []any{q.From.UTC(), q.To.UTC()}
+	if q.Cluster != "" {
+		conds = append(conds, "cluster = ?")
+		args = append(args, q.Cluster)
+	}
+	// Each hour's newest named version (line_hours), not the lines'
+	// own: a month of line_hours is a few hundred rows.
+	newest := fmt.Sprintf("(cluster, hour, version) GLOBAL IN (SELECT cluster, hour, max(version) FROM %s WHERE %s GROUP BY cluster, hour)",
+		s.table(s.opts.LineHourTable), strings.Join(conds, " AND "))
+	args = append(args, args...)
+	if q.Team != "" {
+		conds = append(conds, "team = ?")
+		args = append(args, q.Team)
+	}
 	if q.Namespace != "" || q.Workload != "" {
-		w += " AND namespace = ? AND workload = ?"
+		conds = append(conds, "namespace = ?", "workload = ?")
 		args = append(args, q.Namespace, q.Workload)
 	}
+	w := newest + " AND " + strings.Join(conds, " AND ")
 	rs, err := s.conn.Query(ctx, fmt.Sprintf(`SELECT %s, toString(rate), sum(gpu_seconds), sum(active_gpu_seconds), sum(unmeasured_gpu_seconds),
 		toString(sum(cost)), toString(sum(idle_cost)), toString(sum(unmeasured_cost)), toString(sum(unallocated_cost)), toString(sum(energy_cost))
 		FROM %s WHERE %s GROUP BY %s, rate`, lineIdentity, table, w, lineIdentity), args...)

@@ -509,7 +509,7 @@ func damaged(err *error, table string, from, to time.Time) {
 func (s *Store) Verify(ctx context.Context, progress func(step string)) ([]ledger.Problem, error) {
 	var problems []ledger.Problem
 	for _, t := range []string{s.opts.LedgerTable, s.opts.DayTable, s.opts.MonthTable, s.opts.WorkloadTable, s.opts.QueueTable,
-		s.opts.EndpointTable, s.opts.TimesTable, s.opts.CheckpointTable, s.opts.AuditTable, s.opts.FlagTable, s.opts.RestateTable, s.opts.CloseTable, s.opts.LineTable} {
+		s.opts.EndpointTable, s.opts.TimesTable, s.opts.CheckpointTable, s.opts.AuditTable, s.opts.FlagTable, s.opts.RestateTable, s.opts.CloseTable, s.opts.LineTable, s.opts.LineHourTable} {
 		progress("every column of " + t)
 		// ignore(*) reads every column and is 0: the count of all rows,
 		// having read them all.

@@ -182,9 +182,12 @@ var migrations = []string{
 		note String
 	) ENGINE = MergeTree
 	ORDER BY month`,
-	// The lines, the rows' explanation per GPU and holder (ledger.Line):
-	// each write of an hour at a new version, reads keep the newest, as
-	// for the rows. Plain MergeTree: two lines of one version never fold.
+	// The lines, the rows' explanation per GPU and holder (ledger.Line).
+	// Each write of an hour is at a new version; a line_hours row names
+	// it once all its lines are in, and reads keep each hour's newest
+	// named version (line_hours is small: a month is 744 rows a cluster).
+	// Plain MergeTree: two lines of one version never fold. Ordered by
+	// team first, so that a team's month reads its own granules only.
 	18: `CREATE TABLE IF NOT EXISTS {db}.line_rows (
 		hour DateTime,
 		cluster String,
@@ -212,7 +215,14 @@ var migrations = []string{
 		energy_cost Decimal(18, 6)
 	) ENGINE = MergeTree
 	PARTITION BY toYYYYMM(hour)
-	ORDER BY (cluster, hour, team, namespace, workload)`,
+	ORDER BY (cluster, team, namespace, workload, hour)`,
+	19: `CREATE TABLE IF NOT EXISTS {db}.line_hours (
+		hour DateTime,
+		cluster String,
+		version UInt64
+	) ENGINE = ReplacingMergeTree(version)
+	PARTITION BY toYYYYMM(hour)
+	ORDER BY (cluster, hour)`,
 }
 
 // backfill is rollupSelect over every row of table, at version 1: every
