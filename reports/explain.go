@@ -158,9 +158,9 @@ func (ex *Explanation) WriteText(w io.Writer, currency string) error {
 	fmt.Fprintf(w, "%s, %s, %s to %s: %s %s in the ledger; %d lines make it up, and %s.\n", what, cluster,
 		q.From.Format(time.RFC3339), q.To.Format(time.RFC3339), ledger.FormatMicros(ex.Ledger.CostMicros), currency, ex.LineCount, verdict)
 	l := &ex.Ledger
-	fmt.Fprintf(w, "  held %.1f GPU-h (busy %.1f, unmeasured %.1f); idle %s, unmeasured %s, unallocated share %s; energy %s (beside the cost)\n",
+	fmt.Fprintf(w, "  held %.1f GPU-h (busy %.1f, unmeasured %.1f); idle %s, unmeasured %s, unallocated share %s; the lines' energy %s (beside the cost)\n",
 		l.GPUSeconds/3600, l.ActiveGPUSeconds/3600, l.UnmeasuredGPUSeconds/3600, ledger.FormatMicros(l.IdleCostMicros),
-		ledger.FormatMicros(l.UnmeasuredCostMicros), ledger.FormatMicros(l.UnallocatedCostMicros), ledger.FormatMicros(l.EnergyCostMicros))
+		ledger.FormatMicros(l.UnmeasuredCostMicros), ledger.FormatMicros(l.UnallocatedCostMicros), ledger.FormatMicros(ex.Total.EnergyCostMicros))
 	for _, r := range ex.Restatements {
 		fmt.Fprintf(w, "  restated: team %s hour %s from %s to %s by %s (%s)\n", r.Team, r.Hour.Format(time.RFC3339),
 			ledger.FormatMicros(r.BeforeMicros), ledger.FormatMicros(r.AfterMicros), r.Source, r.Reason)

@@ -23,7 +23,7 @@ out=docs/explain/demo-explain.txt
 	echo "# gpuledger explain -ledger.path DEMO/ledger -team ml-research -workload research/train-0580 -month 2026-10"
 	"$tmp/gpuledger" explain -config examples/cluster.yaml -ledger.path "$tmp/demo/ledger" -team ml-research -workload research/train-0580 -month 2026-10 2>/dev/null
 	echo
-	echo "# gpuledger explain -ledger.path DEMO/ledger -team nlp -workload nlp/serve-0010-7d9f8b6c5 -month 2026-10"
-	"$tmp/gpuledger" explain -config examples/cluster.yaml -ledger.path "$tmp/demo/ledger" -team nlp -workload nlp/serve-0010-7d9f8b6c5 -month 2026-10 -limit 6 2>/dev/null
+	echo "# gpuledger explain -ledger.path DEMO/ledger -team nlp -workload nlp-serving/serve-0010-7d9f8b6c5 -month 2026-10"
+	"$tmp/gpuledger" explain -config examples/cluster.yaml -ledger.path "$tmp/demo/ledger" -team nlp -workload nlp-serving/serve-0010-7d9f8b6c5 -month 2026-10 -limit 6 2>/dev/null
 } > "$out"
 echo "wrote $out" >&2

@@ -23,7 +23,7 @@ offers the same tools over HTTP at POST /mcp, behind its tokens.`, stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (teams, budgets, currency, tokens)")
 	openStore := storeFlags(fs, defaultLedgerPath, storeRead)
 	tokensFile := fs.String("auth.tokensFile", "", "YAML file of more API tokens, as gpuledger serve takes it")
-	token := fs.String("token", os.Getenv("GPULEDGER_TOKEN"), "the API token (its secret) the calls carry; default $GPULEDGER_TOKEN; empty: the whole ledger")
+	token := fs.String("token", "", "the API token (its secret) the calls carry; default $GPULEDGER_TOKEN; neither: the whole ledger")
 	newLogger := logFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -35,6 +35,9 @@ offers the same tools over HTTP at POST /mcp, behind its tokens.`, stdout)
 	log := newLogger()
 	var auth *api.Auth
 	secret := *token
+	if secret == "" {
+		secret = os.Getenv("GPULEDGER_TOKEN")
+	}
 	if secret != "" {
 		toks, err := collectTokens(cfg, *tokensFile)
 		if err != nil {
