@@ -155,6 +155,11 @@ func (ex *Explanation) WriteText(w io.Writer, currency string) error {
 		verdict = fmt.Sprintf("they do NOT reconcile (lines %s): the hours were rewritten between the lines and the rows; write them again",
 			ledger.FormatMicros(ex.Total.CostMicros))
 	}
+	if ex.LineCount == 0 && ex.Ledger.CostMicros == 0 && ex.Ledger.GPUSeconds == 0 {
+		_, err := fmt.Fprintf(w, "%s, %s, %s to %s: the ledger has nothing of it; check the team, the namespace/name and the range.\n", what, cluster,
+			q.From.Format(time.RFC3339), q.To.Format(time.RFC3339))
+		return err
+	}
 	fmt.Fprintf(w, "%s, %s, %s to %s: %s %s in the ledger; %d lines make it up, and %s.\n", what, cluster,
 		q.From.Format(time.RFC3339), q.To.Format(time.RFC3339), ledger.FormatMicros(ex.Ledger.CostMicros), currency, ex.LineCount, verdict)
 	l := &ex.Ledger
