@@ -29,8 +29,11 @@ type ExplainLine struct {
 	WorkloadKind string `json:"workloadKind,omitempty"`
 	Workload     string `json:"workload,omitempty"`
 	// RateMicrosPerHour is the whole GPU's hourly price.
-	RateMicrosPerHour  int64   `json:"rateMicrosPerHour,omitempty"`
-	Rate               string  `json:"rate,omitempty"`
+	RateMicrosPerHour int64  `json:"rateMicrosPerHour,omitempty"`
+	Rate              string `json:"rate,omitempty"`
+	// RateSource says where the rate comes from: the price book entry,
+	// the on-prem amortisation's terms, or a configured price.
+	RateSource         string  `json:"rateSource,omitempty"`
 	GPUHours           float64 `json:"gpuHours"`
 	ActiveGPUHours     float64 `json:"activeGpuHours"`
 	IdleGPUHours       float64 `json:"idleGpuHours"`
@@ -99,7 +102,7 @@ func NewExplainResponse(ex *reports.Explanation, currency string) ExplainRespons
 		x := &ex.Lines[i]
 		el := ExplainLine{Kind: string(x.Kind), Cluster: x.Cluster, Team: x.Team, Namespace: x.Namespace, LocalQueue: x.LocalQueue,
 			ClusterQueue: x.ClusterQueue, Flavor: x.Flavor, Node: x.Node, GPU: x.GPU, MIG: x.MIG, Pod: x.Pod, WorkloadKind: x.WorkloadKind,
-			Workload: x.Workload, RateMicrosPerHour: x.RateMicrosPerHour, GPUHours: x.GPUSeconds / 3600, ActiveGPUHours: x.ActiveGPUSeconds / 3600,
+			Workload: x.Workload, RateMicrosPerHour: x.RateMicrosPerHour, RateSource: x.RateSource, GPUHours: x.GPUSeconds / 3600, ActiveGPUHours: x.ActiveGPUSeconds / 3600,
 			IdleGPUHours:       max(x.GPUSeconds-x.ActiveGPUSeconds-x.UnmeasuredGPUSeconds, 0) / 3600,
 			UnmeasuredGPUHours: x.UnmeasuredGPUSeconds / 3600,
 			ExplainFigures:     figuresOf(x.CostMicros, x.IdleCostMicros, x.UnmeasuredCostMicros, x.UnallocatedCostMicros, x.EnergyCostMicros)}

@@ -101,7 +101,7 @@ func TestExplainPages(t *testing.T) {
 	}
 	code, body = call(t, srv, "GET", "/team/ml/lines.csv?month=2026-10", "ml-dash")
 	rows := strings.Split(strings.TrimSpace(body), "\n")
-	if code != http.StatusOK || len(rows) != 2 || !strings.HasPrefix(rows[0], "from,to,cluster,team") || !strings.Contains(rows[1], ",ml,,,h100,usage,n1,0,,a-0,Job,a,6.880000,48,24,0,330.240000,165.120000,") {
+	if code != http.StatusOK || len(rows) != 2 || !strings.HasPrefix(rows[0], "from,to,cluster,team") || !strings.Contains(rows[1], ",ml,,,h100,usage,n1,0,,a-0,Job,a,6.880000,,48,24,0,330.240000,165.120000,") {
 		t.Errorf("lines CSV: %d\n%s", code, body)
 	}
 	if code, _ := call(t, srv, "GET", "/team/vision/explain?month=2026-10", "ml-dash"); code != http.StatusForbidden {

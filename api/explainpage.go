@@ -33,18 +33,18 @@ Idle {{.Idle}}, unmeasured {{.Unmeasured}}, unallocated share {{.Unallocated}}.<
 <p>{{.Rule}}</p>
 <h2>{{if .Cut}}The {{len .Lines}} largest lines{{else}}Lines{{end}}</h2>
 <table id="lines"><tr><th>device</th><th>holder</th><th>kind</th><th>flavor</th><th class="n">rate/h</th><th class="n">GPU-hours</th><th class="n">busy</th><th class="n">unmeasured</th><th class="n">cost</th><th class="n">idle cost</th></tr>
-{{range .Lines}}<tr><td>{{.Device}}</td><td>{{.Holder}}</td><td>{{.Kind}}</td><td>{{.Flavor}}</td><td class="n">{{.Rate}}</td><td class="n">{{printf "%.2f" .GPUHours}}</td><td class="n">{{printf "%.2f" .Busy}}</td><td class="n">{{printf "%.2f" .Unmeasured}}</td><td class="n">{{.Cost}}</td><td class="n">{{.Idle}}</td></tr>
+{{range .Lines}}<tr><td>{{.Device}}</td><td>{{.Holder}}</td><td>{{.Kind}}</td><td>{{.Flavor}}</td><td class="n" title="{{.RateSource}}">{{.Rate}}</td><td class="n">{{printf "%.2f" .GPUHours}}</td><td class="n">{{printf "%.2f" .Busy}}</td><td class="n">{{printf "%.2f" .Unmeasured}}</td><td class="n">{{.Cost}}</td><td class="n">{{.Idle}}</td></tr>
 {{end}}</table>
 </body></html>
 `))
 
 type explainRow struct {
-	Device, Holder, Kind, Flavor, Rate, Cost, Idle string
-	GPUHours, Busy, Unmeasured                     float64
+	Device, Holder, Kind, Flavor, Rate, RateSource, Cost, Idle string
+	GPUHours, Busy, Unmeasured                                 float64
 }
 
 func explainRowOf(x *ledger.Line) explainRow {
-	r := explainRow{Device: x.Device(), Holder: x.Holder(), Kind: string(x.Kind), Flavor: x.Flavor, Cost: ledger.FormatCents(x.CostMicros), Idle: ledger.FormatCents(x.IdleCostMicros),
+	r := explainRow{Device: x.Device(), Holder: x.Holder(), Kind: string(x.Kind), Flavor: x.Flavor, RateSource: x.RateSource, Cost: ledger.FormatCents(x.CostMicros), Idle: ledger.FormatCents(x.IdleCostMicros),
 		GPUHours: x.GPUSeconds / 3600, Busy: x.ActiveGPUSeconds / 3600, Unmeasured: x.UnmeasuredGPUSeconds / 3600}
 	if x.RateMicrosPerHour > 0 {
 		r.Rate = ledger.FormatCents(x.RateMicrosPerHour)

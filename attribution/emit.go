@@ -185,7 +185,7 @@ func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hou
 			r.EnergyJoules += float64(nobodyMJ[i]) / 1000
 			erows, eweights, totalMJ = append(erows, r), append(eweights, nobodyMJ[i]), totalMJ+nobodyMJ[i]
 			b.lines = append(b.lines, ledger.Line{Key: r.Key, Kind: ledger.LineUnallocated, Node: u.gpu.Node, GPU: u.gpu.Index,
-				MIG: strings.Join(u.gpu.MIG, "+"), RateMicrosPerHour: u.gpu.RateMicrosPerHour, GPUSeconds: float64(unalloc) / den,
+				MIG: strings.Join(u.gpu.MIG, "+"), RateMicrosPerHour: u.gpu.RateMicrosPerHour, RateSource: u.gpu.RateSource, GPUSeconds: float64(unalloc) / den,
 				CostMicros: costs[0], UnallocatedCostMicros: costs[0]})
 		}
 		norm := QuotaUnitsPerGPU / u.slices
@@ -205,7 +205,7 @@ func (a *Attributor) appendHour(rows []ledger.Row, wls []ledger.WorkloadRow, hou
 
 			kind, name := a.ownerOf(p.h, asOf)
 			b.lines = append(b.lines, ledger.Line{Key: k, Kind: ledger.LineUsage, Node: u.gpu.Node, GPU: u.gpu.Index,
-				MIG: strings.Join(u.gpu.MIG, "+"), Pod: p.h.pod, WorkloadKind: kind, Workload: name, RateMicrosPerHour: u.gpu.RateMicrosPerHour,
+				MIG: strings.Join(u.gpu.MIG, "+"), Pod: p.h.pod, WorkloadKind: kind, Workload: name, RateMicrosPerHour: u.gpu.RateMicrosPerHour, RateSource: u.gpu.RateSource,
 				GPUSeconds: float64(p.heldW) / den, ActiveGPUSeconds: float64(p.activeW) / den, UnmeasuredGPUSeconds: float64(p.unmeasuredW) / den,
 				CostMicros: active + idle + unmeasured, IdleCostMicros: idle, UnmeasuredCostMicros: unmeasured})
 			wk := workloadKey{k.Team, p.h.namespace, kind, name}

@@ -139,8 +139,11 @@ type GPU struct {
 	Model string
 	// Flavor is the Kueue ResourceFlavor of the node.
 	Flavor string
-	// RateMicrosPerHour is the price of one hour of the whole GPU.
+	// RateMicrosPerHour is the price of one hour of the whole GPU;
+	// RateSource says where it comes from (a price book entry, an on-prem
+	// amortisation), for the lines.
 	RateMicrosPerHour int64
+	RateSource        string
 	// MIG lists the MIG profiles the GPU is partitioned into (such as
 	// "3g.40gb"); empty when the GPU is not partitioned.
 	MIG []string

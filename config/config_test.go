@@ -162,6 +162,18 @@ func TestFeatureModel(t *testing.T) {
 			t.Errorf("rate of %s = %d, want %d", f, got, want)
 		}
 	}
+	// Where each rate comes from, as the lines that explain a bill say.
+	for f, want := range map[string]string{
+		"l4":         "price book aws/g6.48xlarge on-demand",
+		"a10":        "configured perGPUHour",
+		"h100-owned": "on-prem amortisation: 35000.00 USD a GPU over 48 months, 700 W, 150.00 a month overhead",
+		"h100-spot":  "price book gcp/a3-highgpu-8g spot",
+		"nope":       "",
+	} {
+		if got := c.PriceSource(f); got != want {
+			t.Errorf("source of %s's rate = %q, want %q", f, got, want)
+		}
+	}
 	if cp := c.Capacity; cp == nil || cp.PurchaseGPUs != 64 || cp.UtilizationPercent != 85 || cp.WindowDays != 28 || cp.ReclaimIdleMinutes != 120 {
 		t.Errorf("capacity %+v", cp)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpuledger/gpuledger/attribution"
+	"github.com/gpuledger/gpuledger/ledger"
 )
 
 func sortStrings(s []string) { slices.Sort(s) }
@@ -32,6 +33,41 @@ func (c *Config) Cluster(name string) (*Cluster, error) {
 // config gave it (directly, from the price book, or amortised).
 func (c *Config) PriceMicros(flavor string) int64 {
 	return c.rates[flavor]
+}
+
+// PriceSource says where a flavor's price comes from, for the lines that
+// explain a bill: "configured perGPUHour", "price book aws/p5.48xlarge
+// on-demand" (or spot, with its exchange rate), or "on-prem amortisation"
+// with its terms; the price's own source: note, when it has one.
+func (c *Config) PriceSource(flavor string) string {
+	for _, pr := range c.Prices {
+		if pr.Flavor != flavor {
+			continue
+		}
+		var s string
+		switch {
+		case pr.Catalog != "":
+			kind := "on-demand"
+			if pr.Spot {
+				kind = "spot"
+			}
+			s = fmt.Sprintf("price book %s %s", pr.Catalog, kind)
+			if pr.ExchangeRate.Set {
+				s += fmt.Sprintf(" at %s %s per USD", pr.ExchangeRate, c.Currency)
+			}
+		case pr.OnPrem != nil:
+			o := pr.OnPrem
+			s = fmt.Sprintf("on-prem amortisation: %s %s a GPU over %d months, %d W, %s a month overhead", ledger.FormatCents(o.PurchasePerGPU.Micros),
+				c.Currency, o.DepreciationMonths, o.PowerWattsPerGPU, ledger.FormatCents(o.OverheadPerGPUMonth.Micros))
+		default:
+			s = "configured perGPUHour"
+		}
+		if pr.Source != "" {
+			s += " (" + pr.Source + ")"
+		}
+		return s
+	}
+	return ""
 }
 
 // TeamBudgets returns each team's monthly budget in micro-units.
@@ -79,7 +115,7 @@ func (c *Config) AttributionModel(cluster string) (*attribution.Model, error) {
 		for i := 0; i < n.GPUs; i++ {
 			m.GPUs = append(m.GPUs, attribution.GPU{
 				Node: n.Name, Index: strconv.Itoa(i), Model: n.GPUModel,
-				Flavor: n.Flavor, RateMicrosPerHour: rate, MIG: n.MIG,
+				Flavor: n.Flavor, RateMicrosPerHour: rate, RateSource: c.PriceSource(n.Flavor), MIG: n.MIG,
 				Replicas: replicas, SplitByRequest: byRequest,
 			})
 		}

@@ -39,9 +39,11 @@ type Line struct {
 	// Pod holds the GPU; WorkloadKind and Workload own the pod (Kind "Pod"
 	// when no owner is known). Empty but for LineUsage.
 	Pod, WorkloadKind, Workload string
-	// RateMicrosPerHour is the whole GPU's hourly price, from the price
-	// book or the on-prem amortisation the configuration gives the flavor.
+	// RateMicrosPerHour is the whole GPU's hourly price; RateSource says
+	// where it comes from (config.PriceSource: the price book entry, the
+	// on-prem amortisation, or a configured price).
 	RateMicrosPerHour int64
+	RateSource        string
 	// GPU-seconds held by the pod (all of the GPU's for LineUnallocated),
 	// those DCGM measured busy, and those with no measurement.
 	GPUSeconds, ActiveGPUSeconds, UnmeasuredGPUSeconds float64
@@ -78,11 +80,12 @@ type lineIdentity struct {
 	Kind                                                       LineKind
 	Node, GPU, MIG, Pod, WorkloadKind, Workload                string
 	Rate                                                       int64
+	RateSource                                                 string
 }
 
 func identityOf(l *Line) lineIdentity {
 	return lineIdentity{l.Cluster, l.Team, l.Namespace, l.LocalQueue, l.ClusterQueue, l.Flavor, l.Kind,
-		l.Node, l.GPU, l.MIG, l.Pod, l.WorkloadKind, l.Workload, l.RateMicrosPerHour}
+		l.Node, l.GPU, l.MIG, l.Pod, l.WorkloadKind, l.Workload, l.RateMicrosPerHour, l.RateSource}
 }
 
 // SumLines sums lines per identity over their hours, each with Hour from,
@@ -161,7 +164,7 @@ func SortLines(lines []Line) {
 				return c
 			}
 		}
-		return cmp.Compare(x.Rate, y.Rate)
+		return cmp.Or(cmp.Compare(x.Rate, y.Rate), cmp.Compare(x.RateSource, y.RateSource))
 	})
 }
 

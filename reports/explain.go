@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -181,7 +182,25 @@ func (ex *Explanation) WriteText(w io.Writer, currency string) error {
 			x.GPUSeconds/3600, x.ActiveGPUSeconds/3600, x.UnmeasuredGPUSeconds/3600, ledger.FormatMicros(x.RateMicrosPerHour), x.Kind, x.Team,
 			x.Flavor, x.Device(), x.Holder())
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	sources := map[string]string{}
+	var flavors []string
+	for i := range ex.Lines {
+		x := &ex.Lines[i]
+		if _, ok := sources[x.Flavor]; !ok && x.RateSource != "" {
+			sources[x.Flavor] = x.RateSource
+			flavors = append(flavors, x.Flavor)
+		}
+	}
+	slices.Sort(flavors)
+	for _, f := range flavors {
+		if _, err := fmt.Fprintf(w, "  rate of %s: %s\n", f, sources[f]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WriteCSV writes every line of the explanation (Query.Limit should not
@@ -190,7 +209,7 @@ func (ex *Explanation) WriteText(w io.Writer, currency string) error {
 func (ex *Explanation) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write([]string{"from", "to", "cluster", "team", "namespace", "local_queue", "cluster_queue", "flavor", "kind", "node", "gpu", "mig",
-		"pod", "workload_kind", "workload", "rate_per_gpu_hour", "gpu_hours", "busy_gpu_hours", "unmeasured_gpu_hours", "cost", "idle_cost",
+		"pod", "workload_kind", "workload", "rate_per_gpu_hour", "rate_source", "gpu_hours", "busy_gpu_hours", "unmeasured_gpu_hours", "cost", "idle_cost",
 		"unmeasured_cost", "unallocated_cost", "energy_cost"}); err != nil {
 		return err
 	}
@@ -199,7 +218,7 @@ func (ex *Explanation) WriteCSV(w io.Writer) error {
 	for i := range ex.Lines {
 		x := &ex.Lines[i]
 		if err := cw.Write([]string{from, to, x.Cluster, x.Team, x.Namespace, x.LocalQueue, x.ClusterQueue, x.Flavor, string(x.Kind), x.Node, x.GPU,
-			x.MIG, x.Pod, x.WorkloadKind, x.Workload, ledger.FormatMicros(x.RateMicrosPerHour), f(x.GPUSeconds / 3600), f(x.ActiveGPUSeconds / 3600),
+			x.MIG, x.Pod, x.WorkloadKind, x.Workload, ledger.FormatMicros(x.RateMicrosPerHour), x.RateSource, f(x.GPUSeconds / 3600), f(x.ActiveGPUSeconds / 3600),
 			f(x.UnmeasuredGPUSeconds / 3600), ledger.FormatMicros(x.CostMicros), ledger.FormatMicros(x.IdleCostMicros),
 			ledger.FormatMicros(x.UnmeasuredCostMicros), ledger.FormatMicros(x.UnallocatedCostMicros), ledger.FormatMicros(x.EnergyCostMicros)}); err != nil {
 			return err

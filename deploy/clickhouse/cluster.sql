@@ -240,6 +240,7 @@ CREATE TABLE IF NOT EXISTS gpuledger.line_rows ON CLUSTER gpuledger (
     workload_kind String,
     workload String,
     rate Decimal(18, 6),
+    rate_source String,
     version UInt64,
     gpu_seconds Float64,
     active_gpu_seconds Float64,

@@ -28,14 +28,14 @@ func (s *Store) WriteLineHours(ctx context.Context, lines []ledger.Line) error {
 func (s *Store) insertLines(ctx context.Context, rec *record) error {
 	for start := 0; start < len(rec.Lines); start += s.opts.BatchRows {
 		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.LineTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue,
-			flavor, kind, node, gpu, mig, pod, workload_kind, workload, rate, version, gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds,
+			flavor, kind, node, gpu, mig, pod, workload_kind, workload, rate, rate_source, version, gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds,
 			cost, idle_cost, unmeasured_cost, unallocated_cost, energy_cost)`)
 		if err != nil {
 			return fmt.Errorf("prepare line insert: %w", err)
 		}
 		for _, l := range rec.Lines[start:min(start+s.opts.BatchRows, len(rec.Lines))] {
 			if err := b.Append(l.Hour.UTC(), l.Cluster, l.Team, l.Namespace, l.LocalQueue, l.ClusterQueue, l.Flavor, string(l.Kind), l.Node, l.GPU,
-				l.MIG, l.Pod, l.WorkloadKind, l.Workload, micros(l.RateMicrosPerHour), rec.Version, l.GPUSeconds, l.ActiveGPUSeconds,
+				l.MIG, l.Pod, l.WorkloadKind, l.Workload, micros(l.RateMicrosPerHour), l.RateSource, rec.Version, l.GPUSeconds, l.ActiveGPUSeconds,
 				l.UnmeasuredGPUSeconds, micros(l.CostMicros), micros(l.IdleCostMicros), micros(l.UnmeasuredCostMicros),
 				micros(l.UnallocatedCostMicros), micros(l.EnergyCostMicros)); err != nil {
 				b.Abort()
@@ -70,7 +70,7 @@ func (s *Store) insertLines(ctx context.Context, rec *record) error {
 
 // lineIdentity are line_rows' columns but the hour, the version, the
 // rate and the figures.
-const lineIdentity = `cluster, team, namespace, local_queue, cluster_queue, flavor, kind, node, gpu, mig, pod, workload_kind, workload`
+const lineIdentity = `cluster, team, namespace, local_queue, cluster_queue, flavor, kind, node, gpu, mig, pod, workload_kind, workload, rate_source`
 
 // Lines sums the newest lines of q per identity over its range.
 func (s *Store) Lines(ctx context.Context, q ledger.LineQuery) (_ []ledger.Line, rerr error) {
@@ -112,7 +112,7 @@ func (s *Store) Lines(ctx context.Context, q ledger.LineQuery) (_ []ledger.Line,
 		var kind string
 		var rate, cost, idle, unmeasured, unallocated, energy string
 		if err := rs.Scan(&l.Cluster, &l.Team, &l.Namespace, &l.LocalQueue, &l.ClusterQueue, &l.Flavor, &kind, &l.Node, &l.GPU, &l.MIG, &l.Pod,
-			&l.WorkloadKind, &l.Workload, &rate, &l.GPUSeconds, &l.ActiveGPUSeconds, &l.UnmeasuredGPUSeconds, &cost, &idle, &unmeasured,
+			&l.WorkloadKind, &l.Workload, &l.RateSource, &rate, &l.GPUSeconds, &l.ActiveGPUSeconds, &l.UnmeasuredGPUSeconds, &cost, &idle, &unmeasured,
 			&unallocated, &energy); err != nil {
 			return nil, fmt.Errorf("scan line: %w", err)
 		}

@@ -204,6 +204,7 @@ var migrations = []string{
 		workload_kind String,
 		workload String,
 		rate Decimal(18, 6),
+		rate_source String,
 		version UInt64,
 		gpu_seconds Float64,
 		active_gpu_seconds Float64,

@@ -70,7 +70,7 @@ var checkColumns = map[string]string{
 	"month_closes":   `month, at, by, note`,
 	"line_rows": `hour, cluster || char(0) || team || char(0) || namespace || char(0) || local_queue || char(0) || cluster_queue || char(0) || flavor
 		|| char(0) || kind || char(0) || node || char(0) || gpu || char(0) || mig || char(0) || pod || char(0) || workload_kind || char(0) || workload,
-		rate_micros, gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost_micros, idle_cost_micros, unmeasured_cost_micros,
+		rate_micros, rate_source, gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost_micros, idle_cost_micros, unmeasured_cost_micros,
 		unallocated_cost_micros, energy_cost_micros`,
 }
 

@@ -19,17 +19,18 @@ func (s *Store) WriteLineHours(ctx context.Context, lines []ledger.Line) error {
 	}
 	return s.replaceHours(ctx, "line_rows", hours, `INSERT INTO line_rows
 		(hour, cluster, team, namespace, local_queue, cluster_queue, flavor, kind, node, gpu, mig, pod, workload_kind, workload, rate_micros,
-		gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost_micros, idle_cost_micros, unmeasured_cost_micros, unallocated_cost_micros,
-		energy_cost_micros) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, func(i int) ([]any, error) {
+		rate_source, gpu_seconds, active_gpu_seconds, unmeasured_gpu_seconds, cost_micros, idle_cost_micros, unmeasured_cost_micros, unallocated_cost_micros,
+		energy_cost_micros) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, func(i int) ([]any, error) {
 		l := &lines[i]
 		return []any{l.Hour.Unix(), l.Cluster, l.Team, l.Namespace, l.LocalQueue, l.ClusterQueue, l.Flavor, string(l.Kind), l.Node, l.GPU, l.MIG,
-			l.Pod, l.WorkloadKind, l.Workload, l.RateMicrosPerHour, l.GPUSeconds, l.ActiveGPUSeconds, l.UnmeasuredGPUSeconds, l.CostMicros,
+			l.Pod, l.WorkloadKind, l.Workload, l.RateMicrosPerHour, l.RateSource, l.GPUSeconds, l.ActiveGPUSeconds, l.UnmeasuredGPUSeconds, l.CostMicros,
 			l.IdleCostMicros, l.UnmeasuredCostMicros, l.UnallocatedCostMicros, l.EnergyCostMicros}, nil
 	})
 }
 
 // lineIdentity are line_rows' columns but the hour and the figures.
-const lineIdentity = `cluster, team, namespace, local_queue, cluster_queue, flavor, kind, node, gpu, mig, pod, workload_kind, workload, rate_micros`
+const lineIdentity = `cluster, team, namespace, local_queue, cluster_queue, flavor, kind, node, gpu, mig, pod, workload_kind, workload, rate_micros,
+	rate_source`
 
 // Lines sums the lines of q per identity over its range. Every line of
 // the range's teams is checked first (their checks and row counts), so
@@ -58,7 +59,7 @@ func (s *Store) Lines(ctx context.Context, q ledger.LineQuery) ([]ledger.Line, e
 		l := ledger.Line{Key: ledger.Key{Hour: q.From}}
 		var kind string
 		if err := rs.Scan(&l.Cluster, &l.Team, &l.Namespace, &l.LocalQueue, &l.ClusterQueue, &l.Flavor, &kind, &l.Node, &l.GPU, &l.MIG, &l.Pod,
-			&l.WorkloadKind, &l.Workload, &l.RateMicrosPerHour, &l.GPUSeconds, &l.ActiveGPUSeconds, &l.UnmeasuredGPUSeconds, &l.CostMicros,
+			&l.WorkloadKind, &l.Workload, &l.RateMicrosPerHour, &l.RateSource, &l.GPUSeconds, &l.ActiveGPUSeconds, &l.UnmeasuredGPUSeconds, &l.CostMicros,
 			&l.IdleCostMicros, &l.UnmeasuredCostMicros, &l.UnallocatedCostMicros, &l.EnergyCostMicros); err != nil {
 			return nil, s.readErr("scan line", "line_rows", q.From, q.To, err)
 		}

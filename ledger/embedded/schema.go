@@ -204,6 +204,7 @@ var migrations = [][]string{
 		workload_kind           TEXT    NOT NULL,
 		workload                TEXT    NOT NULL,
 		rate_micros             INTEGER NOT NULL,
+		rate_source             TEXT    NOT NULL,
 		gpu_seconds             REAL    NOT NULL,
 		active_gpu_seconds      REAL    NOT NULL,
 		unmeasured_gpu_seconds  REAL    NOT NULL,

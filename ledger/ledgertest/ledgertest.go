@@ -589,6 +589,7 @@ func RunLines(t *testing.T, store ledger.Store) {
 		un := ledger.Key{Hour: h, Cluster: "c1", Team: ledger.TeamUnallocated, Flavor: "h100"}
 		return []ledger.Line{
 			{Key: ml, Kind: ledger.LineUsage, Node: "n1", GPU: "0", Pod: "train-0-a", WorkloadKind: "Job", Workload: "train-0", RateMicrosPerHour: 6_880_000,
+				RateSource: "price book aws/p5.48xlarge on-demand",
 				GPUSeconds: 3600, ActiveGPUSeconds: 1800, CostMicros: mlCost, IdleCostMicros: mlCost / 2, EnergyCostMicros: 17},
 			{Key: un, Kind: ledger.LineUnallocated, Node: "n1", GPU: "1", MIG: "3g.40gb+4g.40gb", RateMicrosPerHour: 6_880_000, GPUSeconds: 3600,
 				CostMicros: 6_880_000, UnallocatedCostMicros: 6_880_000},
@@ -608,7 +609,8 @@ func RunLines(t *testing.T, store ledger.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].CostMicros != 6_880_000+3_440_000 || got[0].GPUSeconds != 7200 || got[0].Pod != "train-0-a" || !got[0].Hour.Equal(h0) {
+	if len(got) != 1 || got[0].CostMicros != 6_880_000+3_440_000 || got[0].GPUSeconds != 7200 || got[0].Pod != "train-0-a" || !got[0].Hour.Equal(h0) ||
+		got[0].RateSource != "price book aws/p5.48xlarge on-demand" {
 		t.Fatalf("ml's lines %+v; want one line of 10,320,000 over 7,200 GPU-seconds", got)
 	}
 	all, err := s.Lines(ctx, span)
