@@ -104,6 +104,11 @@ func TestExplainPages(t *testing.T) {
 	if code != http.StatusOK || len(rows) != 2 || !strings.HasPrefix(rows[0], "from,to,cluster,team") || !strings.Contains(rows[1], ",ml,,,h100,usage,n1,0,,a-0,Job,a,6.880000,,48,24,0,330.240000,165.120000,") {
 		t.Errorf("lines CSV: %d\n%s", code, body)
 	}
+	// The overview links each idle workload to its explanation.
+	code, body = call(t, srv, "GET", "/?month=2026-10", "finops")
+	if code != http.StatusOK || !strings.Contains(body, `href="/team/ml/explain?month=2026-10&amp;workload=ml%2Fa"`) {
+		t.Errorf("overview: %d\n%s", code, body)
+	}
 	if code, _ := call(t, srv, "GET", "/team/vision/explain?month=2026-10", "ml-dash"); code != http.StatusForbidden {
 		t.Errorf("ml's token opened vision's explanation: %d", code)
 	}

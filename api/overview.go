@@ -67,7 +67,7 @@ nav a{margin-right:1em}form input{font:inherit}
 {{end}}</table>{{end}}
 {{if .Idle}}<h2>Idle leaderboard</h2>
 <table id="idle"><tr><th>team</th><th>workload</th><th class="n">GPU-hours</th><th class="n">efficiency</th><th class="n">idle cost</th></tr>
-{{range .Idle}}<tr><td>{{.Team}}</td><td>{{.Namespace}}/{{.Kind}}/{{.Name}}</td><td class="n">{{printf "%.1f" .GPUHours}}</td><td class="n">{{.Efficiency}}</td><td class="n">{{.IdleCost}}</td></tr>
+{{range .Idle}}<tr><td><a href="/team/{{.Team}}?month={{$.Month}}">{{.Team}}</a></td><td><a href="/team/{{.Team}}/explain?month={{$.Month}}&amp;workload={{.Namespace}}%2F{{.Name}}">{{.Namespace}}/{{.Kind}}/{{.Name}}</a></td><td class="n">{{printf "%.1f" .GPUHours}}</td><td class="n">{{.Efficiency}}</td><td class="n">{{.IdleCost}}</td></tr>
 {{end}}</table>{{end}}
 {{if .Capacity}}<h2>Capacity</h2>
 <table id="capacity"><tr><th>flavor</th><th class="n">GPUs</th><th class="n">allocated</th><th class="n">active</th><th>verdict</th></tr>
