@@ -17,9 +17,10 @@
 #     half, so the two worlds no longer ran the same workload; at 60x they
 #     start within 4%.
 # POLICIES (default kueue,kueue-afs,costfair,costfair+targets) picks the
-# policies; HOURS (12) and SPEEDUP (60) the real runs' span and clock: a
-# real run of each policy takes HOURS×60/SPEEDUP minutes and a minute more.
-# Usage: [REAL=1] [POLICIES=p,q] bash tools/mechanism.sh [SEEDS]
+# policies; HOURS (12) and SPEEDUP (60) the real runs' span and clock, SEED
+# (1) their workload: a real run of each policy takes HOURS×60/SPEEDUP
+# minutes and a minute more.
+# Usage: [REAL=1 [SEED=n]] [POLICIES=p,q] bash tools/mechanism.sh [SEEDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${1:-5}
@@ -34,13 +35,13 @@ go build -o "$tmp/gpuledger" ./cmd/gpuledger
 policies=${POLICIES:-kueue,kueue-afs,costfair,costfair+targets}
 if [ -n "${REAL:-}" ]; then
 	out=docs/policy-eval/mechanism-real.txt
-	hours=${HOURS:-12} speedup=${SPEEDUP:-60}
+	hours=${HOURS:-12} speedup=${SPEEDUP:-60} seed=${SEED:-1}
 	{
 		echo
-		echo "# at $commit, on $(nproc) cores: REAL=1 POLICIES=$policies HOURS=$hours SPEEDUP=$speedup bash tools/mechanism.sh"
-		echo "# gpuledger sim-to-real -workload mechanism -worlds sim,kueue -hours $hours -limit $hours -speedup $speedup -halfLife 1h -policies $policies -seed 1"
+		echo "# at $commit, on $(nproc) cores: REAL=1 SEED=$seed POLICIES=$policies HOURS=$hours SPEEDUP=$speedup bash tools/mechanism.sh"
+		echo "# gpuledger sim-to-real -workload mechanism -worlds sim,kueue -hours $hours -limit $hours -speedup $speedup -halfLife 1h -policies $policies -seed $seed"
 		"$tmp/gpuledger" sim-to-real -workload mechanism -worlds sim,kueue -hours "$hours" -limit "$hours" -speedup "$speedup" -halfLife 1h \
-			-policies "$policies" -seed 1 -out "$tmp/real" | sed 1d
+			-policies "$policies" -seed "$seed" -out "$tmp/real" | sed 1d
 		echo "# held by the flavor targets (controller.log): $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'state=Retry' || true) answers of $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'budget check' || true)"
 	} >> "$out"
 	echo "added to $out" >&2
