@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -148,5 +149,26 @@ func TestLongestStalls(t *testing.T) {
 	// a: waiting 0-2h, then 2h-5h, then 6h-10h (a3 never starts).
 	if f.LongestStall["a"] != 4*h || f.LongestStall["b"] != 0 || f.MaxStall != 4*h {
 		t.Errorf("stalls %v, max %v; want a 4h, b 0", f.LongestStall, f.MaxStall)
+	}
+}
+
+// TestFigureCells: the median of runs takes each figure's middle value,
+// the spread its min–max, and the error is (sim − real) / real.
+func TestFigureCells(t *testing.T) {
+	runs := []RunFigures{{Jobs: 10, Started: 8, MoneyGap: 0.3, AvgJCT: 3 * time.Hour}, {Jobs: 10, Started: 6, MoneyGap: 0.1, AvgJCT: time.Hour},
+		{Jobs: 10, Started: 7, MoneyGap: 0.2, AvgJCT: 2 * time.Hour}}
+	med := MedianFigures(runs)
+	if med.Started != 7 || med.MoneyGap != 0.2 || med.AvgJCT != 2*time.Hour || med.Jobs != 10 {
+		t.Errorf("median %+v", med)
+	}
+	if got := strings.Split(SpreadCells(runs), "\t"); got[0] != "6–8" || got[2] != "1h0m0s–3h0m0s" || got[7] != "0.100–0.300" {
+		t.Errorf("spread %q", got)
+	}
+	sim := RunFigures{Jobs: 10, Started: 7, MoneyGap: 0.22, AvgJCT: 2 * time.Hour}
+	if got := strings.Split(ErrorCells(sim, med), "\t"); got[0] != "+0%" || got[7] != "+10%" || got[8] != "0%" {
+		t.Errorf("error %q", got)
+	}
+	if got := strings.Split(med.Cells(), "\t"); got[0] != "7/10" || got[7] != "0.200" {
+		t.Errorf("cells %q", got)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -195,7 +194,7 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 		}
 		writeOutcomes(policy, "sim", 0, res.Outcomes)
 		simFig := sim.Figures(jobs, res.Outcomes, prices, limit)
-		fmt.Fprintf(tw, "%s\tsimulator\t%s\t\t\n", policy, figureCells(simFig))
+		fmt.Fprintf(tw, "%s\tsimulator\t%s\t\t\n", policy, simFig.Cells())
 		if !real {
 			continue
 		}
@@ -211,13 +210,13 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 			fig := sim.Figures(jobs, outs, prices, limit)
 			div := sim.Diverge(res.Outcomes, outs)
 			realFigs, divs = append(realFigs, fig), append(divs, div)
-			fmt.Fprintf(tw, "%s\tKueue run %d\t%s\t%s\t%.0f%%\t\n", policy, run, figureCells(fig), div.MeanAbsWait.Round(time.Minute), 100*div.SameFlavor)
+			fmt.Fprintf(tw, "%s\tKueue run %d\t%s\t%s\t%.0f%%\t\n", policy, run, fig.Cells(), div.MeanAbsWait.Round(time.Minute), 100*div.SameFlavor)
 		}
 		if *runs > 1 {
-			fmt.Fprintf(tw, "%s\tKueue min/median/max\t%s\t\t\t\n", policy, spreadCells(realFigs))
+			fmt.Fprintf(tw, "%s\tKueue min/median/max\t%s\t\t\t\n", policy, sim.SpreadCells(realFigs))
 		}
-		med := median(realFigs)
-		fmt.Fprintf(tw, "%s\tsimulator error\t%s\t\t\t\n", policy, errorCells(simFig, med))
+		med := sim.MedianFigures(realFigs)
+		fmt.Fprintf(tw, "%s\tsimulator error\t%s\t\t\t\n", policy, sim.ErrorCells(simFig, med))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -306,79 +305,3 @@ func flavorList(flavors []sim.ReplayFlavor, caps map[string]int) string {
 }
 
 func formatMicros(m int64) string { return fmt.Sprintf("%.3f", float64(m)/1e6) }
-
-func figureCells(f sim.RunFigures) string {
-	r := func(d time.Duration) string { return d.Round(time.Minute).String() }
-	return fmt.Sprintf("%d/%d\t%d\t%s\t%s\t%s\t%s\t%.3f\t%.3f\t%.0f\t%s", f.Started, f.Jobs, f.Finished, r(f.AvgJCT), r(f.MeanWait), r(f.P90Wait), r(f.MaxWait),
-		f.JainBacklogged, f.MoneyGap, f.IdlePaidGPUHours, r(f.MaxStall))
-}
-
-// median takes each figure's median over the runs.
-func median(fs []sim.RunFigures) sim.RunFigures {
-	pick := func(get func(sim.RunFigures) float64) float64 {
-		xs := make([]float64, len(fs))
-		for i, f := range fs {
-			xs[i] = get(f)
-		}
-		sort.Float64s(xs)
-		return xs[len(xs)/2]
-	}
-	d := func(get func(sim.RunFigures) time.Duration) time.Duration {
-		return time.Duration(pick(func(f sim.RunFigures) float64 { return float64(get(f)) }))
-	}
-	return sim.RunFigures{Jobs: fs[0].Jobs,
-		Started:          int(pick(func(f sim.RunFigures) float64 { return float64(f.Started) })),
-		Finished:         int(pick(func(f sim.RunFigures) float64 { return float64(f.Finished) })),
-		AvgJCT:           d(func(f sim.RunFigures) time.Duration { return f.AvgJCT }),
-		MeanWait:         d(func(f sim.RunFigures) time.Duration { return f.MeanWait }),
-		P90Wait:          d(func(f sim.RunFigures) time.Duration { return f.P90Wait }),
-		MaxWait:          d(func(f sim.RunFigures) time.Duration { return f.MaxWait }),
-		JainBacklogged:   pick(func(f sim.RunFigures) float64 { return f.JainBacklogged }),
-		MoneyGap:         pick(func(f sim.RunFigures) float64 { return f.MoneyGap }),
-		IdlePaidGPUHours: pick(func(f sim.RunFigures) float64 { return f.IdlePaidGPUHours }),
-		MaxStall:         d(func(f sim.RunFigures) time.Duration { return f.MaxStall })}
-}
-
-func spreadCells(fs []sim.RunFigures) string {
-	span := func(get func(sim.RunFigures) float64, format func(float64) string) string {
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, f := range fs {
-			lo, hi = min(lo, get(f)), max(hi, get(f))
-		}
-		return format(lo) + "–" + format(hi)
-	}
-	n := func(v float64) string { return fmt.Sprintf("%.0f", v) }
-	dur := func(v float64) string { return time.Duration(v).Round(time.Minute).String() }
-	j := func(v float64) string { return fmt.Sprintf("%.3f", v) }
-	return strings.Join([]string{
-		span(func(f sim.RunFigures) float64 { return float64(f.Started) }, n),
-		span(func(f sim.RunFigures) float64 { return float64(f.Finished) }, n),
-		span(func(f sim.RunFigures) float64 { return float64(f.AvgJCT) }, dur),
-		span(func(f sim.RunFigures) float64 { return float64(f.MeanWait) }, dur),
-		span(func(f sim.RunFigures) float64 { return float64(f.P90Wait) }, dur),
-		span(func(f sim.RunFigures) float64 { return float64(f.MaxWait) }, dur),
-		span(func(f sim.RunFigures) float64 { return f.JainBacklogged }, j),
-		span(func(f sim.RunFigures) float64 { return f.MoneyGap }, j),
-		span(func(f sim.RunFigures) float64 { return f.IdlePaidGPUHours }, n),
-		span(func(f sim.RunFigures) float64 { return float64(f.MaxStall) }, dur),
-	}, "\t")
-}
-
-// errorCells is (sim − real) / real per figure.
-func errorCells(s, r sim.RunFigures) string {
-	rel := func(a, b float64) string {
-		if b == 0 {
-			if a == 0 {
-				return "0%"
-			}
-			return "n/a"
-		}
-		return fmt.Sprintf("%+.0f%%", 100*(a-b)/b)
-	}
-	return strings.Join([]string{
-		rel(float64(s.Started), float64(r.Started)), rel(float64(s.Finished), float64(r.Finished)),
-		rel(float64(s.AvgJCT), float64(r.AvgJCT)), rel(float64(s.MeanWait), float64(r.MeanWait)),
-		rel(float64(s.P90Wait), float64(r.P90Wait)), rel(float64(s.MaxWait), float64(r.MaxWait)),
-		rel(s.JainBacklogged, r.JainBacklogged), rel(s.MoneyGap, r.MoneyGap), rel(s.IdlePaidGPUHours, r.IdlePaidGPUHours),
-		rel(float64(s.MaxStall), float64(r.MaxStall))}, "\t")
-}
