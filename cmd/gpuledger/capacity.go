@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
@@ -314,68 +313,10 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 		return err
 	}
 	cur := cfg.Currency
-	fmt.Fprintf(w, "Cluster %s as of %s: buy when a flavor's GPUs are %.0f%% %s over %.0f days, in blocks of %d GPUs; reclaim when held that much but busy less\n\n",
-		cluster, now.UTC().Format(time.RFC3339), 100*rule.Threshold, rule.Measure, rule.Window.Hours()/24, rule.PurchaseGPUs)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "flavor\tGPUs\tallocated\tactive\tdaily allocated\thours with data\tverdict\tcost a month\tforecast\twhy")
-	for _, r := range recs {
-		verdict, cost := verdictCells(&r.Verdict, cur)
-		forecast := ""
-		if !r.Forecast.IsZero() {
-			forecast = r.Forecast.Format(time.DateOnly)
-		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.1f%%\t%.1f%%\t%.1f%%-%.1f%%\t%d/%d\t%s\t%s\t%s\t%s\n", r.Flavor, r.GPUs, 100*r.Allocated, 100*r.Active,
-			100*r.DailyMin, 100*r.DailyMax, r.HoursWithData, r.Hours, verdict, cost, forecast, r.Why)
-	}
-	if len(recs) == 0 {
-		fmt.Fprintf(tw, "(no hours of cluster %s in the ledger)\n", cluster)
-	}
-	if err := tw.Flush(); err != nil {
+	rep := capacity.Report{Cluster: cluster, At: now, Currency: cur, Rule: rule, WaitRule: wr, Expansion: recs, Waits: waits, WhatIfs: whatIfs,
+		WhatIfDays: int(whatIfWindow.Hours() / 24), Budgets: budgets}
+	if err := rep.WriteText(w); err != nil {
 		return err
-	}
-	fmt.Fprintf(w, "\nExpansion when a ClusterQueue's p%.0f wait for admission is over %s over %.0f days and their last day:\n",
-		100*wr.Quantile, capacity.Duration(wr.Threshold.Seconds()), wr.Window.Hours()/24)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "cluster queue	flavor	wait	last day	admitted	pending	pending GPUs	hours with data	verdict	cost a month	forecast	why")
-	for _, q := range waits {
-		verdict, cost := verdictCells(&q.Verdict, cur)
-		forecast := ""
-		if !q.Forecast.IsZero() {
-			forecast = q.Forecast.Format(time.DateOnly)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%.1f\t%d/%d\t%s\t%s\t%s\t%s\n", q.ClusterQueue, q.Flavor, capacity.Duration(q.Wait),
-			capacity.Duration(q.LastDay), q.Admitted, q.Pending, q.PendingGPUs, q.HoursWithData, q.Hours, verdict, cost, forecast, q.Why)
-	}
-	if len(waits) == 0 {
-		fmt.Fprintf(tw, "(no queue hours of cluster %s in the ledger: ingest Kueue's metrics, and run gpuledger controller for the pending workloads)\n", cluster)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	reclaimHolders(w, recs, waits, cur)
-	if len(whatIfs) > 0 {
-		fmt.Fprintf(w, "\nWhat-if, the last %d days' workloads replayed through the admission core as the cluster is, with idle workloads culled (capacity.reclaimIdleMinutes), and with the block:\n", int(whatIfWindow.Hours()/24))
-		for _, line := range whatIfs {
-			fmt.Fprintln(w, "  "+line)
-		}
-	}
-	if len(budgets) > 0 {
-		fmt.Fprintf(w, "\nBudgets, %s:\n", ledger.StepMonth.Truncate(now).Format("2006-01"))
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "team\tbudget\tspent\tforecast\treached\tforecast reaches")
-		for _, b := range budgets {
-			pct := func(l int) string {
-				if l == 0 {
-					return "-"
-				}
-				return fmt.Sprintf("%d%%", l)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", b.Team, ledger.FormatCents(b.BudgetMicros), ledger.FormatCents(b.MonthToDateMicros),
-				ledger.FormatCents(b.ForecastMicros), pct(b.Level), pct(b.ForecastLevel))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
 	}
 	alerts := append(capacity.ExpansionAlerts(cluster, cur, recs), capacity.WaitAlerts(cluster, cur, waits)...)
 	alerts = append(alerts, capacity.BudgetAlerts(cluster, cur, budgets)...)
@@ -394,50 +335,6 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 	}
 	fmt.Fprintf(w, "\nAlertmanager %s: %d alerts sent (%s), %d resolved\n", am.URL, sent, strings.Join(names, ", "), resolved)
 	return nil
-}
-
-// verdictCells are a verdict's column and its cost a month: the block to
-// buy and its price, or the GPUs held idle to reclaim and what they cost.
-func verdictCells(v *capacity.Verdict, currency string) (string, string) {
-	switch {
-	case v.Fired:
-		return fmt.Sprintf("buy +%d GPUs", v.PurchaseGPUs), ledger.FormatCents(v.MonthlyCostMicros) + " " + currency
-	case v.Reclaim != nil:
-		return fmt.Sprintf("reclaim %.1f idle GPUs", v.Reclaim.IdleGPUs), ledger.FormatCents(v.Reclaim.IdleCostMonthlyMicros) + " " + currency + " idle"
-	}
-	return "no", ""
-}
-
-// reclaimHolders prints, for each reclaim verdict, the namespaces that
-// hold the most GPUs idle, and what each costs a month.
-func reclaimHolders(w io.Writer, recs []capacity.Recommendation, waits []capacity.QueueWait, currency string) {
-	var vs []*capacity.Verdict
-	var names []string
-	for i := range recs {
-		if recs[i].Reclaim != nil {
-			vs, names = append(vs, &recs[i].Verdict), append(names, "flavor "+recs[i].Flavor)
-		}
-	}
-	for i := range waits {
-		if waits[i].Reclaim != nil {
-			vs, names = append(vs, &waits[i].Verdict), append(names, "ClusterQueue "+waits[i].ClusterQueue)
-		}
-	}
-	if len(vs) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nReclaim before buying: who holds GPUs idle (average over the window; idle: held, neither busy nor unmeasured):\n")
-	for i, v := range vs {
-		fmt.Fprintf(w, "  %s: %.1f GPUs held idle, %.1f%% of the held time busy, %s %s a month\n", names[i], v.Reclaim.IdleGPUs,
-			100*v.Reclaim.HeldActive, ledger.FormatCents(v.Reclaim.IdleCostMonthlyMicros), currency)
-		for _, h := range v.Reclaim.Holders {
-			fmt.Fprintf(w, "    %s/%s (ClusterQueue %s): %.1f idle of %.1f held, %s %s a month\n", h.Team, h.Namespace, h.ClusterQueue,
-				h.IdleGPUs, h.HeldGPUs, ledger.FormatCents(h.IdleCostMonthlyMicros), currency)
-			if len(h.Workloads) > 0 {
-				fmt.Fprintf(w, "      most idle workloads (over all its flavors): %s\n", capacity.IdleWorkloads(h.Workloads, currency))
-			}
-		}
-	}
 }
 
 func runRules(ctx context.Context, args []string, stdout io.Writer) error {

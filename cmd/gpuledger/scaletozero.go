@@ -8,11 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -194,20 +192,20 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 		if err != nil {
 			return fmt.Errorf("%s: %w", filepath.Join(*dir, model+"_windows.csv"), err)
 		}
-		var perSeed []modelFigures
+		var perSeed []capacity.ModelFigures
 		for _, seed := range seedNums {
-			recs := recommendAll(ctx, eps, seed, cs, price, *maxP95)
+			recs := capacity.RecommendAll(ctx, eps, seed, cs, price, *maxP95)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			perSeed = append(perSeed, summarise(recs))
+			perSeed = append(perSeed, capacity.Summarise(recs))
 			for i, r := range recs {
 				fmt.Fprintf(csv, "%s,%d,%.0f,%.2f,%d,%.0f,%s,%.2f,%.2f,%.0f,%s,%.2f,%.2f,%.0f,%s\n", r.Endpoint, seed, r.Best.Requests, r.Best.AlwaysOnGPUHours,
-					r.MinReplicas, r.Best.Policy.Cooldown.Seconds(), prewarmText(r.Best.Policy.PreWarm), r.Best.SavedGPUHours, r.Best.ColdStartsPerDay,
+					r.MinReplicas, r.Best.Policy.Cooldown.Seconds(), capacity.PrewarmText(r.Best.Policy.PreWarm), r.Best.SavedGPUHours, r.Best.ColdStartsPerDay,
 					r.Best.P95ExtraLatency.Seconds(), ledger.FormatCents(r.Best.NetSavingMicros), r.Default.SavedGPUHours, r.Default.ColdStartsPerDay,
 					r.Default.P95ExtraLatency.Seconds(), ledger.FormatCents(r.Default.NetSavingMicros))
 				if seed == seedNums[0] && r.MinReplicas == 0 {
-					name := kedaName(eps[i].Name)
+					name := capacity.KEDAName(eps[i].Name)
 					t := capacity.KEDATarget{MaxReplicas: 4, Prometheus: *prom, Threshold: 1, Port: 8000, Query: *query}.For(*namespace, name)
 					if err := os.WriteFile(filepath.Join(*out, "keda", name+".yaml"), []byte(capacity.KEDAObject(r, t)), 0o644); err != nil {
 						return err
@@ -215,7 +213,7 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 				}
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%g×%s\t%s\n", model, len(eps), cs.GPUsPerReplica, cs.Load, spreadFigures(perSeed))
+		fmt.Fprintf(tw, "%s\t%d\t%g×%s\t%s\n", model, len(eps), cs.GPUsPerReplica, cs.Load, capacity.SpreadFigures(perSeed))
 		fmt.Fprintf(os.Stderr, "scale-to-zero: %s done, %s\n", model, time.Since(began).Round(time.Second))
 	}
 	if err := tw.Flush(); err != nil {
@@ -240,108 +238,6 @@ func parseColdStarts(v string, penalty int64) (map[string]capacity.ColdStart, er
 		out[model] = capacity.ColdStart{Load: load, GPUsPerReplica: float64(gpus), PenaltyMicros: penalty}
 	}
 	return out, nil
-}
-
-// recommendAll recommends for every endpoint, on every core.
-func recommendAll(ctx context.Context, eps []capacity.Endpoint, seed uint64, cs capacity.ColdStart, price int64, maxP95 time.Duration) []capacity.ScaleToZero {
-	out := make([]capacity.ScaleToZero, len(eps))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				out[i] = capacity.Recommend(eps[i], capacity.Arrivals(eps[i], seed+uint64(i)*1_000_003), cs, price, maxP95)
-			}
-		}()
-	}
-	for i := range eps {
-		if ctx.Err() != nil {
-			break
-		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return out
-}
-
-// modelFigures are one seed's sums over a model's endpoints.
-type modelFigures struct {
-	alwaysOn, defSaved, defCold, bestSaved, bestCold float64
-	defP95, bestP95                                  time.Duration
-	toZero                                           int
-	net                                              int64
-}
-
-func summarise(recs []capacity.ScaleToZero) modelFigures {
-	var f modelFigures
-	var defP95, bestP95 []time.Duration
-	for _, r := range recs {
-		d := r.Best.Days
-		f.alwaysOn += r.Best.AlwaysOnGPUHours / d
-		f.defSaved += r.Default.SavedGPUHours / d
-		f.defCold += r.Default.ColdStartsPerDay
-		f.bestSaved += r.Best.SavedGPUHours / d
-		f.bestCold += r.Best.ColdStartsPerDay
-		defP95, bestP95 = append(defP95, r.Default.P95ExtraLatency), append(bestP95, r.Best.P95ExtraLatency)
-		if r.MinReplicas == 0 {
-			f.toZero++
-			f.net += int64(float64(r.Best.NetSavingMicros) * 30 / d)
-		}
-	}
-	med := func(xs []time.Duration) time.Duration {
-		if len(xs) == 0 {
-			return 0
-		}
-		sort.Slice(xs, func(i, j int) bool { return xs[i] < xs[j] })
-		return xs[len(xs)/2]
-	}
-	f.defP95, f.bestP95 = med(defP95), med(bestP95)
-	return f
-}
-
-func spreadFigures(fs []modelFigures) string {
-	cell := func(get func(modelFigures) float64, format string) string {
-		lo, hi, sum := get(fs[0]), get(fs[0]), 0.0
-		for _, f := range fs {
-			v := get(f)
-			lo, hi, sum = min(lo, v), max(hi, v), sum+v
-		}
-		if len(fs) == 1 || lo == hi {
-			return fmt.Sprintf(format, sum/float64(len(fs)))
-		}
-		return fmt.Sprintf(format+" ["+format+"-"+format+"]", sum/float64(len(fs)), lo, hi)
-	}
-	dur := func(get func(modelFigures) time.Duration) string {
-		return cell(func(f modelFigures) float64 { return get(f).Seconds() }, "%.0fs")
-	}
-	return strings.Join([]string{
-		cell(func(f modelFigures) float64 { return f.alwaysOn }, "%.0f"),
-		cell(func(f modelFigures) float64 { return f.defSaved }, "%.0f"),
-		cell(func(f modelFigures) float64 { return f.defCold }, "%.0f"),
-		dur(func(f modelFigures) time.Duration { return f.defP95 }),
-		cell(func(f modelFigures) float64 { return f.bestSaved }, "%.0f"),
-		cell(func(f modelFigures) float64 { return f.bestCold }, "%.0f"),
-		dur(func(f modelFigures) time.Duration { return f.bestP95 }),
-		cell(func(f modelFigures) float64 { return float64(f.toZero) }, "%.0f"),
-		cell(func(f modelFigures) float64 { return float64(f.net) / 1e6 }, "%.0f"),
-	}, "\t") + "\t"
-}
-
-func prewarmText(ws []capacity.DailyWindow) string {
-	var parts []string
-	for _, w := range ws {
-		parts = append(parts, fmt.Sprintf("%02d-%02dh", int(w.From.Hours()), int(w.To.Hours())))
-	}
-	return strings.Join(parts, " ")
-}
-
-// kedaName makes a Kubernetes name of an endpoint's: model/client →
-// model-client.
-func kedaName(s string) string {
-	return strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(s))
 }
 
 // scaleToZeroOptions are the live endpoints' cold-start prices from the

@@ -72,19 +72,19 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f×%s\t%d\t%s\t%.1f\t%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%d\t%s\t\n", e.ID(), workloadName(e.Kind, e.Name), dash(class),
 			cs.GPUsPerReplica, cs.Load, e.Days, busy, e.IdleGPUSeconds/3600, ledger.FormatCents(e.IdleCostMicros), long,
-			rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay, waitShare(rec.Default), rec.Default.P95ExtraLatency, cooldown, dash(prewarmText(rec.Best.Policy.PreWarm)),
+			rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay, waitShare(rec.Default), rec.Default.P95ExtraLatency, cooldown, dash(capacity.PrewarmText(rec.Best.Policy.PreWarm)),
 			rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, waitShare(rec.Best), rec.Best.P95ExtraLatency, rec.MinReplicas, ledger.FormatCents(rec.Best.NetSavingMicros))
 		fmt.Fprintf(csv, "%s,%s,%s,%s,%s,%.4f,%s,%.2f,%.2f,%.0f,%d,%.2f,%.2f,%s,%d,%.0f,%s,%.2f,%.2f,%.0f,%s,%.0f,%.2f,%.2f,%.0f,%.0f,%s,%d\n", e.Cluster, e.Namespace, e.Model,
 			workloadName(e.Kind, e.Name), class, cs.GPUsPerReplica, ledger.FormatCents(price), e.ReportedSeconds/3600, e.BusySeconds/3600, e.Requests, long,
 			rec.Best.AlwaysOnGPUHours, e.IdleGPUSeconds/3600, ledger.FormatCents(e.IdleCostMicros), rec.MinReplicas, rec.Best.Policy.Cooldown.Seconds(),
-			prewarmText(rec.Best.Policy.PreWarm), rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, rec.Best.P95ExtraLatency.Seconds(),
+			capacity.PrewarmText(rec.Best.Policy.PreWarm), rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, rec.Best.P95ExtraLatency.Seconds(),
 			ledger.FormatCents(rec.Best.NetSavingMicros), rec.Best.AffectedRequests, rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay,
 			rec.Default.P95ExtraLatency.Seconds(), rec.Default.AffectedRequests, ledger.FormatCents(rec.Default.NetSavingMicros), e.Days)
 		totalDefault += rec.Default.SavedGPUHours
 		if rec.MinReplicas == 0 {
 			totalSaved += rec.Best.SavedGPUHours
 			totalNet += rec.Best.NetSavingMicros
-			name := kedaName(e.Model)
+			name := capacity.KEDAName(e.Model)
 			switch e.Kind {
 			case "ReplicaSet":
 				name = deploymentOf(e.Name)

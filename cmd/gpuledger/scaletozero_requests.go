@@ -76,10 +76,10 @@ func scaleToZeroRequests(stdout io.Writer, o requestOptions) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%g×%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%d\t%s\t\n", name, len(reqs), cs.GPUsPerReplica, cs.Load,
 			rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay, waitShare(rec.Default), rec.Default.P95ExtraLatency.Round(time.Second), cooldown,
-			dash(prewarmText(rec.Best.Policy.PreWarm)), rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, waitShare(rec.Best), rec.Best.P95ExtraLatency.Round(time.Second),
+			dash(capacity.PrewarmText(rec.Best.Policy.PreWarm)), rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, waitShare(rec.Best), rec.Best.P95ExtraLatency.Round(time.Second),
 			rec.MinReplicas, ledger.FormatCents(rec.Best.NetSavingMicros))
 		fmt.Fprintf(csv, "%s,%d,%.0f,%g,%.0f,%.2f,%d,%.0f,%s,%.2f,%.2f,%.0f,%.0f,%s,%.2f,%.2f,%.0f,%.0f,%s\n", name, len(reqs), rec.Best.Days, cs.GPUsPerReplica,
-			cs.Load.Seconds(), rec.Best.AlwaysOnGPUHours, rec.MinReplicas, rec.Best.Policy.Cooldown.Seconds(), prewarmText(rec.Best.Policy.PreWarm),
+			cs.Load.Seconds(), rec.Best.AlwaysOnGPUHours, rec.MinReplicas, rec.Best.Policy.Cooldown.Seconds(), capacity.PrewarmText(rec.Best.Policy.PreWarm),
 			rec.Best.SavedGPUHours, rec.Best.ColdStartsPerDay, rec.Best.AffectedRequests, rec.Best.P95ExtraLatency.Seconds(), ledger.FormatCents(rec.Best.NetSavingMicros),
 			rec.Default.SavedGPUHours, rec.Default.ColdStartsPerDay, rec.Default.AffectedRequests, rec.Default.P95ExtraLatency.Seconds(),
 			ledger.FormatCents(rec.Default.NetSavingMicros))
@@ -87,7 +87,7 @@ func scaleToZeroRequests(stdout io.Writer, o requestOptions) error {
 		if rec.MinReplicas == 0 {
 			saved += rec.Best.SavedGPUHours
 			net += rec.Best.NetSavingMicros
-			t := o.keda.For(o.kedaNS, kedaName(name))
+			t := o.keda.For(o.kedaNS, capacity.KEDAName(name))
 			if err := os.WriteFile(filepath.Join(o.out, "keda", t.Name+".yaml"), []byte(capacity.KEDAObject(rec, t)), 0o644); err != nil {
 				return err
 			}
