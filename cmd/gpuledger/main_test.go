@@ -516,12 +516,14 @@ func TestVerifyCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A stale copy may also sit in a page SQLite freed when a later
+	// statement rewrote the row's page (the checks and row counts): every
+	// copy is changed, and only the live row's is read.
 	want := []byte{0x5a, 0xa5, 0x5a, 0xa5, 0x00, 0x11}
-	i := bytes.Index(data, want)
-	if i < 0 || bytes.Count(data, want) != 1 {
-		t.Fatalf("the value is not once in the file (at %d)", i)
+	if bytes.Count(data, want) == 0 {
+		t.Fatal("the value is not in the file")
 	}
-	data[i+5] = 0x12
+	data = bytes.ReplaceAll(data, want, []byte{0x5a, 0xa5, 0x5a, 0xa5, 0x00, 0x12})
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
