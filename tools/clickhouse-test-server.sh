@@ -2,7 +2,9 @@
 # Starts a throwaway clickhouse-server (Debian's package) on 127.0.0.1 with its
 # data in DIR, and waits until it answers. For CI and tests only.
 #   tools/clickhouse-test-server.sh DIR TCP_PORT HTTP_PORT [EXTRA_XML_FILE]
-# EXTRA_XML_FILE is spliced into config.xml (e.g. <remote_servers> for shards).
+# EXTRA_XML_FILE is spliced into config.xml (e.g. <remote_servers> for shards);
+# $CLICKHOUSE_PROFILE_XML into the default user's profile (settings such as
+# <load_balancing>in_order</load_balancing>).
 # The server's pid is written to DIR/server.pid.
 set -euo pipefail
 dir=$1 tcp=$2 http=$3 extra=${4:-}
@@ -42,10 +44,10 @@ cat > "$dir/config.xml" <<XML
     $extra_xml
 </yandex>
 XML
-cat > "$dir/users.xml" <<'XML'
+cat > "$dir/users.xml" <<XML
 <?xml version="1.0"?>
 <yandex>
-    <profiles><default><max_memory_usage>4000000000</max_memory_usage></default></profiles>
+    <profiles><default><max_memory_usage>4000000000</max_memory_usage>${CLICKHOUSE_PROFILE_XML:-}</default></profiles>
     <users>
         <default>
             <password></password>

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/clickhouse/chtest"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 )
 
@@ -46,8 +47,8 @@ func BenchmarkChargebackAtScale(b *testing.B) {
 	var embInsert, chInsert, embQuery, chQuery time.Duration
 	var total int
 	for i := 0; i < b.N; i++ {
-		srv := startServer(b, "")
-		chs, err := Open(ctx, Options{DSN: srv.dsn()})
+		srv := chtest.StartServer(b, "")
+		chs, err := Open(ctx, Options{DSN: srv.DSN()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -89,7 +90,7 @@ func BenchmarkChargebackAtScale(b *testing.B) {
 		}
 		emb.Close()
 		chs.Close()
-		srv.kill()
+		srv.Kill()
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(total)*n/embInsert.Seconds(), "embedded-insert-rows/s")
@@ -127,8 +128,8 @@ func BenchmarkExplainMonth(b *testing.B) {
 	var insert, teamQuery, workloadQuery time.Duration
 	var total, teamLines int
 	for i := 0; i < b.N; i++ {
-		srv := startServer(b, "")
-		chs, err := Open(ctx, Options{DSN: srv.dsn()})
+		srv := chtest.StartServer(b, "")
+		chs, err := Open(ctx, Options{DSN: srv.DSN()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -162,7 +163,7 @@ func BenchmarkExplainMonth(b *testing.B) {
 			b.Fatalf("one workload's month: %+v", one)
 		}
 		chs.Close()
-		srv.kill()
+		srv.Kill()
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(total)*n/insert.Seconds(), "insert-lines/s")

@@ -22,15 +22,15 @@ import (
 // server checks each block it decompresses against its checksum); and
 // verify names the table. The same after the server restarts.
 func TestDamagedPartsAreErrors(t *testing.T) {
-	srv := startServer(t, "")
+	srv := chtest.StartServer(t, "")
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(9, 10))
-	conn := chtest.Conn(t, srv.dsn())
+	conn := chtest.Conn(t, srv.DSN())
 	const db = "damage"
 	if err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
 		t.Fatal(err)
 	}
-	dsn := strings.TrimSuffix(srv.dsn(), "default") + db
+	dsn := strings.TrimSuffix(srv.DSN(), "default") + db
 	s, err := Open(ctx, Options{DSN: dsn})
 	if err != nil {
 		t.Fatal(err)
@@ -73,12 +73,12 @@ func TestDamagedPartsAreErrors(t *testing.T) {
 			if err := rs.Scan(&part); err != nil {
 				t.Fatal(err)
 			}
-			more, _ := filepath.Glob(filepath.Join(srv.dir, "srv", "data", "data", db, table, part, "*.bin"))
+			more, _ := filepath.Glob(filepath.Join(srv.Dir, "srv", "data", "data", db, table, part, "*.bin"))
 			files[table] = append(files[table], more...)
 		}
 		rs.Close()
 		if len(files[table]) == 0 {
-			t.Fatalf("no part files of %s.%s under %s", db, table, srv.dir)
+			t.Fatalf("no part files of %s.%s under %s", db, table, srv.Dir)
 		}
 	}
 	outcomes := map[string]int{}
@@ -102,8 +102,8 @@ func TestDamagedPartsAreErrors(t *testing.T) {
 		for _, phase := range phases {
 			if phase == "restarted" {
 				s.Close()
-				srv.kill()
-				srv.start()
+				srv.Kill()
+				srv.Start()
 				if s, err = Open(ctx, Options{DSN: dsn}); err != nil {
 					t.Fatal(err)
 				}
@@ -111,7 +111,7 @@ func TestDamagedPartsAreErrors(t *testing.T) {
 			// What the server holds decompressed in memory from before
 			// the flip is still right; dropped, so that reads go to disk.
 			for _, c := range []string{"SYSTEM DROP UNCOMPRESSED CACHE", "SYSTEM DROP MARK CACHE"} {
-				if err := chtest.Conn(t, srv.dsn()).Exec(ctx, c); err != nil {
+				if err := chtest.Conn(t, srv.DSN()).Exec(ctx, c); err != nil {
 					t.Fatal(err)
 				}
 			}

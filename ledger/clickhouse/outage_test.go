@@ -12,10 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/clickhouse/chtest"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 )
-
-func syscallSleep() { time.Sleep(50 * time.Millisecond) }
 
 var h0 = time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 
@@ -98,9 +97,9 @@ func replayAll(t *testing.T, s *Store) {
 // again; it comes back and the replay finishes. The ledger is the one a run
 // without the outage writes.
 func TestOutageSpoolsAndReplays(t *testing.T) {
-	srv := startServer(t, "")
+	srv := chtest.StartServer(t, "")
 	ctx := context.Background()
-	s, err := Open(ctx, Options{DSN: srv.dsn(), SpoolDir: t.TempDir(), ReplayEvery: time.Hour})
+	s, err := Open(ctx, Options{DSN: srv.DSN(), SpoolDir: t.TempDir(), ReplayEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +111,7 @@ func TestOutageSpoolsAndReplays(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv.kill()
+	srv.Kill()
 	for i := 5; i < hours; i++ {
 		rows, wls := hourRows(i)
 		if err := s.WriteHours(ctx, rows, wls); err != nil {
@@ -126,13 +125,13 @@ func TestOutageSpoolsAndReplays(t *testing.T) {
 		t.Fatalf("spool %+v, want %d records", st, hours-5+1)
 	}
 	// Back, but it dies again in the middle of the replay.
-	srv.start()
+	srv.Start()
 	done := make(chan error, 1)
 	go func() { done <- s.Replay() }()
 	for s.SpoolStats().Replayed < 10 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	srv.kill()
+	srv.Kill()
 	if err := <-done; err == nil && s.SpoolStats().PendingRecords > 0 {
 		t.Fatal("replay against a dead server reported no error")
 	}
@@ -141,7 +140,7 @@ func TestOutageSpoolsAndReplays(t *testing.T) {
 	if mid.Replayed < 10 || mid.PendingRecords == 0 {
 		t.Fatalf("the server died after the whole replay (%+v); the test did not test a partial replay", mid)
 	}
-	srv.start()
+	srv.Start()
 	replayAll(t, s)
 	sameAs(t, reference(t, hours, nil), s, hours)
 	if cp, err := s.Checkpoint(ctx, "vm"); err != nil || !cp.Equal(h0.Add(hours*time.Hour)) {
@@ -156,17 +155,17 @@ func TestOutageSpoolsAndReplays(t *testing.T) {
 // cut off and counted at the next Open, never applied in part, and the
 // records before it (and after it, appended later) replay.
 func TestTornSpoolRecord(t *testing.T) {
-	srv := startServer(t, "")
+	srv := chtest.StartServer(t, "")
 	ctx := context.Background()
 	spoolDir := t.TempDir()
-	srv.kill()
+	srv.Kill()
 	// No server at Open: Open needs one, so open first, then kill.
-	srv.start()
-	s, err := Open(ctx, Options{DSN: srv.dsn(), SpoolDir: spoolDir, ReplayEvery: time.Hour})
+	srv.Start()
+	s, err := Open(ctx, Options{DSN: srv.DSN(), SpoolDir: spoolDir, ReplayEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.kill()
+	srv.Kill()
 	for i := range 4 {
 		rows, wls := hourRows(i)
 		if err := s.WriteHours(ctx, rows, wls); err != nil {
@@ -181,8 +180,8 @@ func TestTornSpoolRecord(t *testing.T) {
 	if err := os.Truncate(logPath, st.Size()-7); err != nil {
 		t.Fatal(err)
 	}
-	srv.start()
-	s, err = Open(ctx, Options{DSN: srv.dsn(), SpoolDir: spoolDir, ReplayEvery: time.Hour})
+	srv.Start()
+	s, err = Open(ctx, Options{DSN: srv.DSN(), SpoolDir: spoolDir, ReplayEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,13 +201,13 @@ func TestTornSpoolRecord(t *testing.T) {
 // TestSpoolIsBounded: past its bound the spool refuses writes, so the
 // caller keeps them.
 func TestSpoolIsBounded(t *testing.T) {
-	srv := startServer(t, "")
-	s, err := Open(context.Background(), Options{DSN: srv.dsn(), SpoolDir: t.TempDir(), SpoolMaxBytes: 2000, ReplayEvery: time.Hour})
+	srv := chtest.StartServer(t, "")
+	s, err := Open(context.Background(), Options{DSN: srv.DSN(), SpoolDir: t.TempDir(), SpoolMaxBytes: 2000, ReplayEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	srv.kill()
+	srv.Kill()
 	var full error
 	for i := range 20 {
 		rows, wls := hourRows(i)

@@ -3,7 +3,6 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,29 +13,15 @@ import (
 	"github.com/gpuledger/gpuledger/ledger/ledgertest"
 )
 
-// clusterDDL reads deploy/clickhouse/cluster.sql for a cluster without
+// clusterDDL is deploy/clickhouse/cluster.sql for a cluster without
 // ZooKeeper: no ON CLUSTER, and ReplacingMergeTree for its replicated form.
-// localOnly keeps the local tables; otherwise only the Distributed ones.
+// local keeps the local tables; otherwise only the Distributed ones.
 func clusterDDL(t *testing.T, local bool) []string {
 	t.Helper()
-	b, err := os.ReadFile("../../deploy/clickhouse/cluster.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
-			lines = append(lines, l)
-		}
-	}
 	replicated := regexp.MustCompile(`ReplicatedReplacingMergeTree\('[^']*', '\{replica\}', version\)`)
 	replicatedPlain := regexp.MustCompile(`ReplicatedMergeTree\('[^']*', '\{replica\}'\)`)
 	var out []string
-	for _, stmt := range strings.Split(strings.Join(lines, "\n"), ";") {
-		stmt = strings.TrimSpace(strings.ReplaceAll(stmt, " ON CLUSTER gpuledger", ""))
-		if stmt == "" {
-			continue
-		}
+	for _, stmt := range chtest.ClusterSQL(t, "gpuledger", false) {
 		stmt = replicated.ReplaceAllString(stmt, "ReplacingMergeTree(version)")
 		stmt = replicatedPlain.ReplaceAllString(stmt, "MergeTree")
 		isDist := strings.Contains(stmt, "ENGINE = Distributed")
@@ -72,20 +57,20 @@ func countRows(t *testing.T, dsn, table string) uint64 {
 // processes as two shards, writes three months through the Distributed
 // tables, and gets the ledger one store without shards holds.
 func TestTwoShards(t *testing.T) {
-	s1, s2 := newServer(t), newServer(t)
+	s1, s2 := chtest.NewServer(t), chtest.NewServer(t)
 	remote := fmt.Sprintf(`<remote_servers><gpuledger>
 		<shard><replica><host>127.0.0.1</host><port>%d</port></replica></shard>
 		<shard><replica><host>127.0.0.1</host><port>%d</port></replica></shard>
-	</gpuledger></remote_servers>`, s1.tcp, s2.tcp)
-	for _, s := range []*server{s1, s2} {
-		s.setExtra(remote)
-		s.start()
-		execAll(t, s.dsn(), clusterDDL(t, true))
+	</gpuledger></remote_servers>`, s1.TCP, s2.TCP)
+	for _, s := range []*chtest.Server{s1, s2} {
+		s.SetExtra(remote)
+		s.Start()
+		execAll(t, s.DSN(), clusterDDL(t, true))
 	}
-	execAll(t, s1.dsn(), clusterDDL(t, false))
+	execAll(t, s1.DSN(), clusterDDL(t, false))
 
 	ctx := context.Background()
-	dsn := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpuledger?insert_distributed_sync=1", s1.tcp)
+	dsn := fmt.Sprintf("clickhouse://127.0.0.1:%d/gpuledger?insert_distributed_sync=1", s1.TCP)
 	copts := Options{DSN: dsn}
 	copts.UseDistributed()
 	cluster, err := Open(ctx, copts)
@@ -132,7 +117,7 @@ func TestTwoShards(t *testing.T) {
 		t.Errorf("monthly totals through the shards:\n%v\nwant\n%v", b, a)
 	}
 	sameAs(t, want, cluster, hours)
-	n1, n2 := countRows(t, s1.dsn(), "gpuledger.ledger_rows"), countRows(t, s2.dsn(), "gpuledger.ledger_rows")
+	n1, n2 := countRows(t, s1.DSN(), "gpuledger.ledger_rows"), countRows(t, s2.DSN(), "gpuledger.ledger_rows")
 	if n1 == 0 || n2 == 0 {
 		t.Errorf("shard rows %d and %d: both shards should hold some", n1, n2)
 	}
