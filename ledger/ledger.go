@@ -525,3 +525,12 @@ func differ(rollup, finer string, got, want map[bucketKey]moneySums) []Problem {
 	}
 	return out
 }
+
+// PeerComparer is a Store that several writers share (active-active serve
+// replicas on one ClickHouse cluster). A writer that finds an hour already
+// settled by another (past the live checkpoint) does not write it again;
+// it hands its rows of the hour to CompareHours, which compares them with
+// the stored ones and counts whether they were the same.
+type PeerComparer interface {
+	CompareHours(ctx context.Context, rows []Row)
+}

@@ -46,6 +46,11 @@ type Options struct {
 	BatchRows int
 	// ReplayEvery is how often a pending spool is retried. Default 1 s.
 	ReplayEvery time.Duration
+	// ComparePeers compares each hour written with the hour's newest rows
+	// when another writer wrote them (active-active serve replicas), and
+	// counts the hours that were the same and those that differed
+	// (PeerStats). It costs a read of the hours before each write.
+	ComparePeers bool
 	Logger      *slog.Logger
 }
 
@@ -69,6 +74,7 @@ type Store struct {
 
 	writeMu sync.Mutex // orders direct writes and spool replays
 	lastVer atomic.Uint64
+	peers   peers
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -335,12 +341,23 @@ func (s *Store) write(ctx context.Context, rec *record) error {
 }
 
 // unreachable says whether err means the server could not be reached (or
-// went away mid-write): what a later replay can get past. Errors the server
-// itself returns (bad SQL, wrong types) are not.
+// went away mid-write), or could not reach the shard or replica it writes
+// through, or ZooKeeper: what a later replay can get past. Errors the server
+// itself returns (bad SQL, wrong types) are not. A replayed record carries
+// its version, so a part of it that did get in is replaced, not added to.
 func unreachable(err error) bool {
 	var ex *ch.Exception
-	return !errors.As(err, &ex)
+	if !errors.As(err, &ex) {
+		return true
+	}
+	return transientCodes[ex.Code]
 }
+
+// transientCodes are the server's errors of another server, not of the
+// query: SOCKET_TIMEOUT, NETWORK_ERROR, ALL_CONNECTION_TRIES_FAILED,
+// TIMEOUT_EXCEEDED, TABLE_IS_READ_ONLY (a replica without ZooKeeper),
+// NO_ZOOKEEPER, ALL_REPLICAS_ARE_STALE, KEEPER_EXCEPTION.
+var transientCodes = map[int32]bool{209: true, 210: true, 279: true, 159: true, 242: true, 225: true, 369: true, 999: true}
 
 func checkHour(h time.Time) error {
 	if !h.Equal(h.Truncate(time.Hour)) {
@@ -367,6 +384,9 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 	}
 	if len(rec.Lines) > 0 {
 		return s.insertLines(ctx, rec)
+	}
+	if s.opts.ComparePeers && len(rec.Rows) > 0 {
+		s.comparePeers(ctx, rec)
 	}
 	for start := 0; start < len(rec.Rows); start += s.opts.BatchRows {
 		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO `+s.table(s.opts.LedgerTable)+` (hour, cluster, team, namespace, local_queue, cluster_queue, flavor, borrowed, version,
@@ -414,7 +434,13 @@ func (s *Store) apply(ctx context.Context, rec *record) error {
 	if err := s.markHours(ctx, rec); err != nil {
 		return err
 	}
-	return s.rollUp(ctx, rec)
+	if err := s.rollUp(ctx, rec); err != nil {
+		return err
+	}
+	if s.opts.ComparePeers {
+		s.notePeerWrites(rec)
+	}
+	return nil
 }
 
 // insertQueues inserts a record's queue rows, in batches.
