@@ -51,7 +51,7 @@ type Options struct {
 	// counts the hours that were the same and those that differed
 	// (PeerStats). It costs a read of the hours before each write.
 	ComparePeers bool
-	Logger      *slog.Logger
+	Logger       *slog.Logger
 }
 
 // UseDistributed points every table at the Distributed table of

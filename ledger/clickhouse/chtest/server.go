@@ -2,7 +2,10 @@ package chtest
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -155,7 +158,7 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 	}
 	dir := t.TempDir()
 	z := &ZooKeeper{Port: testenv.FreePort(t)}
-	cfg := fmt.Sprintf("tickTime=500\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n4lw.commands.whitelist=ruok\n",
+	cfg := fmt.Sprintf("tickTime=500\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n4lw.commands.whitelist=srvr\n",
 		filepath.Join(dir, "data"), z.Port)
 	if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -175,7 +178,7 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 		log.Close()
 	})
 	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if z.ruok() {
+		if z.serving() {
 			return z
 		}
 	}
@@ -184,19 +187,22 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 	return nil
 }
 
-func (z *ZooKeeper) ruok() bool {
+// serving reports whether ZooKeeper takes sessions: its port opens, and
+// answers ruok, before it has loaded its data, and a session asked for
+// then is dropped mid-handshake (which ClickHouse 18.16's DDL worker does
+// not survive).
+func (z *ZooKeeper) serving() bool {
 	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(z.Port), time.Second)
 	if err != nil {
 		return false
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("ruok")); err != nil {
+	if _, err := c.Write([]byte("srvr")); err != nil {
 		return false
 	}
-	b := make([]byte, 4)
-	n, _ := c.Read(b)
-	return string(b[:n]) == "imok"
+	b, _ := io.ReadAll(c)
+	return strings.Contains(string(b), "Mode: ")
 }
 
 // Cluster is a replicated ClickHouse cluster of the test's own: Shards x
@@ -251,7 +257,38 @@ func StartCluster(t testing.TB, shards, replicas int) *Cluster {
 			s.Start()
 		}
 	}
+	for _, s := range c.All() {
+		if !s.zooKeeperReady() {
+			// A node that lost its first ZooKeeper session may have
+			// crashed or be waiting; one restart settles it.
+			s.Kill()
+			s.Start()
+			if !s.zooKeeperReady() {
+				t.Fatalf("the ClickHouse node on %d did not reach ZooKeeper on %d in 30 s", s.TCP, c.ZooKeeper.Port)
+			}
+		}
+	}
 	return c
+}
+
+// zooKeeperReady waits up to 30 s for the node to answer a query that
+// reads ZooKeeper.
+func (s *Server) zooKeeperReady() bool {
+	q := url.Values{"query": {"SELECT count() FROM system.zookeeper WHERE path = '/'"}}
+	u := "http://127.0.0.1:" + strconv.Itoa(s.HTTP) + "/?" + q.Encode()
+	client := &http.Client{Timeout: 5 * time.Second}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		resp, err := client.Get(u)
+		if err != nil {
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			return true
+		}
+	}
+	return false
 }
 
 // All is every node, shard by shard.
