@@ -1,0 +1,184 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gpuledger/gpuledger/admission"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// UpdateWeights sets every LocalQueue's fairSharing.weight from the
+// ledger (Weights), with hysteresis; each change gets an Event on the
+// LocalQueue. In dry-run mode only the Events are written. Calls run one
+// at a time: two at once (Run's loop and a caller's) would both read the
+// old weight and both write the new one.
+func (c *Controller) UpdateWeights(ctx context.Context) error {
+	c.updateMu.Lock()
+	defer c.updateMu.Unlock()
+	t := c.currentTeams()
+	list, err := c.dyn.Resource(localQueuesGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list LocalQueues: %w", err)
+	}
+	cqs, err := c.dyn.Resource(clusterQsGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list ClusterQueues: %w", err)
+	}
+	c.reportDifferences(t, list.Items, cqs.Items)
+	if err := c.updatePending(ctx, list.Items); err != nil {
+		return err
+	}
+	var queues []LocalQueue
+	for _, u := range list.Items {
+		q := LocalQueue{Namespace: u.GetNamespace(), Name: u.GetName(), Weight: 1}
+		q.ClusterQueue, _, _ = unstructured.NestedString(u.Object, "spec", "clusterQueue")
+		q.Team = t.Team(q.Namespace, q.ClusterQueue)
+		if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
+			q.Weight = quantity(w)
+		}
+		q.Consumed = consumedUsage(&u)
+		queues = append(queues, q)
+	}
+	now := c.o.Now()
+	spend, err := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife}.Spend(ctx, now, now)
+	if err != nil {
+		return err
+	}
+	share := map[string]float64{}
+	for team, v := range spend {
+		e := t.Entitlement[team]
+		if e <= 0 {
+			e = 1
+		}
+		share[team] = v / e
+	}
+	target := Weights(queues, share)
+	// The metrics follow the LocalQueues that exist now.
+	c.mu.Lock()
+	weights := make(map[string]*queueWeight, len(queues))
+	for _, q := range queues {
+		qw := c.weights[q.Key()]
+		if qw == nil {
+			qw = &queueWeight{}
+		}
+		qw.team, qw.weight = q.Team, target[q.Key()]
+		weights[q.Key()] = qw
+	}
+	c.weights = weights
+	c.mu.Unlock()
+	for _, q := range queues {
+		w := target[q.Key()]
+		if !Changed(q.Weight, w, c.o.Hysteresis) {
+			continue
+		}
+		msg := fmt.Sprintf("fairSharing.weight %.3g → %.3g: Kueue's consumed usage %.4g over team %s's decayed spend per entitlement %.4g, so that Admission Fair Sharing orders by money",
+			q.Weight, w, q.Consumed, q.Team, share[q.Team])
+		reason := "FairSharingWeight"
+		if c.o.DryRun {
+			reason = "FairSharingWeightDryRun"
+		} else {
+			patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"fairSharing": map[string]any{"weight": FormatWeight(w)}}})
+			if _, err := c.dyn.Resource(localQueuesGVR).Namespace(q.Namespace).Patch(ctx, q.Name, types.MergePatchType, patch,
+				metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+				return fmt.Errorf("set the weight of LocalQueue %s: %w", q.Key(), err)
+			}
+			c.Stats.WeightChanges.Add(1)
+		}
+		c.mu.Lock()
+		c.weights[q.Key()].changes++
+		c.mu.Unlock()
+		c.event(ctx, q, reason, msg)
+		c.o.Log.Info("fair-sharing weight", "localQueue", q.Key(), "team", q.Team, "from", q.Weight, "to", w, "dryRun", c.o.DryRun)
+	}
+	return nil
+}
+
+// consumedUsage is Kueue's decayed usage of a LocalQueue, all resources
+// weighed 1 (status.fairSharing.admissionFairSharingStatus.consumedResources).
+func consumedUsage(lq *unstructured.Unstructured) float64 {
+	used, _, _ := unstructured.NestedMap(lq.Object, "status", "fairSharing", "admissionFairSharingStatus", "consumedResources")
+	var sum float64
+	for _, v := range used {
+		sum += quantity(v)
+	}
+	return sum
+}
+
+func quantity(v any) float64 {
+	switch x := v.(type) {
+	case string:
+		q, err := resource.ParseQuantity(x)
+		if err != nil {
+			return 0
+		}
+		return q.AsApproximateFloat64()
+	case int64:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return 0
+}
+
+// reportDifferences logs where the cluster and the configuration disagree
+// (a ClusterQueue or a LocalQueue no team owns, a configured ClusterQueue
+// the cluster lacks), when that changes; it guesses nothing.
+func (c *Controller) reportDifferences(t *Teams, lqs, cqs []unstructured.Unstructured) {
+	var diffs []string
+	seen := map[string]bool{}
+	for _, cq := range cqs {
+		seen[cq.GetName()] = true
+		if _, ok := t.ByClusterQueue[cq.GetName()]; !ok {
+			diffs = append(diffs, fmt.Sprintf("ClusterQueue %s belongs to no team in the configuration", cq.GetName()))
+		}
+	}
+	for name := range t.ByClusterQueue {
+		if !seen[name] {
+			diffs = append(diffs, fmt.Sprintf("the configuration's ClusterQueue %s is not in the cluster", name))
+		}
+	}
+	for _, lq := range lqs {
+		cq, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
+		if t.Team(lq.GetNamespace(), cq) == "" {
+			diffs = append(diffs, fmt.Sprintf("LocalQueue %s/%s (ClusterQueue %s) belongs to no team: its weight is left alone", lq.GetNamespace(), lq.GetName(), cq))
+		}
+	}
+	sort.Strings(diffs)
+	s := strings.Join(diffs, "; ")
+	c.mu.Lock()
+	changed := s != c.diffs
+	c.diffs = s
+	c.mu.Unlock()
+	if changed && s != "" {
+		c.o.Log.Warn("the cluster and the configuration differ", "differences", s)
+	}
+}
+
+// Differences is the last report of where the cluster and the
+// configuration disagree ("" when they agree).
+func (c *Controller) Differences() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.diffs
+}
+
+func (c *Controller) event(ctx context.Context, q LocalQueue, reason, msg string) {
+	now := metav1.NewTime(c.o.Now())
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: q.Name + ".", Namespace: q.Namespace},
+		InvolvedObject: corev1.ObjectReference{APIVersion: kueueGroup + "/v1beta2", Kind: "LocalQueue", Namespace: q.Namespace, Name: q.Name},
+		Reason:         reason, Message: msg, Type: corev1.EventTypeNormal, Source: corev1.EventSource{Component: "gpuledger"},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	if _, err := c.core.CoreV1().Events(q.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		c.o.Log.Warn("write an Event", "localQueue", q.Key(), "err", err)
+	}
+}
