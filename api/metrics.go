@@ -82,6 +82,7 @@ var families = map[string]family{
 	"gpuledger_attribution_pods":                    {"gauge", "Pods attribution knows."},
 	"gpuledger_attribution_pods_forgotten_total":    {"counter", "Pods attribution forgot after they stopped reporting."},
 	"gpuledger_attribution_samples_total":           {"counter", "Samples attribution accepted."},
+	"gpuledger_clickhouse_peer_hours_total":         {"counter", "Hours compared with another writer's newest rows before writing them (active-active replicas), by result: same, differ, error."},
 	"gpuledger_clickhouse_spool_corrupt_total":      {"counter", "Records of the ClickHouse spool found corrupt."},
 	"gpuledger_clickhouse_spool_pending_bytes":      {"gauge", "Bytes of ledger writes spooled on disk while ClickHouse cannot take them."},
 	"gpuledger_clickhouse_spool_pending_records":    {"gauge", "Ledger writes spooled on disk while ClickHouse cannot take them."},

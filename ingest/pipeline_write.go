@@ -80,7 +80,12 @@ func (pl *Pipeline) writeRows(ctx context.Context, rows []ledger.Row, wls []ledg
 		end = endW
 	}
 	if n := len(rows) - len(keep); n > 0 {
-		pl.log.Warn("hours settled by a backfill are not written again by the live path", "rows", n, "liveCheckpoint", live)
+		// A backfill, or another replica writing the same store, settled
+		// them: not written again, but compared where the store can.
+		pl.log.Info("hours settled by a backfill or another replica are not written again by the live path", "rows", n, "liveCheckpoint", live)
+		if pc, ok := pl.store.(ledger.PeerComparer); ok {
+			pc.CompareHours(ctx, slices.DeleteFunc(slices.Clone(rows), func(r ledger.Row) bool { return !r.Hour.Before(live) }))
+		}
 	}
 	if err := pl.store.WriteHours(ctx, keep, keepW); err != nil {
 		return err

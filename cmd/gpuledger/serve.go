@@ -37,7 +37,7 @@ Every route but /healthz needs a bearer token (auth.tokens in the configuration,
 team:<name>.`, stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (cluster, teams, prices, budgets, tokens)")
 	cluster := fs.String("cluster", "", "cluster the received telemetry is from; empty for the only one")
-	openStore := storeFlags(fs, defaultLedgerPath, storeWrite)
+	openStore := storeFlags(fs, defaultLedgerPath, storeServe)
 	listen := fs.String("http.listenAddr", "127.0.0.1:8080", "address the API listens on")
 	tlsCert := fs.String("http.tlsCertFile", "", "TLS certificate (PEM) to serve HTTPS with; read again when its contents change (a pair that does not load keeps the old one, logged and counted in gpuledger_reload_failures_total)")
 	tlsKey := fs.String("http.tlsKeyFile", "", "TLS private key (PEM) of -http.tlsCertFile")

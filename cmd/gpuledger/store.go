@@ -26,6 +26,8 @@ type storeMode int
 const (
 	// storeWrite creates the embedded ledger when it is not there.
 	storeWrite storeMode = iota
+	// storeServe is storeWrite for serve, with -clickhouse.comparePeers.
+	storeServe
 	// storeRead fails on a missing embedded ledger instead of creating
 	// an empty one.
 	storeRead
@@ -41,10 +43,14 @@ func storeFlags(fs *flag.FlagSet, defaultPath string, mode storeMode) func(ctx c
 	dsn := fs.String("clickhouse.dsn", "clickhouse://127.0.0.1:9000/default", "ClickHouse server and database, for -ledger.store=clickhouse")
 	spool := fs.String("clickhouse.spoolDir", "", "directory that keeps writes while ClickHouse is unreachable, replayed in order when it is back (empty: writes fail instead)")
 	distributed := fs.Bool("clickhouse.distributed", false, "use the Distributed tables of a ClickHouse cluster (ledger_rows_all and the other _all tables of deploy/clickhouse/cluster.sql); the schema is then the operator's")
+	comparePeers := new(bool)
+	if mode == storeServe {
+		comparePeers = fs.Bool("clickhouse.comparePeers", true, "before writing an hour, compare it with the hour's newest rows when another writer (an active-active replica) wrote them, and count the hours that differ (gpuledger_clickhouse_peer_hours_total)")
+	}
 	return func(ctx context.Context, log *slog.Logger) (ledger.Store, error) {
 		switch *kind {
 		case "embedded":
-			opts := embedded.Options{Logger: log, MustExist: mode != storeWrite}
+			opts := embedded.Options{Logger: log, MustExist: mode != storeWrite && mode != storeServe}
 			if mode == storeVerify {
 				opts.CheckTimeout = -1
 			}
@@ -54,7 +60,7 @@ func storeFlags(fs *flag.FlagSet, defaultPath string, mode storeMode) func(ctx c
 			}
 			return s, err
 		case "clickhouse":
-			opts := clickhouse.Options{DSN: *dsn, SpoolDir: *spool, Logger: log}
+			opts := clickhouse.Options{DSN: *dsn, SpoolDir: *spool, Logger: log, ComparePeers: *comparePeers}
 			if *distributed {
 				opts.UseDistributed()
 			}
@@ -111,5 +117,10 @@ func storeGauges(s ledger.Store) map[string]func() float64 {
 		"gpuledger_clickhouse_spool_spooled_total":   stat(func(s clickhouse.SpoolStats) float64 { return float64(s.Spooled) }),
 		"gpuledger_clickhouse_spool_replayed_total":  stat(func(s clickhouse.SpoolStats) float64 { return float64(s.Replayed) }),
 		"gpuledger_clickhouse_spool_corrupt_total":   stat(func(s clickhouse.SpoolStats) float64 { return float64(s.Corrupt) }),
+		// Active-active replicas: the hours compared with another
+		// writer's (-clickhouse.comparePeers).
+		`gpuledger_clickhouse_peer_hours_total{result="same"}`:   func() float64 { return float64(chs.PeerStats().Same) },
+		`gpuledger_clickhouse_peer_hours_total{result="differ"}`: func() float64 { return float64(chs.PeerStats().Differ) },
+		`gpuledger_clickhouse_peer_hours_total{result="error"}`:  func() float64 { return float64(chs.PeerStats().Errors) },
 	}
 }
