@@ -77,29 +77,38 @@ func gpuledgerBinary(t testing.TB) string {
 }
 
 // chaos is one run: the simulated cluster, its exporter, vmagent, and
-// gpuledger serve, restarted at will.
+// gpuledger serve (one or more replicas, each fed by vmagent), restarted at
+// will. Its own serve fields and methods are the first replica's.
 type chaos struct {
-	t       *testing.T
-	dir     string
-	epoch   time.Time // real time at which the clock reads simStart
-	scrapes []scrape
-	model   *attribution.Model
-	cfgPath string
-	tokens  string
-	addr    string
-	pipeDir string
-	extra   []string
-	proc    *exec.Cmd
-	logs    bytes.Buffer
-	logMu   sync.Mutex
-	mu      sync.Mutex
-	served  map[int]bool
-	skew    map[string]time.Duration // node → how far its clock is off
-	// lastStart is the clock when gpuledger last started: nothing is
+	*replica
+	replicas []*replica
+	t        *testing.T
+	dir      string
+	epoch    time.Time // real time at which the clock reads simStart
+	scrapes  []scrape
+	model    *attribution.Model
+	cfgPath  string
+	tokens   string
+	logs     bytes.Buffer
+	logMu    sync.Mutex
+	mu       sync.Mutex
+	served   map[int]bool
+	skew     map[string]time.Duration // node → how far its clock is off
+	// lastStart is the clock when a gpuledger last started: nothing is
 	// settled by the clock until chaosSettle after it.
 	lastStart time.Time
 	// speed is how many times as fast as real time the clock runs.
 	speed int
+}
+
+// replica is one gpuledger serve process of a run.
+type replica struct {
+	c       *chaos
+	addr    string
+	ledger  string // its embedded ledger's directory
+	pipeDir string
+	extra   []string
+	proc    *exec.Cmd
 }
 
 // simNow is the replay clock: chaosStart + chaosFrom at epoch, c.speed
@@ -126,8 +135,25 @@ func newChaosOn(t *testing.T, minutes int, pipeDir string) *chaos {
 // the clock running speed times as fast as real time. At speed 1 vmagent
 // runs with its default flush and retry intervals.
 func newChaosWith(t *testing.T, minutes int, pipeDir string, queues, speed int) *chaos {
+	return newChaosOpts(t, chaosOptions{minutes: minutes, pipeDir: pipeDir, queues: queues, speed: speed, replicas: 1})
+}
+
+// chaosOptions are a run's settings: the clock's minutes, where the first
+// replica's pipeline lives (empty: the test's directory), vmagent's queues,
+// the clock's speed, how many serve replicas vmagent feeds, and each
+// replica's flags past the run's own.
+type chaosOptions struct {
+	minutes       int
+	pipeDir       string
+	queues, speed int
+	replicas      int
+	serveArgs     func(i int) []string
+}
+
+func newChaosOpts(t *testing.T, o chaosOptions) *chaos {
 	testenv.Slow(t, "chaos tests take minutes")
 	vmagent := vmBinary(t, "vmagent")
+	minutes, queues, speed := o.minutes, o.queues, o.speed
 	c := &chaos{t: t, dir: t.TempDir(), served: map[int]bool{}, skew: map[string]time.Duration{}, speed: speed}
 	cfg, err := config.Load("../examples/cluster.yaml")
 	if err != nil {
@@ -159,14 +185,20 @@ func newChaosWith(t *testing.T, minutes int, pipeDir string, queues, speed int) 
 		hex.EncodeToString(sum[:]), hex.EncodeToString(viewer[:]))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c.addr = testenv.FreeAddr(t)
-	c.pipeDir = pipeDir
-	if c.pipeDir == "" {
-		c.pipeDir = filepath.Join(c.dir, "pipeline")
+	for i := range max(o.replicas, 1) {
+		r := &replica{c: c, addr: testenv.FreeAddr(t), ledger: filepath.Join(c.dir, fmt.Sprint("ledger", i)), pipeDir: filepath.Join(c.dir, fmt.Sprint("pipeline", i)),
+			// Settle 20 minutes after the hour: 20 real seconds for
+			// the last samples to arrive on a loaded machine.
+			extra: []string{"-ingest.settleAfter", chaosSettle.String()}}
+		if i == 0 && o.pipeDir != "" {
+			r.pipeDir = o.pipeDir
+		}
+		if o.serveArgs != nil {
+			r.extra = append(r.extra, o.serveArgs(i)...)
+		}
+		c.replicas = append(c.replicas, r)
 	}
-	// Settle 20 minutes after the hour: 20 real seconds for the last
-	// samples to arrive on a loaded machine.
-	c.extra = []string{"-ingest.settleAfter", chaosSettle.String()}
+	c.replica = c.replicas[0]
 	// The clock reads chaosStart 3 real seconds from now: time to start.
 	c.epoch = time.Now().Add(3 * time.Second)
 
@@ -183,7 +215,9 @@ scrape_configs:
 `, 15*time.Second/time.Duration(speed), exporter.Listener.Addr().String())), 0o644)
 	secret := filepath.Join(c.dir, "bearer")
 	os.WriteFile(secret, []byte("chaos-vmagent"), 0o600)
-	c.start()
+	for _, r := range c.replicas {
+		r.start()
+	}
 	agentAddr := testenv.FreeAddr(t)
 	// One queue unless the test asks for more: blocks reach gpuledger in
 	// order (the reorder window is tested with several queues in
@@ -193,12 +227,14 @@ scrape_configs:
 	// restart costs seconds of the clock, not minutes.
 	agentArgs := []string{"-httpListenAddr=" + agentAddr,
 		"-promscrape.config=" + scrapeCfg,
-		"-remoteWrite.url=http://" + c.addr + "/api/v1/write",
 		"-remoteWrite.bearerTokenFile=" + secret,
 		"-remoteWrite.forcePromProto",
 		fmt.Sprintf("-remoteWrite.queues=%d", queues),
 		"-remoteWrite.tmpDataPath=" + filepath.Join(c.dir, "vmagent-queue"),
 		"-loggerLevel=ERROR"}
+	for _, r := range c.replicas {
+		agentArgs = append(agentArgs, "-remoteWrite.url=http://"+r.addr+"/api/v1/write")
+	}
 	if speed > 1 {
 		agentArgs = append(agentArgs, "-remoteWrite.flushInterval=100ms", "-remoteWrite.retryMinInterval=100ms", "-remoteWrite.retryMaxInterval=1s")
 	}
@@ -241,27 +277,29 @@ func stamp(sc scrape, skew map[string]time.Duration) []byte {
 	return b
 }
 
-// start starts gpuledger serve and waits until it is healthy.
-func (c *chaos) start() {
+// start starts the replica's gpuledger serve and waits until it is
+// healthy.
+func (r *replica) start() {
+	c := r.c
 	c.t.Helper()
-	args := []string{"serve", "-config", c.cfgPath, "-ledger.path", filepath.Join(c.dir, "ledger"), "-ingest.dir", c.pipeDir,
-		"-http.listenAddr", c.addr, "-auth.tokensFile", c.tokens, "-log.level", "warn",
+	args := []string{"serve", "-config", c.cfgPath, "-ledger.path", r.ledger, "-ingest.dir", r.pipeDir,
+		"-http.listenAddr", r.addr, "-auth.tokensFile", c.tokens, "-log.level", "warn",
 		"-clock.start", chaosStart.Add(chaosFrom).Format(time.RFC3339), "-clock.epoch", c.epoch.Format(time.RFC3339Nano),
 		"-clock.speed", strconv.Itoa(c.speed)}
 	c.lastStart = c.simNow()
-	cmd := exec.Command(gpuledgerBinary(c.t), append(args, c.extra...)...)
+	cmd := exec.Command(gpuledgerBinary(c.t), append(args, r.extra...)...)
 	cmd.Stdout, cmd.Stderr = c, c
 	if err := cmd.Start(); err != nil {
 		c.t.Fatal(err)
 	}
-	c.proc = cmd
+	r.proc = cmd
 	c.t.Cleanup(func() {
-		if c.proc == cmd {
+		if r.proc == cmd {
 			cmd.Process.Kill()
 			cmd.Wait()
 		}
 	})
-	if !healthy(c.addr, 30*time.Second) {
+	if !healthy(r.addr, 30*time.Second) {
 		c.t.Fatalf("gpuledger serve did not get healthy; its log:\n%s", tail(c.log(), 3000))
 	}
 }
@@ -292,18 +330,18 @@ func (c *chaos) log() string {
 	return c.logs.String()
 }
 
-// kill stops gpuledger with SIGKILL: nothing runs at exit.
-func (c *chaos) kill() {
-	c.proc.Process.Kill()
-	c.proc.Wait()
-	c.proc = nil
+// kill stops the replica's gpuledger with SIGKILL: nothing runs at exit.
+func (r *replica) kill() {
+	r.proc.Process.Kill()
+	r.proc.Wait()
+	r.proc = nil
 }
 
-// stop stops gpuledger with SIGTERM, as Kubernetes does.
-func (c *chaos) stop() {
-	c.proc.Process.Signal(syscall.SIGTERM)
-	c.proc.Wait()
-	c.proc = nil
+// stop stops the replica's gpuledger with SIGTERM, as Kubernetes does.
+func (r *replica) stop() {
+	r.proc.Process.Signal(syscall.SIGTERM)
+	r.proc.Wait()
+	r.proc = nil
 }
 
 // until waits for the clock to reach at.
@@ -326,7 +364,7 @@ func (c *chaos) check(drop func(attribution.Sample) bool) {
 // live opens the ledger gpuledger serve wrote, once it has stopped.
 func (c *chaos) live() ledger.Store {
 	c.t.Helper()
-	live, err := embedded.Open(filepath.Join(c.dir, "ledger"), embedded.Options{})
+	live, err := embedded.Open(c.ledger, embedded.Options{})
 	if err != nil {
 		c.t.Fatal(err)
 	}
