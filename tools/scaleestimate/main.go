@@ -214,6 +214,7 @@ func (e *estimate) write(w io.Writer) {
 	fmt.Fprintf(w, "| a cluster's month chargeback | %s ms |\n", thousands(e.fit("month-chargeback-ms", perCluster)))
 	fmt.Fprintf(w, "| a team's month explain (50 teams a cluster) | %s ms |\n", thousands(e.fit("team-month-explain-ms", perCluster)))
 	fmt.Fprintf(w, "| the whole fleet's month chargeback in one query | %s ms |\n", thousands(e.fit("month-chargeback-ms", g)))
+	fmt.Fprintf(w, "| the whole fleet's 20 costliest workloads of a month in one query | %s ms |\n", thousands(e.fit("month-top-workloads-ms", g)))
 	fmt.Fprintf(w, "| serve processes | %d (%d clusters x %d) |\n", e.clusters*e.replicas, e.clusters, e.replicas)
 	fmt.Fprintf(w, "| samples a second (%d counters, %g s scrapes) | %s |\n", e.counters, e.scrape, thousands(samplesPerS))
 	fmt.Fprintf(w, "| serve CPU, all replicas (%s samples per CPU-second) | %.2f cores |\n", thousands(e.perCPU), cores)
