@@ -156,23 +156,16 @@ func RewriteLines(ctx context.Context, s Store, rows []Row, workloads []Workload
 	at := now().UTC()
 	// What is there now, per cluster over the span of its hours.
 	before := map[teamHour]figures{}
-	clusters := map[string][2]time.Time{}
+	clusters := map[string]HourSpan{}
 	for h := range hours {
-		span, ok := clusters[h.cluster]
-		if !ok || h.hour.Before(span[0]) {
-			span[0] = h.hour
-		}
-		if !ok || !h.hour.Before(span[1]) {
-			span[1] = h.hour.Add(time.Hour)
-		}
-		clusters[h.cluster] = span
+		clusters[h.cluster] = clusters[h.cluster].Widen(h.hour)
 	}
 	present := map[ch]bool{}
 	for _, c := range slices.Sorted(maps.Keys(clusters)) {
 		span := clusters[c]
-		got, err := s.Query(ctx, Query{From: span[0], To: span[1], Step: StepHour, GroupBy: []Dimension{DimTeam}, Cluster: c})
+		got, err := s.Query(ctx, Query{From: span.From, To: span.To, Step: StepHour, GroupBy: []Dimension{DimTeam}, Cluster: c})
 		if err != nil {
-			return res, fmt.Errorf("read %s's hours %s to %s before rewriting them: %w", c, span[0].Format(time.RFC3339), span[1].Format(time.RFC3339), err)
+			return res, fmt.Errorf("read %s's hours %s to %s before rewriting them: %w", c, span.From.Format(time.RFC3339), span.To.Format(time.RFC3339), err)
 		}
 		for _, r := range got {
 			k := teamHour{c, r.Hour.UTC(), r.Team}
@@ -183,9 +176,9 @@ func RewriteLines(ctx context.Context, s Store, rows []Row, workloads []Workload
 			before[k] = before[k].add(r.CostMicros, r.GPUSeconds)
 		}
 		if len(closed) > 0 {
-			adj, err := s.Restatements(ctx, c, span[0], span[1])
+			adj, err := s.Restatements(ctx, c, span.From, span.To)
 			if err != nil {
-				return res, fmt.Errorf("read %s's adjustments %s to %s: %w", c, span[0].Format(time.RFC3339), span[1].Format(time.RFC3339), err)
+				return res, fmt.Errorf("read %s's adjustments %s to %s: %w", c, span.From.Format(time.RFC3339), span.To.Format(time.RFC3339), err)
 			}
 			for _, a := range adj {
 				if a.Adjustment() {
@@ -354,4 +347,18 @@ func CloseMonth(ctx context.Context, s Store, c MonthClose, now time.Time) error
 		c.At = now
 	}
 	return s.CloseMonth(ctx, c)
+}
+
+// HourSpan is [From, To) over whole hours; the zero HourSpan is empty.
+type HourSpan struct{ From, To time.Time }
+
+// Widen returns s widened to cover the hour that starts at h.
+func (s HourSpan) Widen(h time.Time) HourSpan {
+	if s.From.IsZero() || h.Before(s.From) {
+		s.From = h
+	}
+	if end := h.Add(time.Hour); s.To.IsZero() || end.After(s.To) {
+		s.To = end
+	}
+	return s
 }

@@ -65,19 +65,12 @@ func (s *Store) comparePeers(ctx context.Context, rec *record) {
 			mine[k] = nil
 		}
 	}
-	byCluster := map[string][2]time.Time{}
+	byCluster := map[string]ledger.HourSpan{}
 	for k := range mine {
-		span, ok := byCluster[k.cluster]
-		if !ok || k.hour.Before(span[0]) {
-			span[0] = k.hour
-		}
-		if !ok || !k.hour.Before(span[1]) {
-			span[1] = k.hour.Add(time.Hour)
-		}
-		byCluster[k.cluster] = span
+		byCluster[k.cluster] = byCluster[k.cluster].Widen(k.hour)
 	}
 	for cluster, span := range byCluster {
-		if err := s.comparePeersOf(ctx, cluster, span[0], span[1], mine); err != nil {
+		if err := s.comparePeersOf(ctx, cluster, span.From, span.To, mine); err != nil {
 			s.peers.mu.Lock()
 			s.peers.stats.Errors++
 			s.peers.mu.Unlock()

@@ -147,52 +147,21 @@ func (e *estimate) write(w io.Writer) {
 	largest := sizes[len(sizes)-1]
 	n := len(e.runs[largest]["disk-B/GPU-year"])
 	fmt.Fprintf(w, "Measured (one cluster, a month written as serve writes it, then scaled to a year), median [min-max] over %d runs:\n\n", n)
-	fmt.Fprint(w, "| per GPU-year |")
-	for _, s := range sizes {
-		fmt.Fprintf(w, " %s GPUs |", thousands(float64(s)))
-	}
-	fmt.Fprint(w, "\n|---|")
-	for range sizes {
-		fmt.Fprint(w, "---|")
-	}
-	fmt.Fprintln(w)
-	rows := []struct{ name, unit string }{
+	e.table(w, "per GPU-year", []metric{
 		{"rows stored (all tables)", "stored-rows/GPU-year"},
 		{"of them lines (per GPU and pod, for explain)", "lines/GPU-year"},
 		{"ledger rows", "ledger-rows/GPU-year"},
 		{"workload rows", "workload-rows/GPU-year"},
 		{"bytes on disk (all tables, compressed, one copy)", "disk-B/GPU-year"},
 		{"of them lines", "line_rows-B/GPU-year"},
-	}
-	for _, r := range rows {
-		fmt.Fprintf(w, "| %s |", r.name)
-		for _, s := range sizes {
-			fmt.Fprintf(w, " %s |", e.spread(s, r.unit, thousands))
-		}
-		fmt.Fprintln(w)
-	}
+	})
 	fmt.Fprintln(w)
-	fmt.Fprint(w, "| per month of one cluster |")
-	for _, s := range sizes {
-		fmt.Fprintf(w, " %s GPUs |", thousands(float64(s)))
-	}
-	fmt.Fprint(w, "\n|---|")
-	for range sizes {
-		fmt.Fprint(w, "---|")
-	}
-	fmt.Fprintln(w)
-	for _, r := range []struct{ name, unit string }{
+	e.table(w, "per month of one cluster", []metric{
 		{"insert, rows/s", "insert-rows/s"},
 		{"chargeback (by team, flavor, borrowed), ms", "month-chargeback-ms"},
 		{"one team's explain (lines per GPU and pod), ms", "team-month-explain-ms"},
 		{"20 costliest workloads, ms", "month-top-workloads-ms"},
-	} {
-		fmt.Fprintf(w, "| %s |", r.name)
-		for _, s := range sizes {
-			fmt.Fprintf(w, " %s |", e.spread(s, r.unit, thousands))
-		}
-		fmt.Fprintln(w)
-	}
+	})
 
 	g := float64(e.gpus)
 	perCluster := g / float64(e.clusters)
@@ -219,6 +188,26 @@ func (e *estimate) write(w io.Writer) {
 	fmt.Fprintf(w, "| samples a second (%d counters, %g s scrapes) | %s |\n", e.counters, e.scrape, thousands(samplesPerS))
 	fmt.Fprintf(w, "| serve CPU, all replicas (%s samples per CPU-second) | %.2f cores |\n", thousands(e.perCPU), cores)
 	fmt.Fprintf(w, "| serve memory, all replicas (%s B per series) | %.1f GiB |\n", thousands(e.perSeries), mem/(1<<30))
+}
+
+// metric is a table's row: its name, and the benchmark's unit it shows.
+type metric struct{ name, unit string }
+
+// table writes a markdown table of the metrics, a column per fleet size.
+func (e *estimate) table(w io.Writer, title string, metrics []metric) {
+	sizes := e.sizes()
+	fmt.Fprintf(w, "| %s |", title)
+	for _, s := range sizes {
+		fmt.Fprintf(w, " %s GPUs |", thousands(float64(s)))
+	}
+	fmt.Fprintf(w, "\n|---|%s\n", strings.Repeat("---|", len(sizes)))
+	for _, m := range metrics {
+		fmt.Fprintf(w, "| %s |", m.name)
+		for _, s := range sizes {
+			fmt.Fprintf(w, " %s |", e.spread(s, m.unit, thousands))
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 // thousands formats v rounded to an integer with thousands separators, or
