@@ -128,6 +128,9 @@ func TestHelmChart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if want := map[string]int32{"clickhouse-controller": 2}[ns]; want > 0 && (sts.Spec.Replicas == nil || *sts.Spec.Replicas != want) {
+				t.Errorf("serve's replicas: %v, want %d", sts.Spec.Replicas, want)
+			}
 			c := sts.Spec.Template.Spec.Containers[0]
 			if sc := sts.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || c.ReadinessProbe == nil {
 				t.Errorf("serve: non-root %v, readiness probe %v", sc, c.ReadinessProbe)
@@ -210,6 +213,7 @@ func TestHelmChart(t *testing.T) {
 		{nil, "config is required"},
 		{[]string{"-f", filepath.Join(chart, "ci", "embedded-values.yaml"), "--set", "controller.enabled=true"}, "controller.enabled needs ledger.store=clickhouse"},
 		{[]string{"-f", filepath.Join(chart, "ci", "embedded-values.yaml"), "--set", "auth.tokens=null"}, "serve needs API tokens"},
+		{[]string{"-f", filepath.Join(chart, "ci", "embedded-values.yaml"), "--set", "serve.replicas=2"}, "serve.replicas above 1 needs ledger.store=clickhouse"},
 		{[]string{"-f", filepath.Join(chart, "ci", "embedded-values.yaml"), "--set", "ledger.store=sqlite"}, "/ledger/store': value must be one of 'embedded', 'clickhouse'"},
 	} {
 		out, err := helm(t, bin, append([]string{"template", "gpuledger", chart}, tc.args...)...)

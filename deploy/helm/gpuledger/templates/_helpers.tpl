@@ -56,6 +56,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if not .Values.config }}{{ fail "config is required: the configuration file (teams, queues, prices) as YAML; see examples/cluster.yaml" }}{{ end }}
 {{- if and (eq .Values.ledger.store "clickhouse") (not .Values.clickhouse.existingSecret) (not .Values.clickhouse.dsn) }}{{ fail "ledger.store=clickhouse needs clickhouse.existingSecret or clickhouse.dsn" }}{{ end }}
 {{- if and .Values.controller.enabled (ne .Values.ledger.store "clickhouse") }}{{ fail "controller.enabled needs ledger.store=clickhouse: the controller reads the ledger serve writes, and the embedded ledger is a file on serve's volume" }}{{ end }}
+{{- if and (gt (int .Values.serve.replicas) 1) (ne .Values.ledger.store "clickhouse") }}{{ fail "serve.replicas above 1 needs ledger.store=clickhouse: replicas share the ledger (active-active), and the embedded ledger is a file on one pod's volume" }}{{ end }}
 {{- if and (not .Values.auth.disabled) (not .Values.auth.existingSecret) (not .Values.auth.tokens) }}{{ fail "serve needs API tokens: set auth.existingSecret or auth.tokens (gpuledger token -name NAME -scope SCOPE makes one), or auth.disabled=true for a trial" }}{{ end }}
 {{- end -}}
 
