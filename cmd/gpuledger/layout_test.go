@@ -36,8 +36,9 @@ var allowed = map[string][]string{
 	// from VictoriaMetrics it takes the exposition parser.
 	"ingest": {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib", "github.com/klauspost/compress/s2"},
 	// sim's closed loop feeds its telemetry through ingest's pipeline,
-	// which takes attribution's cost model.
-	"sim":               {"config", "admission", "ledger", "ingest", "attribution"},
+	// which takes attribution's cost model; its what-ifs answer
+	// capacity's verdicts.
+	"sim":               {"config", "admission", "ledger", "ingest", "attribution", "capacity"},
 	"admission":         {"ledger"},
 	"admission/kube":    {"admission", "ledger", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
 	"internal/kubetest": {"internal/testenv", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
