@@ -100,7 +100,6 @@ until interrupted, sending again each time.`, stdout)
 	}
 }
 
-
 // waitRule is the configuration's queue-wait trigger.
 func waitRule(c *config.Capacity) capacity.WaitRule {
 	r := capacity.DefaultWaitRule
