@@ -47,7 +47,7 @@ same run. Writes every run to <out>/policy-eval.csv.`, stdout)
 		GavelJobsPerHour: *gavelRate, From: days2d(*fromDay), Span: days2d(*days), OffsetSpread: days2d(*offsetDays),
 		Regimes: splitList(*regimes), Candidates: sim.DefaultCandidates(), Workers: *workers}
 	var err error
-	if cfg.Flavors, err = replayFlavors(*clusterFile); err != nil {
+	if cfg.Flavors, err = sim.LoadReplayFlavors(*clusterFile); err != nil {
 		return err
 	}
 	if cfg.Loads, err = floatList("-loads", *loads); err != nil {

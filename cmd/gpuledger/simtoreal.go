@@ -99,7 +99,7 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 		if *workload == "gavel" {
 			jobs = sim.Gavel(queues, *gavelRate, span, *seed)
 		}
-		if flavors, err = replayFlavors(*clusterFile); err != nil {
+		if flavors, err = sim.LoadReplayFlavors(*clusterFile); err != nil {
 			return err
 		}
 		if len(flavors) == 0 {
@@ -112,7 +112,7 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	default:
 		return usageError{fmt.Sprintf("-workload %q: want philly, gavel or mechanism", *workload)}
 	}
-	model, err := sharedModel(queues, flavors, gpus)
+	model, err := sim.SharedModel(queues, flavors, gpus)
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmoney gap\tidle paid GPU-h\tlongest stall\tmean |Δwait| vs sim\tsame flavor\t")
 	began := time.Now()
 	for _, policy := range splitList(*policies) {
-		m, err := sharedModel(queues, flavors, gpus)
+		m, err := sim.SharedModel(queues, flavors, gpus)
 		if err != nil {
 			return err
 		}
@@ -223,16 +223,6 @@ usage half-life and sampling interval as its half-life and admission penalty.`, 
 	}
 	fmt.Fprintf(stdout, "\nsimulator error: (simulator − Kueue) / Kueue, against the median real run. Every outcome in %s.\n", filepath.Join(*out, "outcomes.csv"))
 	return nil
-}
-
-// sharedModel is the simulator's model of the real replay: every VC a
-// LocalQueue of one ClusterQueue of gpus GPUs.
-func sharedModel(queues []sim.TraceQueue, flavors []sim.ReplayFlavor, gpus int) (*sim.Model, error) {
-	qs := make([]sim.TraceQueue, len(queues))
-	for i, q := range queues {
-		qs[i] = sim.TraceQueue{Name: q.Name, NominalGPUs: gpus, BorrowingLimit: -1}
-	}
-	return sim.TraceModel(qs, sim.TraceCluster{Flavors: flavors, SharedGPUs: gpus})
 }
 
 // realRun replays the jobs once on a fresh stack.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/attribution"
-	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/sim"
@@ -80,7 +79,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 			}
 		}
 		fmt.Fprintf(stdout, "Replaying %d jobs of %d queues (days %g to %g, %.1f%% of the quotas: offered load %.2f), gating %v.\n\n",
-			len(jobs), len(queues), *fromDay, *fromDay+*days, 100**scale, sim.OfferedGPUs(jobs, to-from)/(*scale*float64(quotaGPUs(queues))), *gating)
+			len(jobs), len(queues), *fromDay, *fromDay+*days, 100**scale, sim.OfferedGPUs(jobs, to-from)/(*scale*float64(sim.QuotaGPUs(queues))), *gating)
 	case "gavel":
 		var err error
 		if queues, _, err = sim.LoadPhilly(*trace, sim.PhillyOptions{VCs: splitList(*vcList), MissingNodes: *missingNodes, SkipUnlisted: *missingNodes == 0}); err != nil {
@@ -108,7 +107,7 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	default:
 		return usageError{fmt.Sprintf("-workload=%q: want philly, kueue-baseline or kueue-large", *workload)}
 	}
-	flavors, err := replayFlavors(*clusterFile)
+	flavors, err := sim.LoadReplayFlavors(*clusterFile)
 	if err != nil {
 		return err
 	}
@@ -163,33 +162,4 @@ The replay is deterministic: the same flags give the same numbers.`, stdout)
 	}
 	fmt.Fprintf(stdout, "\nwrote %s and %s\n", jsonPath, csvPath)
 	return nil
-}
-
-func quotaGPUs(queues []sim.TraceQueue) int {
-	var n int
-	for _, q := range queues {
-		n += q.NominalGPUs
-	}
-	return n
-}
-
-// replayFlavors reads the replay's flavors from path; none (the replay's
-// default, one H100 flavor) without a file.
-func replayFlavors(path string) ([]sim.ReplayFlavor, error) {
-	if path == "" {
-		return nil, nil
-	}
-	r, err := config.LoadReplay(path)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]sim.ReplayFlavor, len(r.Flavors))
-	for i, f := range r.Flavors {
-		out[i] = sim.ReplayFlavor{Name: f.Name, Share: float64(f.Share.Micros) / 1e6, PriceMicrosPerGPUHour: r.RateMicros(i), Model: f.GPUModel,
-			Speed: r.SpeedOf(i), GavelGPU: f.GavelGPU}
-		if f.GavelGPU != "" {
-			out[i].TraceGPU = r.TraceGPU
-		}
-	}
-	return out, nil
 }
