@@ -39,6 +39,44 @@ func (t KEDATarget) For(namespace, name string) KEDATarget {
 	return t
 }
 
+// ForWorkload is t for the workload that serves an endpoint: a
+// Deployment (named by its ReplicaSet less the pod-template hash), a
+// LeaderWorkerSet, or, where the ledger knows no owner, one named after
+// the model.
+func (t KEDATarget) ForWorkload(namespace, kind, name, model string) KEDATarget {
+	target := KEDAName(model)
+	switch kind {
+	case "ReplicaSet":
+		target = deploymentOf(name)
+	case "Deployment", "LeaderWorkerSet":
+		target = name
+	}
+	t = t.For(namespace, target)
+	if kind == "LeaderWorkerSet" {
+		t.Kind, t.APIVersion = "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1"
+	}
+	return t
+}
+
+// deploymentOf names the Deployment of a ReplicaSet: its name less the
+// pod-template hash Kubernetes appends. The hash is written in
+// apimachinery's safe encoding (util/rand.SafeEncodeString: no vowels, no
+// 0, 1 or 3), so that a suffix such as "server" is not taken for one.
+func deploymentOf(rs string) string {
+	i := strings.LastIndexByte(rs, '-')
+	if i <= 0 {
+		return rs
+	}
+	hash := rs[i+1:]
+	if len(hash) < 5 || len(hash) > 10 || strings.Trim(hash, safeEncoding) != "" {
+		return rs
+	}
+	return rs[:i]
+}
+
+// safeEncoding is the alphabet of Kubernetes' pod-template hashes.
+const safeEncoding = "bcdfghjklmnpqrstvwxz2456789"
+
 // KEDAObject is the YAML of the object that applies rec to the target: a
 // ScaledObject with a Prometheus trigger (activationThreshold 0: any
 // request wakes it) and cron triggers for the pre-warm schedule, or an

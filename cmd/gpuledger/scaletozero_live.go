@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -84,17 +83,7 @@ func scaleToZeroLive(ctx context.Context, stdout io.Writer, o liveOptions) error
 		if rec.MinReplicas == 0 {
 			totalSaved += rec.Best.SavedGPUHours
 			totalNet += rec.Best.NetSavingMicros
-			name := capacity.KEDAName(e.Model)
-			switch e.Kind {
-			case "ReplicaSet":
-				name = deploymentOf(e.Name)
-			case "Deployment", "LeaderWorkerSet":
-				name = e.Name
-			}
-			t := o.keda.For(e.Namespace, name)
-			if e.Kind == "LeaderWorkerSet" {
-				t.Kind, t.APIVersion = "LeaderWorkerSet", "leaderworkerset.x-k8s.io/v1"
-			}
+			t := o.keda.ForWorkload(e.Namespace, e.Kind, e.Name, e.Model)
 			if err := os.WriteFile(filepath.Join(o.out, "keda", t.Namespace+"-"+t.Name+".yaml"), []byte(capacity.KEDAObject(rec, t)), 0o644); err != nil {
 				return err
 			}
@@ -145,23 +134,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// deploymentOf names the Deployment of a ReplicaSet: its name less the
-// pod-template hash Kubernetes appends.
-func deploymentOf(rs string) string {
-	i := strings.LastIndexByte(rs, '-')
-	if i <= 0 {
-		return rs
-	}
-	hash := rs[i+1:]
-	for _, c := range hash {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
-			return rs
-		}
-	}
-	if len(hash) < 5 || len(hash) > 10 {
-		return rs
-	}
-	return rs[:i]
 }
