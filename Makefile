@@ -94,6 +94,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseBytes -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./cmd/gpuledger
 	$(GO) test -run='^$$' -fuzz=FuzzParseServeGen -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./capacity
 	$(GO) test -run='^$$' -fuzz=FuzzParseRequests -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./capacity
+	$(GO) test -run='^$$' -fuzz=FuzzParseColdStarts -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./capacity
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./tools/scaleestimate
 	$(GO) test -run='^$$' -fuzz=FuzzAdmit -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./admission
 	$(GO) test -run='^$$' -fuzz=FuzzSummarise -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./tools/testsummary
 

@@ -1,6 +1,10 @@
 package capacity
 
-import "testing"
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
 
 // The KEDA object scales the workload that serves the endpoint: a
 // ReplicaSet's Deployment (its name less the pod-template hash, only when
@@ -32,4 +36,36 @@ func TestKEDATargetForWorkload(t *testing.T) {
 			t.Errorf("query %q, want %q", got.Query, want)
 		}
 	}
+}
+
+func TestParseColdStarts(t *testing.T) {
+	got, err := ParseColdStarts(" m-small=1:30s, deepseek-r1=8:900s,", 500_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got["m-small"].GPUsPerReplica != 1 || got["m-small"].Load.Seconds() != 30 ||
+		got["deepseek-r1"].GPUsPerReplica != 8 || got["deepseek-r1"].PenaltyMicros != 500_000 {
+		t.Fatalf("got %+v", got)
+	}
+	for _, bad := range []string{"m-small", "m-small=1", "=1:30s", "m=0:30s", "m=x:30s", "m=1:-5s", "m=1:soon"} {
+		if _, err := ParseColdStarts(bad, 0); err == nil || !strings.Contains(err.Error(), strconv.Quote(bad)) || !strings.Contains(err.Error(), "want model=GPUs:load") {
+			t.Errorf("%q: %v; want an error naming the item and what was expected", bad, err)
+		}
+	}
+}
+
+func FuzzParseColdStarts(f *testing.F) {
+	f.Add("m-small=1:30s,m-mid=2:120s")
+	f.Add("x=8:1h")
+	f.Fuzz(func(t *testing.T, v string) {
+		got, err := ParseColdStarts(v, 1)
+		if err != nil {
+			return
+		}
+		for m, c := range got {
+			if m == "" || c.GPUsPerReplica < 1 || c.Load < 0 {
+				t.Fatalf("%q: accepted %q as %+v", v, m, c)
+			}
+		}
+	})
 }

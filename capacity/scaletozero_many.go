@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -121,4 +122,25 @@ func PrewarmText(ws []DailyWindow) string {
 // model-client.
 func KEDAName(s string) string {
 	return strings.ToLower(strings.NewReplacer("/", "-", "_", "-", ".", "-").Replace(s))
+}
+
+// ParseColdStarts reads a comma-separated list of model=GPUs:load (such as
+// m-small=1:30s): each model's replica size in GPUs and the time a cold
+// replica takes to load, each cold start costing penaltyMicros.
+func ParseColdStarts(v string, penaltyMicros int64) (map[string]ColdStart, error) {
+	out := map[string]ColdStart{}
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		model, spec, ok := strings.Cut(item, "=")
+		g, l, ok2 := strings.Cut(spec, ":")
+		gpus, err1 := strconv.Atoi(g)
+		load, err2 := time.ParseDuration(l)
+		if !ok || !ok2 || model == "" || err1 != nil || gpus < 1 || err2 != nil || load < 0 {
+			return nil, fmt.Errorf("item %q: want model=GPUs:load such as m-small=1:30s (GPUs a whole number of at least 1, load a duration)", item)
+		}
+		out[model] = ColdStart{Load: load, GPUsPerReplica: float64(gpus), PenaltyMicros: penaltyMicros}
+	}
+	return out, nil
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -224,18 +223,12 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 	return nil
 }
 
-// parseColdStarts reads model=GPUs:load,….
+// parseColdStarts is capacity.ParseColdStarts with -coldStart's name on
+// its error.
 func parseColdStarts(v string, penalty int64) (map[string]capacity.ColdStart, error) {
-	out := map[string]capacity.ColdStart{}
-	for _, item := range splitList(v) {
-		model, spec, ok := strings.Cut(item, "=")
-		g, l, ok2 := strings.Cut(spec, ":")
-		gpus, err1 := strconv.Atoi(g)
-		load, err2 := time.ParseDuration(l)
-		if !ok || !ok2 || model == "" || err1 != nil || gpus < 1 || err2 != nil || load < 0 {
-			return nil, usageError{fmt.Sprintf("-coldStart item %q: want model=GPUs:load such as m-small=1:30s", item)}
-		}
-		out[model] = capacity.ColdStart{Load: load, GPUsPerReplica: float64(gpus), PenaltyMicros: penalty}
+	out, err := capacity.ParseColdStarts(v, penalty)
+	if err != nil {
+		return nil, usageError{"-coldStart: " + err.Error()}
 	}
 	return out, nil
 }
