@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
-	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/capacity"
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ledger"
@@ -60,7 +58,7 @@ until interrupted, sending again each time.`, stdout)
 	if err != nil {
 		return err
 	}
-	rule := capacityRule(cfg.Capacity)
+	rule := capacity.RuleOf(cfg.Capacity)
 	now := time.Now
 	if *at != "" {
 		t, err := time.Parse(time.RFC3339, *at)
@@ -100,92 +98,13 @@ until interrupted, sending again each time.`, stdout)
 	}
 }
 
-// waitRule is the configuration's queue-wait trigger.
-func waitRule(c *config.Capacity) capacity.WaitRule {
-	r := capacity.DefaultWaitRule
-	if c == nil {
-		return r
-	}
-	if c.PurchaseGPUs > 0 {
-		r.PurchaseGPUs = c.PurchaseGPUs
-	}
-	if c.WaitMinutes > 0 {
-		r.Threshold = time.Duration(c.WaitMinutes) * time.Minute
-	}
-	if c.WaitPercentile > 0 {
-		r.Quantile = float64(c.WaitPercentile) / 100
-	}
-	if c.WaitWindowDays > 0 {
-		r.Window = time.Duration(c.WaitWindowDays) * 24 * time.Hour
-	}
-	if c.UtilizationPercent > 0 {
-		r.Busy = float64(c.UtilizationPercent) / 100
-	}
-	return r
-}
-
-// endpointOptions is the configuration's cold start, for scale-to-zero on
-// the ledger's endpoints; prices is the flavors', whose highest is the
-// price of an endpoint's GPU-hour where its workload has none.
-func endpointOptions(c *config.Capacity, prices map[string]int64) capacity.EndpointOptions {
-	o := capacity.DefaultEndpointOptions
-	if len(prices) > 0 {
-		o.PriceMicros = slices.Max(slices.Collect(maps.Values(prices)))
-	}
-	if c == nil {
-		return o
-	}
-	if c.ColdStartSeconds > 0 {
-		o.Default = time.Duration(c.ColdStartSeconds) * time.Second
-	}
-	if c.ColdStartPenalty.Set {
-		o.PenaltyMicros = c.ColdStartPenalty.Micros
-	}
-	o.Loads = map[string]time.Duration{}
-	for m, s := range c.ColdStartModels {
-		o.Loads[m] = time.Duration(s) * time.Second
-	}
-	for _, sc := range c.SLAClasses {
-		class := capacity.SLAClass{Name: sc.Name, Namespaces: sc.Namespaces, PenaltyMicros: o.PenaltyMicros, MaxP95: time.Duration(sc.MaxP95ExtraSeconds) * time.Second}
-		if sc.ColdStartPenalty.Set {
-			class.PenaltyMicros = sc.ColdStartPenalty.Micros
-		}
-		if sc.MaxP95ExtraSeconds < 0 {
-			class.MaxP95 = -1
-		}
-		o.Classes = append(o.Classes, class)
-	}
-	return o
-}
-
-// capacityRule is the configuration's expansion trigger.
-func capacityRule(c *config.Capacity) capacity.Rule {
-	r := capacity.DefaultRule
-	if c == nil {
-		return r
-	}
-	if c.PurchaseGPUs > 0 {
-		r.PurchaseGPUs = c.PurchaseGPUs
-	}
-	if c.UtilizationPercent > 0 {
-		r.Threshold = float64(c.UtilizationPercent) / 100
-	}
-	if c.WindowDays > 0 {
-		r.Window = time.Duration(c.WindowDays) * 24 * time.Hour
-	}
-	if c.Measure != "" {
-		r.Measure = capacity.Measure(c.Measure)
-	}
-	return r
-}
-
 func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store ledger.Store, cluster string, cfg *config.Config,
 	rule capacity.Rule, prices map[string]int64, now time.Time, am *capacity.Alertmanager, ttl time.Duration) error {
 	recs, err := capacity.Evaluate(ctx, store, cluster, now, rule, prices)
 	if err != nil {
 		return err
 	}
-	wr := waitRule(cfg.Capacity)
+	wr := capacity.WaitRuleOf(cfg.Capacity)
 	waits, err := capacity.EvaluateWaits(ctx, store, cluster, now, wr, prices)
 	if err != nil {
 		return err
@@ -259,40 +178,11 @@ queue's quota.`, stdout)
 	if err != nil {
 		return err
 	}
-	byFlavor := map[string]*capacity.RuleFlavor{}
-	for _, n := range c.Nodes {
-		layout, err := ruleSlices(n)
-		if err != nil {
-			return err
-		}
-		f := byFlavor[n.Flavor]
-		if f == nil {
-			f = &capacity.RuleFlavor{Name: n.Flavor, MIG: layout}
-			byFlavor[n.Flavor] = f
-		}
-		if !slices.Equal(f.MIG, layout) {
-			return fmt.Errorf("flavor %s: node %s is partitioned %v (%s), another node otherwise; the rules count one layout per flavor: give the layouts flavors of their own",
-				n.Flavor, n.Name, n.MIG, n.GPUModel)
-		}
-		f.Nodes = append(f.Nodes, n.Name)
+	flavors, queues, err := capacity.RuleInputsOf(cfg, c)
+	if err != nil {
+		return err
 	}
-	var flavors []capacity.RuleFlavor
-	for _, f := range byFlavor {
-		flavors = append(flavors, *f)
-	}
-	namespaces := map[string][]string{}
-	for _, lq := range cfg.LocalQueues {
-		if !slices.Contains(namespaces[lq.ClusterQueue], lq.Namespace) {
-			namespaces[lq.ClusterQueue] = append(namespaces[lq.ClusterQueue], lq.Namespace)
-		}
-	}
-	var queues []capacity.RuleQueue
-	for _, q := range cfg.ClusterQueues {
-		if len(q.Flavors) > 0 {
-			queues = append(queues, capacity.RuleQueue{Name: q.Name, Flavor: q.Flavors[0].Name, Namespaces: namespaces[q.Name]})
-		}
-	}
-	doc := capacity.PrometheusRules(c.Name, flavors, capacityRule(cfg.Capacity)) + capacity.PrometheusWaitRules(c.Name, queues, waitRule(cfg.Capacity), *kueueMatch)
+	doc := capacity.PrometheusRules(c.Name, flavors, capacity.RuleOf(cfg.Capacity)) + capacity.PrometheusWaitRules(c.Name, queues, capacity.WaitRuleOf(cfg.Capacity), *kueueMatch)
 	if *out == "" {
 		_, err := io.WriteString(stdout, doc)
 		return err
@@ -304,22 +194,6 @@ queue's quota.`, stdout)
 	return nil
 }
 
-// ruleSlices is a node's MIG layout for the rules, parsed by the ledger's
-// own rules: each profile's compute slices of its GPU model's, and its
-// resource as kube-state-metrics names it.
-func ruleSlices(n config.Node) ([]capacity.RuleSlice, error) {
-	var out []capacity.RuleSlice
-	for _, p := range n.MIG {
-		mp, err := attribution.ParseMIGProfile(p)
-		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", n.Name, err)
-		}
-		out = append(out, capacity.RuleSlice{Profile: p, Resource: attribution.SanitizeName(config.MIGResourcePrefix + p),
-			Slices: mp.ComputeSlices, Of: attribution.MIGComputeSlices(n.GPUModel)})
-	}
-	return out, nil
-}
-
 // capacityOptions are the capacity routes' business data from the
 // configuration.
 func capacityOptions(cfg *config.Config, cluster string) api.CapacityOptions {
@@ -327,6 +201,6 @@ func capacityOptions(cfg *config.Config, cluster string) api.CapacityOptions {
 	for _, f := range cfg.ResourceFlavors {
 		prices[f.Name] = cfg.PriceMicros(f.Name)
 	}
-	return api.CapacityOptions{Cluster: cluster, Rule: capacityRule(cfg.Capacity), WaitRule: waitRule(cfg.Capacity), PricesMicros: prices, Budgets: cfg.TeamBudgets(),
-		Endpoints: endpointOptions(cfg.Capacity, prices)}
+	return api.CapacityOptions{Cluster: cluster, Rule: capacity.RuleOf(cfg.Capacity), WaitRule: capacity.WaitRuleOf(cfg.Capacity), PricesMicros: prices, Budgets: cfg.TeamBudgets(),
+		Endpoints: capacity.EndpointOptionsOf(cfg.Capacity, prices)}
 }
