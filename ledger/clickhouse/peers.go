@@ -70,7 +70,7 @@ func (s *Store) comparePeers(ctx context.Context, rec *record) {
 		byCluster[k.cluster] = byCluster[k.cluster].Widen(k.hour)
 	}
 	for cluster, span := range byCluster {
-		if err := s.comparePeersOf(ctx, cluster, span.From, span.To, mine); err != nil {
+		if err := s.comparePeersOf(ctx, cluster, span.From, span.To, mine, rec.Version); err != nil {
 			s.peers.mu.Lock()
 			s.peers.stats.Errors++
 			s.peers.mu.Unlock()
@@ -100,7 +100,11 @@ func (s *Store) notePeerWrites(rec *record) {
 	}
 }
 
-func (s *Store) comparePeersOf(ctx context.Context, cluster string, from, to time.Time, mine map[clusterHour][]ledger.Row) error {
+// comparePeersOf compares the hours of [from, to) of cluster in mine whose
+// newest stored version is neither one this store last wrote of the hour
+// nor own, the version being written (a spool replay finds the part of
+// its record that got in before the failure: its own rows, in part).
+func (s *Store) comparePeersOf(ctx context.Context, cluster string, from, to time.Time, mine map[clusterHour][]ledger.Row, own uint64) error {
 	table := s.table(s.opts.LedgerTable)
 	rs, err := s.conn.Query(ctx, `SELECT hour, max(version) FROM `+table+` WHERE cluster = ? AND hour >= ? AND hour < ? GROUP BY hour`, cluster, from, to)
 	if err != nil {
@@ -117,7 +121,7 @@ func (s *Store) comparePeersOf(ctx context.Context, cluster string, from, to tim
 			return err
 		}
 		k := clusterHour{cluster, h.UTC()}
-		if _, ok := mine[k]; ok && s.peers.wrote[k] != v {
+		if _, ok := mine[k]; ok && s.peers.wrote[k] != v && (own == 0 || v != own) {
 			foreign[k.hour] = true
 		}
 	}
