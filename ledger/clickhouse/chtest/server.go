@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,7 +75,7 @@ func (s *Server) DSNOf(db string) string {
 // until it answers.
 func (s *Server) Start() {
 	s.t.Helper()
-	args := []string{filepath.Join(repoRoot(), "tools", "clickhouse-test-server.sh"), filepath.Join(s.Dir, "srv"), strconv.Itoa(s.TCP), strconv.Itoa(s.HTTP)}
+	args := []string{filepath.Join(testenv.Root(), "tools", "clickhouse-test-server.sh"), filepath.Join(s.Dir, "srv"), strconv.Itoa(s.TCP), strconv.Itoa(s.HTTP)}
 	if s.extra != "" {
 		args = append(args, s.extra)
 	}
@@ -107,20 +106,27 @@ func killPidFile(path string) {
 }
 
 func waitClosed(port int) {
-	for range 100 {
+	within(5*time.Second, 50*time.Millisecond, func() bool {
 		c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
-			return
+			return true
 		}
 		c.Close()
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 }
 
-// repoRoot is the repository's root, found from this file's path.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+// within calls ok every period until it says true (within then does) or
+// d has passed (then false).
+func within(d, period time.Duration, ok func() bool) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(period) {
+		if ok() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
 }
 
 // ZooKeeper is a standalone ZooKeeper server (Debian's package) of a
@@ -177,10 +183,8 @@ func StartZooKeeper(t testing.TB) *ZooKeeper {
 		z.cmd.Wait()
 		log.Close()
 	})
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if z.serving() {
-			return z
-		}
+	if within(60*time.Second, 100*time.Millisecond, z.serving) {
+		return z
 	}
 	b, _ := os.ReadFile(log.Name())
 	t.Fatalf("ZooKeeper did not answer on 127.0.0.1:%d in 60 s; its log:\n%s", z.Port, b)
@@ -277,18 +281,15 @@ func (s *Server) zooKeeperReady() bool {
 	q := url.Values{"query": {"SELECT count() FROM system.zookeeper WHERE path = '/'"}}
 	u := "http://127.0.0.1:" + strconv.Itoa(s.HTTP) + "/?" + q.Encode()
 	client := &http.Client{Timeout: 5 * time.Second}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	return within(30*time.Second, 200*time.Millisecond, func() bool {
 		resp, err := client.Get(u)
 		if err != nil {
-			continue
+			return false
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			return true
-		}
-	}
-	return false
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // All is every node, shard by shard.
@@ -306,7 +307,7 @@ func (c *Cluster) All() []*Server {
 // the statements are then run on every node.
 func ClusterSQL(t testing.TB, db string, onCluster bool) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot(), "deploy", "clickhouse", "cluster.sql"))
+	b, err := os.ReadFile(filepath.Join(testenv.Root(), "deploy", "clickhouse", "cluster.sql"))
 	if err != nil {
 		t.Fatal(err)
 	}
