@@ -52,3 +52,12 @@ func (d *Decayed) Shares(queues map[string]*ClusterQueue) map[string]float64 {
 	}
 	return out
 }
+
+// Values returns a copy of each queue's value.
+func (d *Decayed) Values() map[string]float64 {
+	out := make(map[string]float64, len(d.values))
+	for k, v := range d.values {
+		out[k] = v
+	}
+	return out
+}

@@ -50,10 +50,20 @@ func InsertFIFO(list []*Workload, w *Workload) []*Workload {
 // each resource a queue uses beyond its nominal quota, what it borrows over
 // what the cohort can lend of it; the largest of those, over the queue's
 // weight. Queues borrowing least go first; within a queue, FIFO.
-type KueueFairSharing struct{}
+//
+// With PolicyName "costfair-drs" it is gpuledger's cost-weighted share as
+// a real Kueue can run it unmodified: the same order, with each
+// ClusterQueue's fairSharing.weight set from the money it has spent
+// against what its quota is worth (MoneyWeights).
+type KueueFairSharing struct{ PolicyName string }
 
-// Name is "kueue".
-func (KueueFairSharing) Name() string { return "kueue" }
+// Name is "kueue", or PolicyName when set.
+func (k KueueFairSharing) Name() string {
+	if k.PolicyName != "" {
+		return k.PolicyName
+	}
+	return "kueue"
+}
 
 // Order sorts by dominant resource share, then FIFO.
 func (KueueFairSharing) Order(s *Snapshot, pending []*Workload) {
@@ -285,7 +295,7 @@ func less(sa float64, a *Workload, sb float64, b *Workload) bool {
 var ErrPolicy = errors.New("unknown policy")
 
 // PolicyNames are the policies NewPolicy makes.
-var PolicyNames = []string{"fifo", "kueue", "kueue-afs", "costfair"}
+var PolicyNames = []string{"fifo", "kueue", "kueue-afs", "costfair", "costfair-drs"}
 
 // PolicyParams are what the share-based policies need: the half-life of
 // decayed usage, the admission penalty, and for costfair the price per
@@ -297,8 +307,9 @@ type PolicyParams struct {
 
 // NewPolicy makes a policy by name: fifo, kueue (cohort fair sharing by
 // dominant resource share), kueue-afs (Admission Fair Sharing: decayed
-// resource-seconds, every unit worth 1) or costfair (decayed spend at the
-// flavors' prices). The simulator and a controller pick policies through
+// resource-seconds, every unit worth 1), costfair (decayed spend at the
+// flavors' prices) or costfair-drs (kueue's order, the caller setting the
+// queues' weights with MoneyWeights). The simulator and a controller pick policies through
 // it, so both run the same code.
 func NewPolicy(name string, p PolicyParams) (Sharer, error) {
 	switch name {
@@ -310,6 +321,9 @@ func NewPolicy(name string, p PolicyParams) (Sharer, error) {
 		return ShareOrder{PolicyName: name, DefaultRate: 1, HalfLifeMs: p.HalfLifeMs, PenaltyMs: p.PenaltyMs}, nil
 	case "costfair":
 		return ShareOrder{PolicyName: name, Rate: p.Rates, HalfLifeMs: p.HalfLifeMs, PenaltyMs: p.PenaltyMs}, nil
+	case "costfair-drs":
+		// The caller sets the queues' weights (MoneyWeights).
+		return KueueFairSharing{PolicyName: name}, nil
 	}
 	return nil, fmt.Errorf("%w %q: want one of %s", ErrPolicy, name, strings.Join(PolicyNames, ", "))
 }

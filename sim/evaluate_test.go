@@ -64,7 +64,9 @@ func TestEvaluate(t *testing.T) {
 	if err := WriteEvalTable(&sb, rows); err != nil || !strings.Contains(sb.String(), "avg JCT / best Kueue") {
 		t.Errorf("table: %v\n%s", err, sb.String())
 	}
-	goal := GoalCheck(rows, []float64{0.9})
+	g := DefaultGoal()
+	g.Loads, g.MoneyLoads = []float64{0.9}, nil
+	goal := GoalCheck(rows, g)
 	if !strings.HasPrefix(goal["costfair"], "misses") && goal["costfair"] != "meets the goal" {
 		t.Errorf("goal check: %q", goal["costfair"])
 	}
@@ -79,27 +81,66 @@ func TestEvaluate(t *testing.T) {
 
 // TestGoalCheck: the verdict follows each criterion.
 func TestGoalCheck(t *testing.T) {
-	ok := EvalRow{Candidate: "x", Load: 0.85, JCTRatio: Spread{Mean: 0.7}, FTFWorst: Spread{Mean: 1}, BaseFTFWorst: Spread{Mean: 1.2},
-		MaxWaitHours: Spread{Mean: 5}, BaseMaxWaitHours: Spread{Mean: 5}}
-	if got := GoalCheck([]EvalRow{ok}, []float64{0.85}); got["x"] != "meets the goal" {
+	g := DefaultGoal()
+	ok := EvalRow{Candidate: "x", Load: 0.85, JCTRatio: Spread{Mean: 1.02}, MaxWaitHours: Spread{Mean: 5.4}, BaseMaxWaitHours: Spread{Mean: 5}}
+	if got := GoalCheck([]EvalRow{ok}, g); got["x"] != "meets the goal" {
 		t.Errorf("a row within every bound: %q", got["x"])
 	}
 	for name, bad := range map[string]func(*EvalRow){
-		"JCT ratio":     func(r *EvalRow) { r.JCTRatio.Mean = 0.81 },
-		"FTF":           func(r *EvalRow) { r.FTFWorst.Mean = 1.3 },
-		"max wait":      func(r *EvalRow) { r.MaxWaitHours.Mean = 6 },
+		"JCT ratio":     func(r *EvalRow) { r.JCTRatio.Mean = 1.031 },
+		"max wait":      func(r *EvalRow) { r.MaxWaitHours.Mean = 5.6 },
 		"partial gangs": func(r *EvalRow) { r.PartialGPUHours.Max = 0.5 },
 	} {
 		r := ok
 		bad(&r)
-		if got := GoalCheck([]EvalRow{r}, []float64{0.85}); !strings.Contains(got["x"], name) {
+		if got := GoalCheck([]EvalRow{r}, g); !strings.Contains(got["x"], name) {
 			t.Errorf("%s: %q", name, got["x"])
 		}
 	}
 	// Rows at other loads do not count.
 	r := ok
-	r.JCTRatio.Mean, r.Load = 2, 1.1
-	if got := GoalCheck([]EvalRow{ok, r}, []float64{0.85}); got["x"] != "meets the goal" {
+	r.JCTRatio.Mean, r.Load = 2, 0.7
+	if got := GoalCheck([]EvalRow{ok, r}, g); got["x"] != "meets the goal" {
 		t.Errorf("a row outside the goal loads counted: %q", got["x"])
+	}
+	// The money gap at 1.1: 0.03 or under, or half of kueue-afs's in the
+	// same cell.
+	afs := EvalRow{Candidate: "kueue-afs", Load: 1.1, JCTRatio: Spread{Mean: 1}, MoneyGap: Spread{Mean: 0.12}}
+	for _, c := range []struct {
+		gap  float64
+		meet bool
+	}{{0.03, true}, {0.06, true}, {0.061, false}} {
+		r := ok
+		r.Load, r.MoneyGap.Mean = 1.1, c.gap
+		got := GoalCheck([]EvalRow{afs, r}, g)["x"]
+		if (got == "meets the goal") != c.meet || !c.meet && !strings.Contains(got, "money gap 0.061 (kueue-afs 0.120)") {
+			t.Errorf("money gap %g against kueue-afs's 0.12: %q", c.gap, got)
+		}
+	}
+	g.MoneyLoads = nil
+	r = ok
+	r.Load, r.MoneyGap.Mean = 1.1, 0.5
+	if got := GoalCheck([]EvalRow{r}, g); got["x"] != "meets the goal" {
+		t.Errorf("one flavor, no money criterion: %q", got["x"])
+	}
+}
+
+func TestPickCandidates(t *testing.T) {
+	got, err := PickCandidates([]string{"costfair-drs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range got {
+		names = append(names, c.Name)
+	}
+	if strings.Join(names, ",") != "kueue,kueue-afs,costfair-drs" {
+		t.Errorf("picked %v; want the baselines and costfair-drs", names)
+	}
+	if _, err := PickCandidates([]string{"nope"}); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("unknown candidate: %v", err)
+	}
+	if all, _ := PickCandidates(nil); len(all) != len(DefaultCandidates()) {
+		t.Errorf("none named: %d candidates, want all %d", len(all), len(DefaultCandidates()))
 	}
 }

@@ -16,10 +16,12 @@ import (
 // ReplayOptions configures Replay.
 type ReplayOptions struct {
 	// Policy is fifo, kueue (Kueue fair sharing), kueue-afs (Kueue
-	// Admission Fair Sharing) or costfair (gpuledger's cost-weighted fair
-	// share). kueue and kueue-afs weigh every queue 1, as Kueue does by
-	// default; costfair weighs a queue by what its nominal quota is worth
-	// (GPUs × price), its entitlement in money.
+	// Admission Fair Sharing), costfair (gpuledger's cost-weighted fair
+	// share) or costfair-drs (Kueue fair sharing, each queue's weight set
+	// before every cycle from its decayed spend against its entitlement:
+	// admission.MoneyWeights). kueue and kueue-afs weigh every queue 1, as
+	// Kueue does by default; costfair weighs a queue by what its nominal
+	// quota is worth (GPUs × price), its entitlement in money.
 	Policy string
 	// Gating admits gangs all at once, within quota (Kueue); without it
 	// there is no admission: a job's pods are created at submission,
@@ -345,7 +347,7 @@ func newReplay(m *Model, jobs []TraceJob, opts ReplayOptions) (*replay, error) {
 	switch opts.PreemptionRules {
 	case "":
 		opts.PreemptionRules = "reclaim"
-		if opts.Policy == "kueue" {
+		if opts.Policy == "kueue" || opts.Policy == "costfair-drs" {
 			opts.PreemptionRules = "kueue"
 		}
 	case "kueue", "reclaim":
@@ -552,6 +554,8 @@ func (r *replay) advance(t time.Duration) {
 				r.decayed.Add(j.Queue, g)
 			case "costfair":
 				r.decayed.Add(j.Queue, cost*(1+r.opts.IdlePenalty*j.Idle))
+			case "costfair-drs":
+				r.decayed.Add(j.Queue, cost)
 			}
 		}
 		for _, p := range r.partial {
@@ -566,6 +570,8 @@ func (r *replay) advance(t time.Duration) {
 				// Held, idle GPUs of a partial gang cost the queue and
 				// are penalised.
 				r.decayed.Add(p.Queue, g*r.model.Rates[r.ungated]*(1+r.opts.IdlePenalty))
+			case "costfair-drs":
+				r.decayed.Add(p.Queue, g*r.model.Rates[r.ungated])
 			}
 		}
 	}

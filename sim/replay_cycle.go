@@ -65,6 +65,13 @@ func (r *replay) cycle() {
 	if r.opts.Policy == "kueue-afs" || (r.opts.Policy == "costfair" && r.loop == nil) {
 		r.snap.Share = r.decayed.Shares(r.snap.Queues)
 	}
+	if r.opts.Policy == "costfair-drs" {
+		// What gpuledger's controller would write into each
+		// ClusterQueue's fairSharing.weight before Kueue's next cycle.
+		for q, w := range admission.MoneyWeights(r.decayed.Values(), r.model.value) {
+			r.snap.Queues[q].Weight = w
+		}
+	}
 	r.snap.NowMs = r.now.Milliseconds()
 	if r.opts.Gating {
 		aopts := admission.Options{SameDomain: r.opts.SameDomain, Policy: r.policy, Terse: true}

@@ -36,7 +36,8 @@ same run. Writes every run to <out>/policy-eval.csv.`, stdout)
 	seeds := fs.String("seeds", "1,2,3", "seeds of the offsets and of the gavel mix")
 	loads := fs.String("loads", "0.7,0.85,0.95,1.1", "offered loads: GPU demand / capacity")
 	regimes := fs.String("regimes", "none,kueue", "preemption regimes, each applied to every policy: none, reclaim (take back nominal quota, newest first) or kueue (Kueue's fair-sharing preemption)")
-	goalLoads := fs.String("goalLoads", "0.85,0.95", "loads the goal is checked at and variants are tuned on")
+	goalLoads := fs.String("goalLoads", "0.85,0.95,1.1", "loads the goal is checked at and variants are tuned on")
+	candidates := fs.String("candidates", "", "candidates to replay, comma-separated (default all: "+strings.Join(sim.CandidateNames(), ", ")+"); kueue and kueue-afs, the baselines, are always replayed")
 	workers := fs.Int("workers", 0, "replays run at once (default: GOMAXPROCS)")
 	out := fs.String("out", "gpuledger-sim", "folder for policy-eval.csv")
 	clusterFile := fs.String("cluster", "", "flavors and prices for every run (see examples/philly-replay.yaml); default one H100 flavor")
@@ -45,8 +46,11 @@ same run. Writes every run to <out>/policy-eval.csv.`, stdout)
 	}
 	cfg := sim.EvalConfig{Dir: *trace, Halves: [2][]string{splitList(*halfA), splitList(*halfB)}, Workloads: splitList(*workloads),
 		GavelJobsPerHour: *gavelRate, From: days2d(*fromDay), Span: days2d(*days), OffsetSpread: days2d(*offsetDays),
-		Regimes: splitList(*regimes), Candidates: sim.DefaultCandidates(), Workers: *workers}
+		Regimes: splitList(*regimes), Workers: *workers}
 	var err error
+	if cfg.Candidates, err = sim.PickCandidates(splitList(*candidates)); err != nil {
+		return usageError{"-candidates: " + err.Error()}
+	}
 	if cfg.Flavors, err = sim.LoadReplayFlavors(*clusterFile); err != nil {
 		return err
 	}
@@ -80,8 +84,13 @@ same run. Writes every run to <out>/policy-eval.csv.`, stdout)
 	if err := sim.WriteEvalTable(stdout, rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nGoal (held-out halves, loads %s): avg JCT ≥ 20%% below the better Kueue mode, worst-queue FTF and max wait no worse, no partial gangs\n", *goalLoads)
-	goal := sim.GoalCheck(rows, cfg.TuneLoads)
+	g := sim.DefaultGoal()
+	g.Loads = cfg.TuneLoads
+	if len(cfg.Flavors) < 2 {
+		g.MoneyLoads = nil // one flavor: money is GPUs
+	}
+	fmt.Fprintf(stdout, "\nGoal (held-out halves, %s)\n", g)
+	goal := sim.GoalCheck(rows, g)
 	for _, c := range cfg.Candidates {
 		if !c.Baseline {
 			verdict := goal[c.Name]
