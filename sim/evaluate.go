@@ -252,8 +252,10 @@ type EvalRow struct {
 	Workload, TestHalf, Candidate, Variant, Regime string
 	Load                                           float64
 	Seeds                                          int
-	// JCTRatio: average JCT over the best baseline's.
-	JCTRatio Spread
+	// JCTRatio: average JCT over the best baseline's; JCTRatioKueue over
+	// the kueue baseline's alone (Kueue's cohort fair sharing, the mode
+	// costfair-drs is built on).
+	JCTRatio, JCTRatioKueue Spread
 	// AvgJCTHours, FTFWorst (worst queue's mean finish-time fairness),
 	// MaxWaitHours (longest wait of any queue), JainBacklogged,
 	// PartialGPUHours and LostGPUHours are the candidate's own figures;
@@ -313,8 +315,11 @@ func Tuned(c EvalConfig, runs []EvalRun) []EvalRow {
 			picks[cand.Name] = pickVariant(c, runs, tune, cand)
 			baseline[cand.Name] = cand.Baseline
 		}
-		best := map[cell]ReplayResult{}
+		best, kueue := map[cell]ReplayResult{}, map[cell]ReplayResult{}
 		for _, r := range runs {
+			if r.Half == test && r.Candidate == "kueue" && picks[r.Candidate] == r.Variant {
+				kueue[r.cell()] = r.Result
+			}
 			if r.Half != test || !baseline[r.Candidate] || picks[r.Candidate] != r.Variant {
 				continue
 			}
@@ -323,7 +328,7 @@ func Tuned(c EvalConfig, runs []EvalRun) []EvalRow {
 			}
 		}
 		for _, cand := range c.Candidates {
-			rows = append(rows, summarise(runs, best, test, cand.Name, picks[cand.Name])...)
+			rows = append(rows, summarise(runs, best, kueue, test, cand.Name, picks[cand.Name])...)
 		}
 	}
 	return rows
@@ -411,12 +416,12 @@ func DefaultCandidates() []EvalCandidate {
 	}
 }
 
-func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant string) []EvalRow {
+func summarise(runs []EvalRun, best, kueue map[cell]ReplayResult, half, cand, variant string) []EvalRow {
 	type key struct {
 		workload, regime string
 		load             float64
 	}
-	acc := map[key]*[12][]float64{}
+	acc := map[key]*[13][]float64{}
 	var keys []key
 	for _, r := range runs {
 		if r.Half != half || r.Candidate != cand || r.Variant != variant {
@@ -429,13 +434,14 @@ func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant s
 		k := key{r.Workload, r.Regime, r.Load}
 		a := acc[k]
 		if a == nil {
-			a = &[12][]float64{}
+			a = &[13][]float64{}
 			acc[k] = a
 			keys = append(keys, k)
 		}
 		res := r.Result
 		for i, v := range []float64{res.AvgJCTSeconds / b.AvgJCTSeconds, res.AvgJCTSeconds / 3600, res.FTFMaxQueue, res.MaxWaitSeconds / 3600,
-			res.JainBacklogged, b.FTFMaxQueue, b.MaxWaitSeconds / 3600, res.PartialGangGPUHours, res.PreemptedGPUHours, res.MoneyGap, b.MoneyGap, r.BuiltLoad} {
+			res.JainBacklogged, b.FTFMaxQueue, b.MaxWaitSeconds / 3600, res.PartialGangGPUHours, res.PreemptedGPUHours, res.MoneyGap, b.MoneyGap, r.BuiltLoad,
+			res.AvgJCTSeconds / kueue[r.cell()].AvgJCTSeconds} {
 			a[i] = append(a[i], v)
 		}
 	}
@@ -448,7 +454,7 @@ func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant s
 		rows = append(rows, EvalRow{Workload: k.workload, TestHalf: half, Candidate: cand, Variant: variant, Regime: k.regime, Load: k.load,
 			Seeds: len(a[0]), JCTRatio: spread(a[0]), AvgJCTHours: spread(a[1]), FTFWorst: spread(a[2]), MaxWaitHours: spread(a[3]),
 			JainBacklogged: spread(a[4]), BaseFTFWorst: spread(a[5]), BaseMaxWaitHours: spread(a[6]), PartialGPUHours: spread(a[7]),
-			LostGPUHours: spread(a[8]), MoneyGap: spread(a[9]), BaseMoneyGap: spread(a[10]), BuiltLoad: spread(a[11])})
+			LostGPUHours: spread(a[8]), MoneyGap: spread(a[9]), BaseMoneyGap: spread(a[10]), BuiltLoad: spread(a[11]), JCTRatioKueue: spread(a[12])})
 	}
 	return rows
 }
@@ -459,10 +465,10 @@ func summarise(runs []EvalRun, best map[cell]ReplayResult, half, cand, variant s
 // over seeds.
 func WriteEvalTable(w io.Writer, rows []EvalRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "workload\ttest half\tpreemption\tload (built)\tcandidate\tvariant (tuned on the other half)\tavg JCT / best Kueue\tavg JCT h\tFTF worst queue (Kueue)\tmax wait h (Kueue)\tJain backlogged\tmoney gap (Kueue)\tpartial GPU-h\tlost GPU-h")
+	fmt.Fprintln(tw, "workload\ttest half\tpreemption\tload (built)\tcandidate\tvariant (tuned on the other half)\tavg JCT / best Kueue\t/ kueue\tavg JCT h\tFTF worst queue (Kueue)\tmax wait h (Kueue)\tJain backlogged\tmoney gap (Kueue)\tpartial GPU-h\tlost GPU-h")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f (%.3f-%.3f)\t%s\t%s\t%s\t%s\t%s (%s)\t%s (%s)\t%s\t%.3f (%.3f)\t%s\t%s\n", r.Workload, r.TestHalf, r.Regime, r.Load, r.BuiltLoad.Min, r.BuiltLoad.Max, r.Candidate, r.Variant,
-			r.JCTRatio, short(r.AvgJCTHours.Mean), short(r.FTFWorst.Mean), short(r.BaseFTFWorst.Mean), short(r.MaxWaitHours.Mean),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f (%.3f-%.3f)\t%s\t%s\t%s\t%.3f\t%s\t%s (%s)\t%s (%s)\t%s\t%.3f (%.3f)\t%s\t%s\n", r.Workload, r.TestHalf, r.Regime, r.Load, r.BuiltLoad.Min, r.BuiltLoad.Max, r.Candidate, r.Variant,
+			r.JCTRatio, r.JCTRatioKueue.Mean, short(r.AvgJCTHours.Mean), short(r.FTFWorst.Mean), short(r.BaseFTFWorst.Mean), short(r.MaxWaitHours.Mean),
 			short(r.BaseMaxWaitHours.Mean), short(r.JainBacklogged.Mean), r.MoneyGap.Mean, r.BaseMoneyGap.Mean, short(r.PartialGPUHours.Max), short(r.LostGPUHours.Mean))
 	}
 	return tw.Flush()

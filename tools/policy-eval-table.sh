@@ -1,32 +1,33 @@
 #!/usr/bin/env bash
-# The held-out JCT table docs/policy-eval/README.md quotes, from a
-# policy-eval output file: per candidate and preemption, the average JCT
-# over the better Kueue mode at loads 0.85 and 0.95 on each held-out half,
-# mean [min-max] over the seeds, and the money gap against Kueue's
-# (costfair's and Kueue's, mean over the seeds).
-# Usage: bash tools/policy-eval-table.sh docs/policy-eval/philly.txt
+# The held-out table docs/policy-eval/README.md quotes, from a policy-eval
+# output file: per candidate, preemption and goal load, on each held-out
+# half, the average JCT over the better Kueue mode (mean [min-max] over
+# the seeds) and over the kueue mode alone, the longest wait over the
+# better mode's, and the money gap beside that mode's (means over seeds).
+# Usage: bash tools/policy-eval-table.sh docs/policy-eval/philly.txt [candidates]
 set -euo pipefail
-f=${1:?usage: tools/policy-eval-table.sh docs/policy-eval/philly.txt}
-echo "| candidate | preemption | load 0.85, half A | 0.85, B | 0.95, A | 0.95, B | money gap 0.85/0.95, A | B (Kueue's) |"
-echo "|---|---|---|---|---|---|---|---|"
-awk '
+f=${1:?usage: tools/policy-eval-table.sh docs/policy-eval/philly.txt [candidate,...]}
+cands=${2:-costfair,costfair-drs,costfair+targets}
+echo "| candidate | preemption | load | half A: JCT / better Kueue | / kueue | longest wait / Kueue's | money gap (Kueue's) | half B: JCT / better Kueue | / kueue | longest wait / Kueue's | money gap (Kueue's) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+awk -v cands="$cands" '
+	BEGIN { n = split(cands, c, ","); for (i = 1; i <= n; i++) want[c[i]] = i }
 	$1 == "philly" || $1 == "gavel" {
-		# load (built range) is two fields in newer files, one in older
-		o = ($5 ~ /^\(/) ? 1 : 0
-		cand = $(5+o); pre = $3; load = $4; half = $2
-		if (cand == "kueue" || cand == "kueue-afs" || (load != "0.85" && load != "0.95")) next
-		k = cand SUBSEP pre
-		if (!(k in seen)) { seen[k] = 1; order[++n] = k }
-		jct[k, load, half] = $(7+o) " " $(8+o)
-		gsub(/–/, "-", jct[k, load, half])
-		if (NF >= 18 + o) money[k, load, half] = $(15+o) " " $(16+o)
+		half = $2; pre = $3; load = $4; cand = $6
+		if (!(cand in want) || (load != "0.85" && load != "0.95" && load != "1.10")) next
+		k = want[cand] SUBSEP pre SUBSEP load
+		if (!(k in seen)) { seen[k] = 1; keys[++m] = k; name[k] = cand }
+		r = $8 " " $9; gsub(/–/, "-", r)
+		w = $15; gsub(/[()]/, "", w)
+		mb = $18; gsub(/[()]/, "", mb)
+		cell[k, half] = sprintf("%s | %s | %.2f | %s (%s)", r, $10, $14 / w, $17, mb)
 	}
 	END {
-		for (i = 1; i <= n; i++) {
-			split(order[i], kp, SUBSEP)
+		# candidates in the order given, then preemption, then load
+		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (keys[j] < keys[i]) { t = keys[i]; keys[i] = keys[j]; keys[j] = t }
+		for (i = 1; i <= m; i++) {
+			split(keys[i], kp, SUBSEP)
 			pre = kp[2] == "kueue" ? "Kueue'"'"'s" : kp[2]
-			printf "| %s | %s | %s | %s | %s | %s | %s / %s | %s / %s |\n", kp[1], pre,
-				jct[order[i], "0.85", "A"], jct[order[i], "0.85", "B"], jct[order[i], "0.95", "A"], jct[order[i], "0.95", "B"],
-				money[order[i], "0.85", "A"], money[order[i], "0.95", "A"], money[order[i], "0.85", "B"], money[order[i], "0.95", "B"]
+			printf "| %s | %s | %s | %s | %s |\n", name[keys[i]], pre, kp[3], cell[keys[i], "A"], cell[keys[i], "B"]
 		}
 	}' "$f"

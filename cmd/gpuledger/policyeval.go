@@ -92,13 +92,16 @@ same run. Writes every run to <out>/policy-eval.csv.`, stdout)
 	fmt.Fprintf(stdout, "\nGoal (held-out halves, %s)\n", g)
 	goal := sim.GoalCheck(rows, g)
 	for _, c := range cfg.Candidates {
-		if !c.Baseline {
-			verdict := goal[c.Name]
-			if verdict == "" {
-				verdict = "not evaluated: none of -loads is a goal load"
-			}
-			fmt.Fprintf(stdout, "  %-22s %s\n", c.Name, verdict)
+		verdict := goal[c.Name]
+		if verdict == "" {
+			verdict = "not evaluated: none of -loads is a goal load"
 		}
+		name := c.Name
+		if c.Baseline {
+			// A Kueue mode against the better of the two in each cell.
+			name += " (Kueue)"
+		}
+		fmt.Fprintf(stdout, "  %-22s %s\n", name, verdict)
 	}
 	if err := sim.SaveEvalRuns(filepath.Join(*out, "policy-eval.csv"), runs); err != nil {
 		return err
