@@ -38,7 +38,10 @@ var allowed = map[string][]string{
 	// sim's closed loop feeds its telemetry through ingest's pipeline,
 	// which takes attribution's cost model; its what-ifs answer
 	// capacity's verdicts.
-	"sim":               {"config", "admission", "ledger", "ingest", "attribution", "capacity"},
+	"sim": {"config", "admission", "ledger", "ingest", "attribution", "capacity"},
+	// simtoreal drives the same jobs through the simulator and a real
+	// Kueue: the one place both meet.
+	"sim/simtoreal":     {"sim", "admission/kube", "internal/kubetest", "ledger/embedded"},
 	"admission":         {"ledger"},
 	"admission/kube":    {"admission", "ledger", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
 	"internal/kubetest": {"internal/testenv", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},

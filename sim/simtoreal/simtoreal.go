@@ -1,0 +1,296 @@
+// Package simtoreal replays one window of jobs on a real Kueue (its own
+// etcd, kube-apiserver and unmodified Kueue on 127.0.0.1, driven by
+// admission/kube) and in the simulator, with the same jobs and policies,
+// and reports both worlds' figures side by side with the simulator's error.
+package simtoreal
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gpuledger/gpuledger/admission/kube"
+	"github.com/gpuledger/gpuledger/internal/kubetest"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
+	"github.com/gpuledger/gpuledger/sim"
+)
+
+// Workloads and Policies are what Run accepts.
+var (
+	Workloads = []string{"philly", "gavel", "mechanism"}
+	// Policies a real Kueue runs: without or with Admission Fair Sharing,
+	// with gpuledger's weights, and with its flavor-target check.
+	Policies = []string{"kueue", "kueue-afs", "costfair", "costfair+targets"}
+)
+
+// Options are one comparison's.
+type Options struct {
+	// Trace is the philly-pcs folder; VCs the VCs replayed (teams).
+	Trace string
+	VCs   []string
+	// From and Span are the window of submissions, on the aligned clock;
+	// OffsetSpread shifts each VC's clock by an offset drawn from Seed.
+	From, Span, OffsetSpread time.Duration
+	Seed                     uint64
+	// Workload is philly, gavel (Gavel's mix at GavelJobsPerHour on the
+	// VCs) or mechanism (sim.Mechanism's teams on its own cluster).
+	Workload         string
+	GavelJobsPerHour float64
+	// Load sizes the ClusterQueue: the window's GPU demand over its GPUs.
+	Load float64
+	// ClusterFile gives the flavors and prices (sim.LoadReplayFlavors).
+	ClusterFile string
+	// Speedup is trace seconds per real second; Limit the trace time
+	// after the window's start at which both worlds stop.
+	Speedup float64
+	Limit   time.Duration
+	// HalfLife of the decayed usage and spend (trace clock); Sampling is
+	// Kueue's usageSamplingInterval (real clock); WeightInterval how often
+	// the controller sets the weights (trace clock).
+	HalfLife, Sampling, WeightInterval time.Duration
+	Policies                           []string
+	// Real runs the real Kueue too; Runs real runs per policy.
+	Real bool
+	Runs int
+	// Interactive is the mechanism's share of notebook jobs; IdlePenalty
+	// the simulator's costfair idle penalty.
+	Interactive, IdlePenalty float64
+	// Out is the folder for the stacks' logs and outcomes.csv.
+	Out string
+	// Command is echoed in the output's first line.
+	Command string
+	// Progress receives a line per real run and its progress.
+	Progress io.Writer
+}
+
+// Run compares the worlds and prints the table to w.
+func Run(ctx context.Context, w io.Writer, o Options) error {
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.Real {
+		if err := kubetest.Built(); err != nil {
+			return err
+		}
+	}
+	var (
+		queues  []sim.TraceQueue
+		jobs    []sim.TraceJob
+		flavors []sim.ReplayFlavor
+		gpus    int
+	)
+	switch o.Workload {
+	case "philly", "gavel":
+		var err error
+		queues, jobs, err = sim.LoadPhilly(o.Trace, sim.PhillyOptions{From: o.From, To: o.From + o.Span, VCs: o.VCs,
+			OffsetSpread: o.OffsetSpread, OffsetSeed: o.Seed})
+		if err != nil {
+			return fmt.Errorf("%w; pass -trace with the philly-pcs folder and -vcs that are in it", err)
+		}
+		if o.Workload == "gavel" {
+			jobs = sim.Gavel(queues, o.GavelJobsPerHour, o.Span, o.Seed)
+		}
+		if flavors, err = sim.LoadReplayFlavors(o.ClusterFile); err != nil {
+			return err
+		}
+		if len(flavors) == 0 {
+			flavors = []sim.ReplayFlavor{{Name: "gpu", Share: 1, PriceMicrosPerGPUHour: 6_880_000}}
+		}
+		gpus = int(math.Ceil(sim.OfferedGPUs(jobs, o.Span) / o.Load))
+	case "mechanism":
+		queues, flavors, jobs = sim.Mechanism(sim.MechanismOptions{Days: o.Span.Hours() / 24, Seed: o.Seed, Interactive: o.Interactive})
+		gpus = sim.MechanismGPUs()
+	default:
+		return fmt.Errorf("workload %q: want one of %s", o.Workload, strings.Join(Workloads, ", "))
+	}
+	model, err := sim.SharedModel(queues, flavors, gpus)
+	if err != nil {
+		return err
+	}
+	caps := model.FlavorCapacity()
+	jobs, dropped := fitting(jobs, flavors, caps)
+	real := time.Duration(float64(o.Limit) / o.Speedup).Round(time.Second)
+	fmt.Fprintf(w, "%s\n\n", o.Command)
+	if o.Workload == "mechanism" {
+		fmt.Fprintf(w, "%d mechanism jobs of %d teams submitted over %s (seed %d), every team backlogged; one ClusterQueue of %d GPUs (%s); %gx speedup: %s of trace in %s\n\n",
+			len(jobs), len(queues), o.Span, o.Seed, gpus, flavorList(flavors, caps), o.Speedup, o.Limit, real)
+	} else {
+		fmt.Fprintf(w, "%d %s jobs of %d VCs submitted over %s from day %g (seed %d), %d left out (larger than any flavor); one ClusterQueue of %d GPUs (%s) at load %g; %gx speedup: %s of trace in %s\n\n",
+			len(jobs), o.Workload, len(queues), o.Span, o.From.Hours()/24, o.Seed, dropped, gpus, flavorList(flavors, caps), o.Load, o.Speedup, o.Limit, real)
+	}
+	// Prices per unit of each flavor's resource (a MIG slice its compute
+	// share of the GPU's).
+	prices := map[string]int64{}
+	for fr, perSecond := range model.Rates {
+		prices[fr.Flavor] = int64(math.Round(perSecond * 3600))
+	}
+	var kf []kube.ReplayFlavor
+	for _, f := range flavors {
+		kf = append(kf, kube.ReplayFlavor{Name: f.Name, GPUs: caps[f.Name], PriceMicrosPerGPUHour: prices[f.Name], Resource: f.Resource})
+	}
+	var rj []kube.ReplayJob
+	for _, j := range jobs {
+		rt, err := sim.RunTimes(j, flavors)
+		if err != nil {
+			return err
+		}
+		rj = append(rj, kube.ReplayJob{ID: j.ID, Team: j.Queue, Submit: j.Submit, Duration: j.Duration, Pods: j.Pods, PerPod: j.PerPod,
+			Resource: j.Resource, Flavors: j.Flavors, RunTime: rt})
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return err
+	}
+	csv, err := os.Create(filepath.Join(o.Out, "outcomes.csv"))
+	if err != nil {
+		return err
+	}
+	defer csv.Close()
+	fmt.Fprintln(csv, "policy,world,run,job,queue,gpus,flavor,submit_s,start_s,finish_s")
+	writeOutcomes := func(policy, world string, run int, outs []sim.JobOutcome) {
+		for _, o := range outs {
+			fmt.Fprintf(csv, "%s,%s,%d,%s,%s,%d,%s,%.0f,%.0f,%.0f\n", policy, world, run, o.ID, o.Queue, o.GPUs, o.Flavor,
+				o.Submit.Seconds(), o.Start.Seconds(), o.Finish.Seconds())
+		}
+	}
+	penalty := time.Duration(float64(o.Sampling) * o.Speedup)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmoney gap\tidle paid GPU-h\tlongest stall\tmean |Δwait| vs sim\tsame flavor\t")
+	began := time.Now()
+	for _, policy := range o.Policies {
+		m, err := sim.SharedModel(queues, flavors, gpus)
+		if err != nil {
+			return err
+		}
+		ropts := sim.ReplayOptions{Policy: policy, Gating: true, HalfLife: o.HalfLife, AdmissionPenalty: penalty,
+			Flavors: flavors, Limit: o.Limit, IdlePenalty: o.IdlePenalty}
+		if policy == "costfair+targets" {
+			ropts.Policy, ropts.FlavorTargets = "costfair", true
+		}
+		res, err := sim.ReplayModel(m, jobs, ropts)
+		if err != nil {
+			return fmt.Errorf("simulate %s: %w", policy, err)
+		}
+		writeOutcomes(policy, "sim", 0, res.Outcomes)
+		simFig := sim.Figures(jobs, res.Outcomes, prices, o.Limit)
+		fmt.Fprintf(tw, "%s\tsimulator\t%s\t\t\n", policy, simFig.Cells())
+		if !o.Real {
+			continue
+		}
+		var realFigs []sim.RunFigures
+		for run := 1; run <= o.Runs; run++ {
+			fmt.Fprintf(o.Progress, "sim-to-real: %s on Kueue, run %d of %d (%s so far)\n", policy, run, o.Runs, time.Since(began).Round(time.Second))
+			outs, err := o.realRun(ctx, filepath.Join(o.Out, fmt.Sprintf("%s-%d", policy, run)), rj, kf, policy)
+			if err != nil {
+				return fmt.Errorf("%s on Kueue, run %d: %w", policy, run, err)
+			}
+			writeOutcomes(policy, "kueue", run, outs)
+			fig := sim.Figures(jobs, outs, prices, o.Limit)
+			div := sim.Diverge(res.Outcomes, outs)
+			realFigs = append(realFigs, fig)
+			fmt.Fprintf(tw, "%s\tKueue run %d\t%s\t%s\t%.0f%%\t\n", policy, run, fig.Cells(), div.MeanAbsWait.Round(time.Minute), 100*div.SameFlavor)
+		}
+		if o.Runs > 1 {
+			fmt.Fprintf(tw, "%s\tKueue min/median/max\t%s\t\t\t\n", policy, sim.SpreadCells(realFigs))
+		}
+		fmt.Fprintf(tw, "%s\tsimulator error\t%s\t\t\t\n", policy, sim.ErrorCells(simFig, sim.MedianFigures(realFigs)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nsimulator error: (simulator − Kueue) / Kueue, against the median real run. Every outcome in %s.\n", filepath.Join(o.Out, "outcomes.csv"))
+	return nil
+}
+
+// fitting leaves out the jobs larger than every flavor: they would wait
+// forever in both worlds.
+func fitting(jobs []sim.TraceJob, flavors []sim.ReplayFlavor, caps map[string]int) (kept []sim.TraceJob, dropped int) {
+	largest := 0
+	for _, f := range flavors {
+		largest = max(largest, caps[f.Name])
+	}
+	for _, j := range jobs {
+		if j.GPUs > largest {
+			dropped++
+			continue
+		}
+		kept = append(kept, j)
+	}
+	return kept, dropped
+}
+
+// realRun replays the jobs once on a fresh stack.
+func (o Options) realRun(ctx context.Context, dir string, jobs []kube.ReplayJob, flavors []kube.ReplayFlavor, policy string) ([]sim.JobOutcome, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	realHalfLife := time.Duration(float64(o.HalfLife) / o.Speedup)
+	s, err := kubetest.Launch(dir, kubetest.Options{KueueConfig: fmt.Sprintf("admissionFairSharing:\n  usageHalfLifeTime: %s\n  usageSamplingInterval: %s\n", realHalfLife, o.Sampling)})
+	if s != nil {
+		defer s.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "controller.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	ro := kube.ReplayOptions{Flavors: flavors, Speedup: o.Speedup, Limit: o.Limit,
+		Log: slog.New(slog.NewTextHandler(logFile, nil)),
+		Progress: func(created, admitted, finished, total int) {
+			fmt.Fprintf(o.Progress, "sim-to-real: %s: %d of %d created, %d admitted, %d finished\n", policy, created, total, admitted, finished)
+		}}
+	switch policy {
+	case "kueue":
+		ro.NoFairSharing = true
+	case "kueue-afs":
+	case "costfair", "costfair+targets":
+		store, err := embedded.Open(filepath.Join(dir, "ledger"), embedded.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return nil, err
+		}
+		defer store.Close()
+		ro.Steer, ro.Store, ro.HalfLife, ro.WeightInterval = true, store, o.HalfLife, o.WeightInterval
+		ro.Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		ro.FlavorTargets = policy == "costfair+targets"
+	default:
+		return nil, fmt.Errorf("policy %q: want one of %s", policy, strings.Join(Policies, ", "))
+	}
+	outs, err := kube.ReplayOnKueue(ctx, s.Config, jobs, ro)
+	if err != nil {
+		return nil, err
+	}
+	res := make([]sim.JobOutcome, len(outs))
+	for i, o := range outs {
+		res[i] = sim.JobOutcome{ID: o.ID, Queue: o.Team, Flavor: o.Flavor, GPUs: o.GPUs, Submit: o.Submit, Start: o.Admitted, Finish: o.Finished}
+	}
+	return res, nil
+}
+
+// flavorList describes the flavors and their capacity in a line.
+func flavorList(flavors []sim.ReplayFlavor, caps map[string]int) string {
+	var parts []string
+	for _, f := range flavors {
+		price := fmt.Sprintf("%.3f", float64(f.PriceMicrosPerGPUHour)/1e6)
+		part := fmt.Sprintf("%d %s at %s/GPU-hour", caps[f.Name], f.Name, price)
+		if f.Resource != "" && f.Resource != "nvidia.com/gpu" {
+			part = fmt.Sprintf("%d %s of %d GPUs at %s/GPU-hour", caps[f.Name], f.Resource, f.GPUs, price)
+		}
+		if f.Speed > 0 && f.Speed != 1 {
+			part += fmt.Sprintf(", speed %.3g", f.Speed)
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,54 @@
+package simtoreal
+
+import (
+	"context"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSimulatorWorld runs the mechanism scenario in the simulator alone:
+// every policy gets a row, and every job it started is in outcomes.csv.
+func TestSimulatorWorld(t *testing.T) {
+	dir := t.TempDir()
+	var out strings.Builder
+	o := Options{Workload: "mechanism", Span: 6 * time.Hour, Limit: 6 * time.Hour, Seed: 1, Speedup: 240,
+		HalfLife: 6 * time.Hour, Sampling: time.Second, Policies: []string{"kueue-afs", "costfair"}, Out: dir, Command: "test"}
+	if err := Run(context.Background(), &out, o); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range o.Policies {
+		if !strings.Contains(out.String(), p+"  simulator") {
+			t.Errorf("no simulator row for %s in:\n%s", p, out.String())
+		}
+	}
+	f, err := os.Open(filepath.Join(dir, "outcomes.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, r := range rows[1:] {
+		if r[1] != "sim" {
+			t.Errorf("row %v: world %q without a real run", r, r[1])
+		}
+		per[r[0]]++
+	}
+	if per["kueue-afs"] == 0 || per["costfair"] == 0 {
+		t.Errorf("outcomes per policy %v: want both policies' jobs", per)
+	}
+}
+
+func TestUnknownWorkload(t *testing.T) {
+	err := Run(context.Background(), new(strings.Builder), Options{Workload: "nope", Out: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), `"nope"`) {
+		t.Fatalf("err = %v, want one naming the workload", err)
+	}
+}
