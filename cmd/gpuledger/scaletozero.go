@@ -7,10 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gpuledger/gpuledger/capacity"
@@ -91,136 +88,61 @@ HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
 	if err != nil {
 		return err
 	}
-	if *requests != "" {
-		if *monthFlag != "" {
-			return usageError{"-requests and -month: pass one (a per-request log, or the ledger's month)"}
-		}
-		def, err := parseColdStarts("default="+*coldDefault, penalty)
-		if err != nil {
-			return usageError{fmt.Sprintf("-coldStart.default=%q: want GPUs:load such as 1:120s", *coldDefault)}
-		}
-		return scaleToZeroRequests(stdout, requestOptions{file: *requests, cold: cold, def: def["default"], price: price, maxP95: *maxP95, out: *out,
-			keda: capacity.KEDATarget{Prometheus: *prom, Threshold: 1, Port: 8000, MaxReplicas: 4, Query: *query}, kedaNS: *namespace,
-			command: "gpuledger scale-to-zero " + strings.Join(args, " ")})
+	def, err := parseColdStarts("default="+*coldDefault, penalty)
+	if err != nil {
+		return usageError{fmt.Sprintf("-coldStart.default=%q: want GPUs:load such as 1:120s", *coldDefault)}
 	}
-	if *monthFlag != "" {
+	ro := capacity.RunOptions{Out: *out, Namespace: *namespace, Command: "gpuledger scale-to-zero " + strings.Join(args, " "), Progress: os.Stderr,
+		KEDA: capacity.KEDATarget{Prometheus: *prom, Threshold: 1, Port: 8000, MaxReplicas: 4, Query: *query}}
+	switch {
+	case *requests != "" && *monthFlag != "":
+		return usageError{"-requests and -month: pass one (a per-request log, or the ledger's month)"}
+	case *requests != "":
+		return capacity.RequestsRun{RunOptions: ro, File: *requests, Cold: cold, Default: def["default"], PriceMicros: price, MaxP95: *maxP95}.Run(stdout)
+	case *monthFlag != "":
 		month, err := time.Parse("2006-01", *monthFlag)
 		if err != nil {
 			return usageError{fmt.Sprintf("-month=%q is not a month; want YYYY-MM such as 2026-10", *monthFlag)}
 		}
-		def, err := parseColdStarts("default="+*coldDefault, penalty)
+		eo, err := scaleToZeroOptions(*cfgPath)
 		if err != nil {
-			return usageError{fmt.Sprintf("-coldStart.default=%q: want GPUs:load such as 1:120s", *coldDefault)}
+			return err
 		}
+		// The flags given override the configuration's defaults.
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "coldStart.default":
+				eo.Default = def["default"].Load
+			case "penalty":
+				eo.PenaltyMicros = penalty
+			case "pricePerGPUHour":
+				eo.PriceMicros = price
+			case "sla.maxP95Extra":
+				eo.MaxP95 = *maxP95
+			case "coldStart":
+				for m, cs := range cold {
+					eo.Loads[m] = cs.Load
+				}
+			}
+		})
+		eo.GPUActivity = *gpuActivity
 		store, err := openStore(ctx, newLogger())
 		if err != nil {
 			return err
 		}
 		defer store.Close()
-		eo, err := scaleToZeroOptions(*cfgPath)
-		if err != nil {
-			return err
+		err = capacity.LiveRun{RunOptions: ro, Store: store, Cluster: *cluster, From: month, To: month.AddDate(0, 1, 0), Endpoints: eo}.Run(ctx, stdout)
+		if errors.Is(err, capacity.ErrNoEndpoints) {
+			return usageError{err.Error()}
 		}
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		if set["coldStart.default"] {
-			eo.Default = def["default"].Load
-		}
-		if set["penalty"] {
-			eo.PenaltyMicros = penalty
-		}
-		if set["pricePerGPUHour"] {
-			eo.PriceMicros = price
-		}
-		if set["sla.maxP95Extra"] {
-			eo.MaxP95 = *maxP95
-		}
-		if set["coldStart"] {
-			for m, cs := range cold {
-				eo.Loads[m] = cs.Load
-			}
-		}
-		eo.GPUActivity = *gpuActivity
-		return scaleToZeroLive(ctx, stdout, liveOptions{store: store, cluster: *cluster, from: month, to: month.AddDate(0, 1, 0), eps: eo,
-			out: *out, keda: capacity.KEDATarget{Prometheus: *prom, Threshold: 1, Port: 8000, MaxReplicas: 4, Query: *query}})
+		return err
 	}
 	seedNums, err := seedList(*seeds)
 	if err != nil {
 		return err
 	}
-	names := splitList(*models)
-	if len(names) == 0 {
-		files, _ := filepath.Glob(filepath.Join(*dir, "*_windows.csv"))
-		for _, f := range files {
-			names = append(names, strings.TrimSuffix(filepath.Base(f), "_windows.csv"))
-		}
-		if len(names) == 0 {
-			return usageError{fmt.Sprintf("no <model>_windows.csv in %s; pass -servegen with ServeGen's folder", *dir)}
-		}
-	}
-	sort.Strings(names)
-	// The objects of an earlier run would mislead: this run writes its own.
-	if err := os.RemoveAll(filepath.Join(*out, "keda")); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Join(*out, "keda"), 0o755); err != nil {
-		return err
-	}
-	csv, err := os.Create(filepath.Join(*out, "scale-to-zero.csv"))
-	if err != nil {
-		return err
-	}
-	defer csv.Close()
-	fmt.Fprintln(csv, "endpoint,seed,requests,always_on_gpu_hours,min_replicas,cooldown_s,prewarm,saved_gpu_hours,cold_starts_per_day,p95_extra_latency_s,net_saving,keda_default_saved_gpu_hours,keda_default_cold_starts_per_day,keda_default_p95_extra_latency_s,keda_default_net_saving")
-	fmt.Fprintf(stdout, "gpuledger scale-to-zero %s\n\nGPU-hour %s, %s a cold start; seeds %s (figures: mean [min-max] over them)\n\n", strings.Join(args, " "),
-		ledger.FormatCents(price), ledger.FormatCents(penalty), *seeds)
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "model\tendpoints\tGPUs×load\talways-on GPU-h/day\tKEDA 300 s: saved GPU-h/day\tcold starts/day\tp95 extra\tgpuledger: saved GPU-h/day\tcold starts/day\tp95 extra\tscale to 0\tnet saving/month\t")
-	began := time.Now()
-	for _, model := range names {
-		cs, ok := cold[model]
-		if !ok {
-			return usageError{fmt.Sprintf("model %s has no -coldStart entry (GPUs:load); add one such as %s=1:60s", model, model)}
-		}
-		f, err := os.Open(filepath.Join(*dir, model+"_windows.csv"))
-		if err != nil {
-			return err
-		}
-		eps, err := capacity.ParseServeGen(f, model)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("%s: %w", filepath.Join(*dir, model+"_windows.csv"), err)
-		}
-		var perSeed []capacity.ModelFigures
-		for _, seed := range seedNums {
-			recs := capacity.RecommendAll(ctx, eps, seed, cs, price, *maxP95)
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			perSeed = append(perSeed, capacity.Summarise(recs))
-			for i, r := range recs {
-				fmt.Fprintf(csv, "%s,%d,%.0f,%.2f,%d,%.0f,%s,%.2f,%.2f,%.0f,%s,%.2f,%.2f,%.0f,%s\n", r.Endpoint, seed, r.Best.Requests, r.Best.AlwaysOnGPUHours,
-					r.MinReplicas, r.Best.Policy.Cooldown.Seconds(), capacity.PrewarmText(r.Best.Policy.PreWarm), r.Best.SavedGPUHours, r.Best.ColdStartsPerDay,
-					r.Best.P95ExtraLatency.Seconds(), ledger.FormatCents(r.Best.NetSavingMicros), r.Default.SavedGPUHours, r.Default.ColdStartsPerDay,
-					r.Default.P95ExtraLatency.Seconds(), ledger.FormatCents(r.Default.NetSavingMicros))
-				if seed == seedNums[0] && r.MinReplicas == 0 {
-					name := capacity.KEDAName(eps[i].Name)
-					t := capacity.KEDATarget{MaxReplicas: 4, Prometheus: *prom, Threshold: 1, Port: 8000, Query: *query}.For(*namespace, name)
-					if err := os.WriteFile(filepath.Join(*out, "keda", name+".yaml"), []byte(capacity.KEDAObject(r, t)), 0o644); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%g×%s\t%s\n", model, len(eps), cs.GPUsPerReplica, cs.Load, capacity.SpreadFigures(perSeed))
-		fmt.Fprintf(os.Stderr, "scale-to-zero: %s done, %s\n", model, time.Since(began).Round(time.Second))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "\nsaved and cold starts: sums over the endpoints per day; p95 extra: the median endpoint's p95 of what requests wait for a load; net saving: a 30-day month of saved GPU time at the price less the cold starts' penalties, gpuledger's choice.\nPer endpoint: %s; KEDA objects: %s\n",
-		filepath.Join(*out, "scale-to-zero.csv"), filepath.Join(*out, "keda"))
-	return nil
+	return capacity.ServeGenRun{RunOptions: ro, Dir: *dir, Models: splitList(*models), Cold: cold, PriceMicros: price, PenaltyMicros: penalty,
+		Seeds: seedNums, MaxP95: *maxP95}.Run(ctx, stdout)
 }
 
 // parseColdStarts is capacity.ParseColdStarts with -coldStart's name on
