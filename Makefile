@@ -91,7 +91,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParseExportLines -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzScanExport -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzLogSegment -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
-	$(GO) test -run='^$$' -fuzz=FuzzParseBytes -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./cmd/gpuledger
+	$(GO) test -run='^$$' -fuzz=FuzzParseBytes -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./ingest
 	$(GO) test -run='^$$' -fuzz=FuzzParseServeGen -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./capacity
 	$(GO) test -run='^$$' -fuzz=FuzzParseRequests -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./capacity
 	$(GO) test -run='^$$' -fuzz=FuzzParseColdStarts -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) ./capacity

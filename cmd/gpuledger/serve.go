@@ -10,7 +10,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
@@ -66,10 +65,15 @@ team:<name>.`, stdout)
 		return usageError{fmt.Sprintf("-ingest.maxBuffered=%d: want a positive number of samples, such as 5000000", *maxBuffered)}
 	}
 	log := newLogger()
-	budget, err := serveBudget(*memLimit, *maxInflight, log)
+	budget, from, err := ingest.MemoryBudgetOf(*memLimit, *maxInflight)
 	if err != nil {
-		return err
+		return usageError{"-ingest.memoryLimit: " + err.Error()}
 	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(budget.GoLimit)
+	}
+	log.Info("memory budget", "limit", budget.Limit, "from", from, "remoteWriteInflightBytes", budget.Inflight, "reorderWindowBytes", budget.Buffer,
+		"pods", budget.Pods, "goMemoryLimit", budget.GoLimit)
 	cfg, model, cfgFile, err := loadModel(*cfgPath, *cluster)
 	if err != nil {
 		return err
@@ -90,14 +94,14 @@ team:<name>.`, stdout)
 		return err
 	}
 	defer store.Close()
-	pl, err := ingest.NewPipeline(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds(), MaxPods: budget.pods}, store, ingest.PipelineOptions{
+	pl, err := ingest.NewPipeline(model, attribution.Options{ScrapeIntervalMs: interval.Milliseconds(), MaxPods: budget.Pods}, store, ingest.PipelineOptions{
 		Dir: *dir, SettleAfter: *settle, MaxAhead: *maxAhead, ReorderWindow: *window, CatchUpWindow: *catchUp, MaxBuffered: *maxBuffered,
-		MaxBufferedBytes: budget.buffer, Limits: ingest.Limits{MaxSeries: *maxSeries}, Logger: log, Now: now})
+		MaxBufferedBytes: budget.Buffer, Limits: ingest.Limits{MaxSeries: *maxSeries}, Logger: log, Now: now})
 	if err != nil {
 		return usageError{err.Error()}
 	}
 	opts := api.Options{Store: store, Logger: log, Auth: auth, Report: reportOptions(cfg, ""), Capacity: capacityOptions(cfg, model.Cluster), Stats: pl.Stats, Health: pl.Health,
-		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: budget.inflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
+		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: budget.Inflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
 		CacheTTL: *cacheTTL, Generation: storeGeneration(store, pl.Writes), Version: version}
 	if *tokensFile != "" {
 		opts.TokenFiles = []string{*tokensFile}
@@ -129,33 +133,6 @@ team:<name>.`, stdout)
 		return fmt.Errorf("%w; pass another -http.listenAddr", err)
 	}
 	return nil
-}
-
-// serveBudget works out serve's memory budget from -ingest.memoryLimit
-// (or the cgroup's, or the machine's), and tells Go's collector.
-func serveBudget(flagValue string, maxInflight int64, log *slog.Logger) (memoryBudget, error) {
-	limit, from := int64(0), "-ingest.memoryLimit"
-	if flagValue != "" {
-		n, err := parseBytes(flagValue)
-		if err != nil {
-			return memoryBudget{}, usageError{"-ingest.memoryLimit: " + err.Error()}
-		}
-		limit = n
-	} else if limit, from = systemMemory(); limit == 0 {
-		limit, from = 4<<30, "a default (no cgroup limit or /proc/meminfo read)"
-	}
-	if limit < 256<<20 {
-		return memoryBudget{}, usageError{fmt.Sprintf("-ingest.memoryLimit=%d bytes (from %s): want at least 256MiB", limit, from)}
-	}
-	b := budgetFor(limit, maxInflight, 500_000)
-	goLimit := "GOMEMLIMIT"
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(b.goLimit)
-		goLimit = strconv.FormatInt(b.goLimit, 10)
-	}
-	log.Info("memory budget", "limit", b.limit, "from", from, "remoteWriteInflightBytes", b.inflight, "reorderWindowBytes", b.buffer,
-		"pods", b.pods, "goMemoryLimit", goLimit)
-	return b, nil
 }
 
 // loadAuth collects the tokens of the configuration and the token file.

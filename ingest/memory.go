@@ -1,4 +1,4 @@
-package main
+package ingest
 
 import (
 	"bufio"
@@ -10,8 +10,8 @@ import (
 	"github.com/gpuledger/gpuledger/attribution"
 )
 
-// parseBytes reads a size such as 1073741824, 512MiB, 4GiB or 2GB.
-func parseBytes(s string) (int64, error) {
+// ParseBytes reads a size such as 1073741824, 512MiB, 4GiB or 2GB.
+func ParseBytes(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	units := []struct {
 		suffix string
@@ -32,11 +32,11 @@ func parseBytes(s string) (int64, error) {
 	return int64(f * float64(mult)), nil
 }
 
-// systemMemory is the memory this process may use: its cgroup's limit
+// SystemMemory is the memory this process may use: its cgroup's limit
 // (v2 memory.max, v1 memory.limit_in_bytes), else the machine's
 // (/proc/meminfo's MemTotal); and where that came from. 0 when none can
 // be read.
-func systemMemory() (int64, string) {
+func SystemMemory() (int64, string) {
 	for _, path := range []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"} {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -66,23 +66,44 @@ func systemMemory() (int64, string) {
 	return 0, ""
 }
 
-// memoryBudget is what -ingest.memoryLimit gives each part of serve.
-type memoryBudget struct {
-	limit int64
-	// inflight is the remote-write bytes in flight (as sent and decoded),
-	// buffer the reorder window's bytes, pods the pods remembered.
-	inflight, buffer int64
-	pods             int
-	// goLimit is the garbage collector's soft limit.
-	goLimit int64
+// MemoryBudget is what a memory limit gives each part of a live
+// pipeline.
+type MemoryBudget struct {
+	Limit int64
+	// Inflight is the remote-write bytes in flight (as sent and decoded),
+	// Buffer the reorder window's bytes, Pods the pods remembered.
+	Inflight, Buffer int64
+	Pods             int
+	// GoLimit is the garbage collector's soft limit.
+	GoLimit int64
 }
 
-// budgetFor shares limit out: an eighth to the bodies in flight (at most
+// BudgetFor shares limit out: an eighth to the bodies in flight (at most
 // maxInflight), a quarter to the reorder window, an eighth to the pods
 // remembered (at most maxPods); the rest is for the runtime, the decoders,
 // the ledger (SQLite's pages are outside Go's heap) and a snapshot's
 // writing. The collector is told 80% of it.
-func budgetFor(limit, maxInflight int64, maxPods int) memoryBudget {
-	return memoryBudget{limit: limit, inflight: min(maxInflight, limit/8), buffer: limit / 4,
-		pods: int(min(int64(maxPods), max(limit/8/attribution.PodBytes, 1000))), goLimit: limit / 10 * 8}
+func BudgetFor(limit, maxInflight int64, maxPods int) MemoryBudget {
+	return MemoryBudget{Limit: limit, Inflight: min(maxInflight, limit/8), Buffer: limit / 4,
+		Pods: int(min(int64(maxPods), max(limit/8/attribution.PodBytes, 1000))), GoLimit: limit / 10 * 8}
+}
+
+// MemoryBudgetOf is the budget of a limit given as text (ParseBytes;
+// empty: the cgroup's, else the machine's, else 4 GiB), and where the
+// limit came from.
+func MemoryBudgetOf(limitText string, maxInflight int64) (MemoryBudget, string, error) {
+	limit, from := int64(0), "the flag"
+	if limitText != "" {
+		n, err := ParseBytes(limitText)
+		if err != nil {
+			return MemoryBudget{}, "", err
+		}
+		limit = n
+	} else if limit, from = SystemMemory(); limit == 0 {
+		limit, from = 4<<30, "a default (no cgroup limit or /proc/meminfo read)"
+	}
+	if limit < 256<<20 {
+		return MemoryBudget{}, "", fmt.Errorf("%d bytes (from %s): want at least 256MiB", limit, from)
+	}
+	return BudgetFor(limit, maxInflight, 500_000), from, nil
 }

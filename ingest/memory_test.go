@@ -1,11 +1,11 @@
-package main
+package ingest
 
 import "testing"
 
 func TestParseBytes(t *testing.T) {
 	f := func(in string, want int64) {
 		t.Helper()
-		got, err := parseBytes(in)
+		got, err := ParseBytes(in)
 		if want < 0 {
 			if err == nil {
 				t.Errorf("%q: %d, want an error", in, got)
@@ -35,12 +35,12 @@ func TestParseBytes(t *testing.T) {
 // 256 MiB, the pods 131,072 at 1 KiB; a large limit keeps the explicit
 // bounds.
 func TestBudgetFor(t *testing.T) {
-	b := budgetFor(1<<30, 128<<20, 500_000)
-	if b.inflight != 128<<20 || b.buffer != 256<<20 || b.pods != 131_072 || b.goLimit != (1<<30)/10*8 {
+	b := BudgetFor(1<<30, 128<<20, 500_000)
+	if b.Inflight != 128<<20 || b.Buffer != 256<<20 || b.Pods != 131_072 || b.GoLimit != (1<<30)/10*8 {
 		t.Errorf("1 GiB: %+v", b)
 	}
-	b = budgetFor(64<<30, 128<<20, 500_000)
-	if b.inflight != 128<<20 || b.buffer != 16<<30 || b.pods != 500_000 {
+	b = BudgetFor(64<<30, 128<<20, 500_000)
+	if b.Inflight != 128<<20 || b.Buffer != 16<<30 || b.Pods != 500_000 {
 		t.Errorf("64 GiB: %+v", b)
 	}
 }
@@ -52,7 +52,7 @@ func FuzzParseBytes(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		n, err := parseBytes(s)
+		n, err := ParseBytes(s)
 		if err == nil && n <= 0 {
 			t.Fatalf("%q: %d without an error", s, n)
 		}
