@@ -2,9 +2,11 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -118,5 +120,31 @@ func (s *Server) cache(next echo.HandlerFunc) echo.HandlerFunc {
 				ctype: c.Response().Header().Get(echo.HeaderContentType), disp: c.Response().Header().Get(echo.HeaderContentDisposition)})
 		}
 		return err
+	}
+}
+
+// generation is what the answer cache keys on: this process's writes,
+// plus the store's data version where it has one (the embedded ledger's,
+// ClickHouse's count of restatements), so that hours another process
+// rewrote are not served from the cache. (A backfill of hours never
+// written before records no restatement: on ClickHouse those show once
+// the TTL has passed.)
+func generation(store any, writes func() uint64) func() uint64 {
+	if writes == nil {
+		writes = func() uint64 { return 0 }
+	}
+	v, ok := store.(interface {
+		DataVersion(context.Context) (uint64, error)
+	})
+	if !ok {
+		return writes
+	}
+	var last atomic.Uint64 // kept when a read fails
+	return func() uint64 {
+		if n, err := v.DataVersion(context.Background()); err == nil {
+			last.Store(n)
+		}
+		// Both only grow: any change of either changes the sum.
+		return writes() + last.Load()
 	}
 }

@@ -1,12 +1,16 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/embedded"
 )
 
 func callH(t *testing.T, srv *Server, url, token string) (int, http.Header, string) {
@@ -82,5 +86,34 @@ func TestAnswerCacheStrictQuery(t *testing.T) {
 	code, _, body := callH(t, srv, "/api/v1/cost?groupBy=team&to=2026-10-03&from=2026-10-01", "finops")
 	if code != 200 || !strings.Contains(body, "_unallocated") {
 		t.Errorf("reordered query: %d %s", code, body)
+	}
+}
+
+// TestStoreGeneration: on the embedded ledger the answer cache's
+// generation moves when another process commits to the file (a backfill
+// by gpuledger ingest), not only when serve's pipeline writes.
+func TestStoreGeneration(t *testing.T) {
+	dir := t.TempDir()
+	served, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer served.Close()
+	other, err := embedded.Open(dir, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	gen := generation(served, func() uint64 { return 0 })
+	g0 := gen()
+	if g := gen(); g != g0 {
+		t.Fatalf("generation moved from %d to %d with nothing written", g0, g)
+	}
+	row := ledger.Row{Key: ledger.Key{Hour: time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC), Cluster: "c1", Team: "ml", Flavor: "h100"}, GPUSeconds: 3600, CostMicros: 1}
+	if err := other.WriteHours(context.Background(), []ledger.Row{row}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if g := gen(); g == g0 {
+		t.Errorf("generation %d unchanged after another process rewrote an hour", g)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"time"
 
@@ -77,7 +78,9 @@ type Options struct {
 	// zero turns the cache off.
 	CacheTTL time.Duration
 	// Generation, when set, changes whenever the ledger is written by this
-	// process: cached answers made before are dropped.
+	// process: cached answers made before are dropped. A store with a
+	// DataVersion (one that moves when another process, such as a
+	// backfill, rewrites hours) adds it.
 	Generation func() uint64
 }
 
@@ -122,10 +125,17 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, e: echo.New(), log: opts.Logger, metrics: metrics.NewSet(), inflight: newByteLimiter(opts.MaxInflightBytes)}
 	if opts.CacheTTL > 0 {
-		s.results = newResultCache(opts.CacheTTL, opts.Generation, 4096)
+		s.results = newResultCache(opts.CacheTTL, generation(opts.Store, opts.Generation), 4096)
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if g, ok := opts.Store.(interface{ Gauges() map[string]func() float64 }); ok {
+		opts.Gauges = maps.Clone(opts.Gauges)
+		if opts.Gauges == nil {
+			opts.Gauges = map[string]func() float64{}
+		}
+		maps.Copy(opts.Gauges, g.Gauges())
 	}
 	for name, f := range opts.Gauges {
 		s.metrics.GetOrCreateGauge(name, f)

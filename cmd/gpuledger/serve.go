@@ -101,8 +101,8 @@ team:<name>.`, stdout)
 		return usageError{err.Error()}
 	}
 	opts := api.Options{Store: store, Logger: log, Auth: auth, Report: reportOptions(cfg, ""), Capacity: capacityOptions(cfg, model.Cluster), Stats: pl.Stats, Health: pl.Health,
-		Gauges: storeGauges(store), MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: budget.Inflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
-		CacheTTL: *cacheTTL, Generation: storeGeneration(store, pl.Writes), Version: version}
+		MaxRemoteWriteBytes: *maxBody, MaxInflightBytes: budget.Inflight, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey,
+		CacheTTL: *cacheTTL, Generation: pl.Writes, Version: version}
 	if *tokensFile != "" {
 		opts.TokenFiles = []string{*tokensFile}
 		opts.ReloadTokens = func() ([]api.Token, error) { return collectTokens(cfg, *tokensFile) }

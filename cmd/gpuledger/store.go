@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
-	"time"
 
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/clickhouse"
@@ -67,60 +65,5 @@ func storeFlags(fs *flag.FlagSet, defaultPath string, mode storeMode) func(ctx c
 			return clickhouse.Open(ctx, opts)
 		}
 		return nil, usageError{fmt.Sprintf("-ledger.store=%q: want embedded or clickhouse", *kind)}
-	}
-}
-
-// storeGeneration is what the API's answer cache keys on: the pipeline's
-// writes, and what moves when another process (a backfill) rewrites
-// hours: on the embedded ledger its data version, on ClickHouse its count
-// of restatements (read at most once a second), so that a rewritten hour
-// is not served from the cache. (A backfill of hours never written before
-// records no restatement: on ClickHouse those show once the cache's TTL
-// has passed.)
-func storeGeneration(s ledger.Store, writes func() uint64) func() uint64 {
-	var version func(context.Context) (uint64, error)
-	var every time.Duration
-	switch st := s.(type) {
-	case *embedded.Store:
-		version = st.DataVersion
-	case *clickhouse.Store:
-		version, every = st.RestatementCount, time.Second
-	default:
-		return writes
-	}
-	var last atomic.Uint64  // the version last read (kept when a read fails)
-	var readAt atomic.Int64 // when, in Unix nanoseconds
-	return func() uint64 {
-		if now := time.Now().UnixNano(); every == 0 || now-readAt.Load() >= int64(every) {
-			readAt.Store(now)
-			if v, err := version(context.Background()); err == nil {
-				last.Store(v)
-			}
-		}
-		// Both only grow: any change of either changes the sum.
-		return writes() + last.Load()
-	}
-}
-
-// storeGauges exports what a store counts: the ClickHouse spool.
-func storeGauges(s ledger.Store) map[string]func() float64 {
-	chs, ok := s.(*clickhouse.Store)
-	if !ok {
-		return nil
-	}
-	stat := func(f func(clickhouse.SpoolStats) float64) func() float64 {
-		return func() float64 { return f(chs.SpoolStats()) }
-	}
-	return map[string]func() float64{
-		"gpuledger_clickhouse_spool_pending_bytes":   stat(func(s clickhouse.SpoolStats) float64 { return float64(s.PendingBytes) }),
-		"gpuledger_clickhouse_spool_pending_records": stat(func(s clickhouse.SpoolStats) float64 { return float64(s.PendingRecords) }),
-		"gpuledger_clickhouse_spool_spooled_total":   stat(func(s clickhouse.SpoolStats) float64 { return float64(s.Spooled) }),
-		"gpuledger_clickhouse_spool_replayed_total":  stat(func(s clickhouse.SpoolStats) float64 { return float64(s.Replayed) }),
-		"gpuledger_clickhouse_spool_corrupt_total":   stat(func(s clickhouse.SpoolStats) float64 { return float64(s.Corrupt) }),
-		// Active-active replicas: the hours compared with another
-		// writer's (-clickhouse.comparePeers).
-		`gpuledger_clickhouse_peer_hours_total{result="same"}`:   func() float64 { return float64(chs.PeerStats().Same) },
-		`gpuledger_clickhouse_peer_hours_total{result="differ"}`: func() float64 { return float64(chs.PeerStats().Differ) },
-		`gpuledger_clickhouse_peer_hours_total{result="error"}`:  func() float64 { return float64(chs.PeerStats().Errors) },
 	}
 }

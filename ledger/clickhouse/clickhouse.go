@@ -74,9 +74,12 @@ type Store struct {
 
 	writeMu sync.Mutex // orders direct writes and spool replays
 	lastVer atomic.Uint64
-	peers   peers
-	stop    chan struct{}
-	done    chan struct{}
+	// version and versionAt cache DataVersion.
+	version   atomic.Uint64
+	versionAt atomic.Int64
+	peers     peers
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 var _ ledger.Store = (*Store)(nil)

@@ -152,3 +152,38 @@ func (s *Store) RestatementCount(ctx context.Context) (uint64, error) {
 	}
 	return n, nil
 }
+
+// DataVersion is RestatementCount read at most once a second (the API's
+// answer cache asks on every request); a failed read keeps the last.
+func (s *Store) DataVersion(ctx context.Context) (uint64, error) {
+	if now := time.Now().UnixNano(); now-s.versionAt.Load() >= int64(time.Second) {
+		s.versionAt.Store(now)
+		n, err := s.RestatementCount(ctx)
+		if err != nil {
+			return s.version.Load(), err
+		}
+		s.version.Store(n)
+	}
+	return s.version.Load(), nil
+}
+
+// Gauges are what the store counts, for /metrics: the spool, and the
+// hours compared with another writer's (-clickhouse.comparePeers).
+func (s *Store) Gauges() map[string]func() float64 {
+	spool := func(f func(SpoolStats) float64) func() float64 {
+		return func() float64 { return f(s.SpoolStats()) }
+	}
+	peer := func(f func(PeerStats) uint64) func() float64 {
+		return func() float64 { return float64(f(s.PeerStats())) }
+	}
+	return map[string]func() float64{
+		"gpuledger_clickhouse_spool_pending_bytes":               spool(func(s SpoolStats) float64 { return float64(s.PendingBytes) }),
+		"gpuledger_clickhouse_spool_pending_records":             spool(func(s SpoolStats) float64 { return float64(s.PendingRecords) }),
+		"gpuledger_clickhouse_spool_spooled_total":               spool(func(s SpoolStats) float64 { return float64(s.Spooled) }),
+		"gpuledger_clickhouse_spool_replayed_total":              spool(func(s SpoolStats) float64 { return float64(s.Replayed) }),
+		"gpuledger_clickhouse_spool_corrupt_total":               spool(func(s SpoolStats) float64 { return float64(s.Corrupt) }),
+		`gpuledger_clickhouse_peer_hours_total{result="same"}`:   peer(func(p PeerStats) uint64 { return p.Same }),
+		`gpuledger_clickhouse_peer_hours_total{result="differ"}`: peer(func(p PeerStats) uint64 { return p.Differ }),
+		`gpuledger_clickhouse_peer_hours_total{result="error"}`:  peer(func(p PeerStats) uint64 { return p.Errors }),
+	}
+}
