@@ -130,7 +130,9 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if g, ok := opts.Store.(interface{ Gauges() map[string]func() float64 }); ok {
+	if g, ok := opts.Store.(interface {
+		Gauges() map[string]func() float64
+	}); ok {
 		opts.Gauges = maps.Clone(opts.Gauges)
 		if opts.Gauges == nil {
 			opts.Gauges = map[string]func() float64{}
