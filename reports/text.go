@@ -125,3 +125,18 @@ func (cb *Chargeback) WriteIdleWorkloads(w io.Writer, n int) {
 	}
 	tw.Flush()
 }
+
+// WriteSummary prints the month's chargeback table, what the cluster's
+// gpus GPUs cost, the energy beside it, and the five most idle workloads.
+func (cb *Chargeback) WriteSummary(w io.Writer, gpus int) {
+	fmt.Fprintf(w, "\nChargeback %s (%s):\n", cb.Month.Format("2006-01"), cb.Currency)
+	cb.WriteTable(w)
+	fmt.Fprintf(w, "Cluster cost %s = %d GPUs at their rates for %.0f hours; every hour reconciles to the micro.\n",
+		FormatMoney(cb.Total.CostMicros), gpus, cb.Total.GPUHours/float64(gpus))
+	fmt.Fprintf(w, "Energy %.0f kWh, %s at the configured price and PUE (beside the cost, not in it).\n", cb.Total.EnergyKWh, FormatMoney(cb.Total.EnergyCostMicros))
+	if len(cb.Workloads) > 0 {
+		fmt.Fprintf(w, "\nMost idle workloads:\n")
+		cb.WriteIdleWorkloads(w, 5)
+	}
+	fmt.Fprintln(w)
+}

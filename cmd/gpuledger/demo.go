@@ -7,13 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
 	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/reports"
+	"github.com/gpuledger/gpuledger/sim"
 )
 
 // demoMonth is the month the demo simulates unless told another: the one
@@ -72,23 +72,18 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	fmt.Fprintf(stdout, "Simulating %s (%d days) of cluster %s, scrape every %s, seed %d.\n",
 		month.Format("January 2006"), int(end.Sub(start).Hours()/24), cl.Name, *interval, *seed)
 	began := time.Now()
-	res, err := runDemoLoop(ctx, simOptions{
-		cfg: cfg, cluster: *cluster, start: start, end: end, scrapeInterval: *interval,
-		seed: *seed, load: *load, store: store,
-		progress: func(done, total time.Duration, samples uint64) {
+	res, err := sim.RunDemo(ctx, sim.DemoOptions{Config: cfg, Cluster: *cluster, Start: start, End: end, ScrapeInterval: *interval,
+		Seed: *seed, Load: *load, Store: store, Progress: func(done, total time.Duration, samples uint64) {
 			el := time.Since(began)
 			eta := time.Duration(float64(el) * float64(total-done) / float64(max(done, 1)))
 			fmt.Fprintf(os.Stderr, "\rday %2d/%d  %6.1fM samples  %5.1fs elapsed  ETA %4.1fs ",
 				int(done.Hours()/24), int(total.Hours()/24), float64(samples)/1e6, el.Seconds(), eta.Seconds())
-		},
-	})
+		}})
 	fmt.Fprintln(os.Stderr)
 	if err != nil {
 		return err
 	}
-	took := time.Since(began)
-
-	ropts := reportOptions(cfg, res.model.Cluster)
+	ropts := reportOptions(cfg, res.Model.Cluster)
 	cb, err := reports.Build(ctx, store, month, ropts)
 	if err != nil {
 		return err
@@ -97,7 +92,8 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	if err != nil {
 		return err
 	}
-	printSummary(stdout, res, cb, took)
+	res.WriteStats(stdout)
+	cb.WriteSummary(stdout, len(res.Model.GPUs))
 	for _, p := range paths {
 		fmt.Fprintf(stdout, "wrote %s\n", p)
 	}
@@ -106,8 +102,8 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 	}
 	// The demo serves its simulated ledger without tokens, on loopback by
 	// default: gpuledger serve requires them.
-	srv := api.New(api.Options{Store: store, Report: ropts, Capacity: capacityOptions(cfg, res.model.Cluster), Logger: log})
-	srv.PublishStats(ingest.PipelineStats{Ingest: res.offline.Ingest, Attribution: res.offline.Attribution})
+	srv := api.New(api.Options{Store: store, Report: ropts, Capacity: capacityOptions(cfg, res.Model.Cluster), Logger: log})
+	srv.PublishStats(ingest.PipelineStats{Ingest: res.Offline.Ingest, Attribution: res.Offline.Attribution})
 	m := month.Format("2006-01")
 	fmt.Fprintf(stdout, "\nServing on http://%s (Ctrl-C to stop). Open http://%s/?month=%s in a browser, or try:\n", *listen, *listen, m)
 	fmt.Fprintf(stdout, "  curl 'http://%s/api/v1/cost?from=%s&to=%s&step=month&groupBy=team'\n", *listen, m, end.Format("2006-01"))
@@ -119,31 +115,4 @@ until interrupted (-serve=false to exit after the reports).`, stdout)
 		return fmt.Errorf("%w; pass another -http.listenAddr, or -serve=false", err)
 	}
 	return nil
-}
-
-func printSummary(w io.Writer, res *simResult, cb *reports.Chargeback, took time.Duration) {
-	fmt.Fprintf(w, "\nJobs: %d submitted, %d admitted, %d finished, %d still pending; mean wait %s.\n",
-		res.sim.Submitted, res.sim.Admitted, res.sim.Finished, res.sim.Pending, res.sim.MeanWait.Round(time.Second))
-	fmt.Fprintf(w, "Telemetry: %d scrapes, %.1f MB of exposition, %d samples attributed in %s (%.1fM samples/s); %d ledger rows.\n",
-		res.offline.Scrapes, float64(res.offline.Bytes)/1e6, res.offline.Attribution.Accepted, took.Round(100*time.Millisecond),
-		float64(res.offline.Ingest.Samples)/took.Seconds()/1e6, res.offline.Rows)
-	if len(res.offline.Attribution.Rejected) > 0 {
-		var rs []string
-		for r, n := range res.offline.Attribution.Rejected {
-			rs = append(rs, fmt.Sprintf("%s=%d", r, n))
-		}
-		sort.Strings(rs)
-		fmt.Fprintf(w, "Rejected samples: %v\n", rs)
-	}
-	fmt.Fprintf(w, "\nChargeback %s (%s):\n", cb.Month.Format("2006-01"), cb.Currency)
-	cb.WriteTable(w)
-	hours := cb.Total.GPUHours / float64(len(res.model.GPUs))
-	fmt.Fprintf(w, "Cluster cost %s = %d GPUs at their rates for %.0f hours; every hour reconciles to the micro.\n",
-		reports.FormatMoney(cb.Total.CostMicros), len(res.model.GPUs), hours)
-	fmt.Fprintf(w, "Energy %.0f kWh, %s at the configured price and PUE (beside the cost, not in it).\n", cb.Total.EnergyKWh, reports.FormatMoney(cb.Total.EnergyCostMicros))
-	if len(cb.Workloads) > 0 {
-		fmt.Fprintf(w, "\nMost idle workloads:\n")
-		cb.WriteIdleWorkloads(w, 5)
-	}
-	fmt.Fprintln(w)
 }
