@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -169,7 +170,7 @@ type LiveRun struct {
 
 // ErrNoEndpoints is LiveRun's answer for a ledger without serving
 // workloads in the range.
-var ErrNoEndpoints = fmt.Errorf("no serving workload in the ledger")
+var ErrNoEndpoints = errors.New("the ledger has no serving workload")
 
 // Run writes scale-to-zero-<month>.csv, the KEDA objects and a table to w.
 func (o LiveRun) Run(ctx context.Context, w io.Writer) error {
