@@ -18,31 +18,7 @@ import (
 )
 
 func runCapacity(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("capacity", `Reads the ledger and says, per GPU flavor, whether to buy more: the expansion
-trigger buys when the flavor's GPUs were busy (DCGM's activity; capacity.measure
-allocated: held by pods, as Kubernetes says) for at least
-capacity.utilizationPercent (80) of their time over the last capacity.windowDays
-(30), with the ledger holding the flavor since before the window and for 95% of
-its hours. A flavor held that much but busy less is told to reclaim: the GPUs
-held idle, what they cost a month, and the namespaces that hold them. A buy
-names the block (capacity.purchaseGPUs, 72), its monthly cost at the flavor's
-price, the evidence, and, when the trigger has not fired but the daily share
-rises, when its trend crosses the threshold. It buys too for a ClusterQueue
-whose workloads wait for admission while the GPUs its own pods hold are busy
-(else it says reclaim): their capacity.waitPercentile (90th) wait over
-capacity.waitMinutes (30) over capacity.waitWindowDays (7) and over its last
-day, counting the workloads still pending at their wait so far (Kueue's
-kueue_admission_wait_time_seconds and pending workloads, with the pending ages
-gpuledger controller exports, ingested like DCGM's series); it names the flavor
-the queue runs on. It also shows each budgeted team's month-to-date and
-forecast spend against its budget (alerts at 50, 80 and 100%).
-
-With -alertmanager.url the alerts go to Alertmanager's API v2 (labels alertname,
-cluster, flavor, cluster_queue or team, trigger, severity, action,
-generator="gpuledger"; the evidence
-in annotations), resolved when the condition clears; Alertmanager keeps the
-state, so a restart neither duplicates nor forgets one. With -interval it runs
-until interrupted, sending again each time.`, stdout)
+	fs := newFlagSet("capacity", stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (prices, budgets, capacity)")
 	cluster := fs.String("cluster", "", "cluster of the configuration; empty for the only one")
 	openStore := storeFlags(fs, defaultLedgerPath, storeRead)
@@ -143,28 +119,7 @@ func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store 
 }
 
 func runRules(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("rules", `Writes vmalert/Prometheus rule groups that express the verdicts of gpuledger
-capacity on the raw metrics, for users who alert from their TSDB: recording
-rules every 5 minutes for each flavor's GPUs, those held (kube-state-metrics:
-nvidia.com/gpu requested by Running pods, the nodes of each flavor taken from
-the configuration) and those busy (dcgm-exporter's GR engine activity, else
-GPU_UTIL/100); then, over capacity.windowDays, guarded by a sample count (95%
-of the window) and data from before the window, never a 'for' of 30 days:
-GPUCapacityExpansion when the share of capacity.measure (busy by default) is
-at or over capacity.utilizationPercent, and GPUCapacityReclaim when the held
-share is but the busy one is not (buying would add idle GPUs). On MIG nodes
-the slices count as whole-GPU equivalents (3g.40gb: 3/7), as in the ledger:
-nvidia.com/mig-* requests and each instance's GR engine activity by its
-GPU_I_PROFILE. The queue-wait
-trigger too: recording rules for each ClusterQueue's admitted waits
-(kueue_admission_wait_time_seconds' increase), its pending workloads' ages
-(gpuledger controller's metrics) and the GPUs its LocalQueues' namespaces hold
-and keep busy, then, when the p90 of the window's waits and of its last day's
-are both over capacity.waitMinutes, with the same guards:
-GPUCapacityReclaim{trigger="queue_wait"} when the queue's own GPUs were busy
-less than capacity.utilizationPercent of their held time, else
-GPUCapacityExpansion{trigger="queue_wait"}, labelled with the flavor of the
-queue's quota.`, stdout)
+	fs := newFlagSet("rules", stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (clusters, nodes and their flavors, capacity)")
 	cluster := fs.String("cluster", "", "cluster of the configuration; empty for the only one")
 	out := fs.String("out", "", "file to write the rules to; empty: standard output")

@@ -11,12 +11,7 @@ import (
 )
 
 func runClose(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("close", `Closes a month: its chargeback figures never change again. A later backfill or
-correction of its hours does not rewrite them; each team's difference is
-recorded as an adjustment (before, after, who, why) and billed in the first
-open month's chargeback. A month closes once it is over and every cluster's
-live path (gpuledger serve) has settled it. Without -month, lists the closed
-months.`, stdout)
+	fs := newFlagSet("close", stdout)
 	month := fs.String("month", "", "the month to close, YYYY-MM")
 	by := fs.String("by", os.Getenv("USER"), "who closes it (recorded)")
 	note := fs.String("note", "", "why, or what for, such as the invoice number (recorded)")

@@ -16,23 +16,7 @@ import (
 )
 
 func runController(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("controller", `Steers the cluster's Kueue with the ledger's money, through Kueue's own extension points:
-
-- every -interval it sets each LocalQueue's spec.fairSharing.weight so that Kueue's
-  Admission Fair Sharing (admissionScope.admissionMode: UsageBasedAdmissionFairSharing
-  on the ClusterQueue) orders the teams of a ClusterQueue by their decayed spend per
-  entitlement (the monthly budget) instead of by GPU-seconds; a weight is written when
-  it moves by more than -hysteresis, with an Event on the LocalQueue (-dryRun: Events only);
-- it answers the AdmissionChecks whose spec.controllerName is gpuledger.io/budget: Ready
-  when the team's month-to-date cost plus the workload's worst case (its GPUs at their
-  flavor's price for maximumExecutionTimeSeconds, else -defaultDuration) stays within the
-  team's monthlyBudget, else Retry with requeueAfterSeconds and a message; when the
-  ledger cannot be read it lets the workload through (fail open) and says so.
-
-It reads the ledger serve or ingest writes (-ledger.*), and the cluster from
--kubeconfig, $KUBECONFIG or the in-cluster service account. With -leaderElect several
-replicas run and one acts. Its own metrics (checks answered, weights and their
-changes, errors) and /healthz are served on -http.listenAddr.`, stdout)
+	fs := newFlagSet("controller", stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (teams, prices, budgets)")
 	cluster := fs.String("cluster", "", "cluster of the configuration this Kueue runs; empty for the only one")
 	openStore := storeFlags(fs, defaultLedgerPath, storeWrite)

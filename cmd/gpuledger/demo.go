@@ -22,13 +22,7 @@ import (
 const demoMonth = "2026-10"
 
 func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("demo", `Simulates a month of the configured cluster as fast as the machine allows: a job mix goes
-through the admission core (Kueue's BestEffortFIFO within quotas, borrowing in the cohort,
-MIG profiles as resources), the cluster's dcgm-exporter and kube-state-metrics
-telemetry is rendered every scrape interval as text exposition, parsed, attributed to
-teams and written to the embedded ledger. Then it writes the month's chargeback
-(chargeback-YYYY-MM.csv and .xlsx) into -out, prints a summary, and serves the API
-until interrupted (-serve=false to exit after the reports).`, stdout)
+	fs := newFlagSet("demo", stdout)
 	cfgPath := configFlag(fs, "business-data configuration file")
 	cluster := fs.String("cluster", "", "cluster of the configuration to simulate; empty for the only one")
 	out := fs.String("out", "gpuledger-demo", "folder for the reports and, unless -ledger.path is set, the ledger")

@@ -13,7 +13,7 @@ import (
 )
 
 func runExplain(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("explain", "Explains a bill line: the ledger's figure for a team (or one of its workloads) over a month or a range, and the lines that make it up, per GPU and holder, with the time held, busy, idle and unmeasured, the rate, and the unallocated shares; says whether they sum to the figure to the micro-unit.", stdout)
+	fs := newFlagSet("explain", stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (its currency)")
 	openStore := storeFlags(fs, defaultLedgerPath, storeRead)
 	team := fs.String("team", "", "the team explained; empty for every team")

@@ -12,22 +12,7 @@ import (
 )
 
 func runIngest(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("ingest", `Backfills the ledger from stored telemetry, chunk by chunk, with progress and an ETA.
-It records a checkpoint after each chunk: run the same command again after an
-interruption and it resumes there; hours are replaced, never added to, so nothing
-is counted twice. Every team whose figures a rewrite changes gets a restatement
-(before, after, -by, -reason), shown in the chargeback and the API; hours of a
-closed month (gpuledger close) are not rewritten, their differences are billed
-as adjustments in the first open month.
-
-  -from http://victoriametrics:8428          VictoriaMetrics /api/v1/export (raw samples)
-  -from prometheus+http://prometheus:9090    Prometheus /api/v1/query_range (evaluated at -scrape.interval)
-  -from file:///path/scrapes.prom            text exposition (timestamps on the lines)
-  -from file:///path/export.jsonl            VictoriaMetrics export JSON lines
-
-A file is read once, split by hour into $TMPDIR (room for a copy of the range's
-samples; removed at the end), then each chunk reads its hours: memory stays
-bounded whatever the file's size.`, stdout)
+	fs := newFlagSet("ingest", stdout)
 	cfgPath := configFlag(fs, "business-data configuration file")
 	cluster := fs.String("cluster", "", "cluster of the configuration the telemetry is from; empty for the only one")
 	from := fs.String("from", "", "where to read from (required); see above")

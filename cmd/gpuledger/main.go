@@ -96,16 +96,26 @@ func commandNames() string {
 	return strings.Join(names, ", ")
 }
 
-// newFlagSet returns a flag set whose -help prints the command's summary and
-// flags to stdout.
-func newFlagSet(name, synopsis string, stdout io.Writer) *flag.FlagSet {
+// newFlagSet returns a flag set whose -help prints the command's summary,
+// where docs/commands.md says more, and its flags to stdout.
+func newFlagSet(name string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: gpuledger %s [flags]\n\n%s\n\nFlags:\n", name, synopsis)
+		fmt.Fprintf(stdout, "Usage: gpuledger %s [flags]\n\n%s.\nMore: docs/commands.md#gpuledger-%s\n\nFlags:\n", name, summaries[name], name)
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// summaries are the commands' summaries by name, for their -help (filled
+// from commands at start: a command's run cannot refer to commands).
+var summaries = map[string]string{}
+
+func init() {
+	for _, c := range commands {
+		summaries[c.name] = strings.ToUpper(c.summary[:1]) + c.summary[1:]
+	}
 }
 
 // parseFlags parses a command's flags and refuses what is left: no command

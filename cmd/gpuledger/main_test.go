@@ -355,12 +355,21 @@ func TestValidateCommand(t *testing.T) {
 	}
 }
 
+// TestEveryCommandHasHelp: -help prints the command's summary and flags,
+// and the section of docs/commands.md it points to is there.
 func TestEveryCommandHasHelp(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/commands.md")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range commands {
 		var out bytes.Buffer
 		err := run(context.Background(), []string{c.name, "-help"}, &out)
-		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "Usage: gpuledger "+c.name) {
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "Usage: gpuledger "+c.name) || !strings.Contains(out.String(), c.summary[1:]) {
 			t.Errorf("%s -help: %v\n%s", c.name, err, out.String())
+		}
+		if !strings.Contains(string(doc), "\n## gpuledger "+c.name+"\n") {
+			t.Errorf("docs/commands.md has no section '## gpuledger %s', which its -help points to", c.name)
 		}
 	}
 	var out bytes.Buffer

@@ -13,13 +13,7 @@ import (
 )
 
 func runMCP(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("mcp", `Serves the ledger's read API to an agent as a Model Context Protocol server over stdin and
-stdout (an MCP client starts it as a subprocess). Its tools: cost (by any grouping and period),
-explain (a bill line down to GPUs and pods), idle_workloads, budgets, capacity and
-scale_to_zero; each answers what its API route answers. With -token (or $GPULEDGER_TOKEN),
-the calls carry that API token and see what it may see (a team's token, its team only);
-without, this process reads the whole ledger, as gpuledger report does. gpuledger serve
-offers the same tools over HTTP at POST /mcp, behind its tokens.`, stdout)
+	fs := newFlagSet("mcp", stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (teams, budgets, currency, tokens)")
 	openStore := storeFlags(fs, defaultLedgerPath, storeRead)
 	tokensFile := fs.String("auth.tokensFile", "", "YAML file of more API tokens, as gpuledger serve takes it")

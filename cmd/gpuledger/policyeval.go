@@ -15,16 +15,7 @@ import (
 )
 
 func runPolicyEval(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("policy-eval", `Evaluates the admission policies so that a result cannot come from tuning on
-the data it is reported on: the Philly VCs with a node count are split into two
-halves; every candidate (Kueue's cohort fair sharing and Admission Fair Sharing,
-gpuledger's cost-weighted share and its orders inside a queue) is replayed on
-both halves, at several offered loads (the cluster sized so that the jobs' GPU
-demand is that fraction of it), under each preemption regime (the same rules for
-every policy), for several seeds of the VCs' start offsets and of Gavel's job
-mix. Each candidate's parameters are tuned on one half and reported on the other,
-both ways, as mean [min-max] over seeds, relative to the better Kueue mode in the
-same run. Writes every run to <out>/policy-eval.csv.`, stdout)
+	fs := newFlagSet("policy-eval", stdout)
 	trace := fs.String("trace", "../shared/data/traces/philly-pcs", "folder of the Philly-derived traces")
 	halfA := fs.String("halfA", "6214e9,11cb48,2869ce,ed69ec", "VCs of half A")
 	halfB := fs.String("halfB", "b436b2,7f04ca,0e4a51", "VCs of half B")

@@ -20,40 +20,7 @@ import (
 const defaultColdStarts = "m-small=1:30s,m-mid=2:120s,m-large=8:600s,deepseek-r1=8:900s,mm-image=1:60s"
 
 func runScaleToZero(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("scale-to-zero", `Recommends, per inference endpoint, whether to let it scale to zero replicas and
-with which KEDA cooldownPeriod, by replaying the endpoint's own gaps between
-requests against the cost of a cold start: the model's load time (the first
-request waits for it, and the replica's GPUs are held meanwhile, at the GPU
-price) and a penalty per cold start for the latency. Endpoints with a daily
-rhythm (requests in some hours on 90% of the days, none in others on half) also
-get a pre-warm schedule. The choice saves the most money whose p95 extra latency
-stays within -sla.maxP95Extra; an endpoint where none does keeps a replica. It
-compares each choice with KEDA's default (300 s).
-
-With -month, the endpoints are the ledger's: each namespace's vLLM model
-servers (vllm:num_requests_running/waiting, vllm:generation_tokens_total,
-vllm:request_success_total, scraped by gpuledger serve or ingest), whose idle
-gaps the ledger keeps in buckets at the cooldowns, with the GPU time and cost
-their Deployment or LeaderWorkerSet held; serving workloads without vLLM's
-series are listed with the idle time DCGM measured. Writes
-scale-to-zero-<month>.csv and KEDA objects.
-
-With -requests, the endpoints are a per-request log's (a gateway's access log
-as CSV: timestamp,endpoint,service_seconds, the timestamp RFC 3339 or Unix
-seconds), each replayed request by request, so that a team can decide before it
-deploys vLLM's series: a request that comes a cooldown or more after the last
-one ended waits for the load, as do those that come during it. Loads come from
--coldStart (by endpoint, or its name after the last /) or -coldStart.default.
-Writes scale-to-zero-requests.csv and KEDA objects.
-
-Otherwise, the traffic is ServeGen's production LLM API traces (one
-endpoint per client, request counts per 600 s window with the fitted
-inter-arrival distribution; arrivals are drawn from it for each -seeds). Writes
-scale-to-zero.csv and, for
-every endpoint that should scale to zero, a KEDA object under keda/: a
-ScaledObject on -keda.query (a request rate measured in front of the model
-server: at zero replicas vLLM's own metrics vanish), or, without one, an
-HTTPScaledObject of KEDA's HTTP add-on.`, stdout)
+	fs := newFlagSet("scale-to-zero", stdout)
 	dir := fs.String("servegen", "../shared/data/traces/inference-servegen", "folder of ServeGen's <model>_windows.csv")
 	models := fs.String("models", "", "models to read (default: every <model>_windows.csv)")
 	classes := fs.String("coldStart", defaultColdStarts, "per model: GPUs of a replica and the model's load time, model=GPUs:load,…")

@@ -20,20 +20,7 @@ import (
 )
 
 func runServe(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("serve", `Serves the cost API (/api/v1/cost, /api/v1/workloads), chargeback downloads
-(/api/v1/reports/chargeback/YYYY-MM?format=csv|xlsx|focus), /healthz and /metrics from a ledger,
-and keeps the ledger current: it takes Prometheus remote write on POST /api/v1/write
-(point vmagent or Prometheus at it) and can scrape exporters itself (-scrape.targets).
-
-Every request is written to a write-ahead log in -ingest.dir and fsynced before it is
-answered, so acknowledged samples survive a crash; a restart replays the log. An hour is
-settled -ingest.settleAfter after it ends and never rewritten by serve again; later
-samples for it are answered 400 and counted per sender (gpuledger ingest can rewrite it,
-and records that it did).
-
-Every route but /healthz needs a bearer token (auth.tokens in the configuration, or
--auth.tokensFile; 'gpuledger token' makes one) with scopes write, viewer, admin or
-team:<name>.`, stdout)
+	fs := newFlagSet("serve", stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (cluster, teams, prices, budgets, tokens)")
 	cluster := fs.String("cluster", "", "cluster the received telemetry is from; empty for the only one")
 	openStore := storeFlags(fs, defaultLedgerPath, storeServe)
@@ -180,7 +167,7 @@ func collectTokens(cfg *config.Config, tokensFile string) ([]api.Token, error) {
 }
 
 func runReport(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("report", "Writes the chargeback of one month from a ledger as chargeback-YYYY-MM.csv and .xlsx.", stdout)
+	fs := newFlagSet("report", stdout)
 	cfgPath := configFlag(fs, "business-data configuration file (teams, budgets, currency)")
 	openStore := storeFlags(fs, defaultLedgerPath, storeRead)
 	monthFlag := fs.String("month", "", "month to report, YYYY-MM (required)")

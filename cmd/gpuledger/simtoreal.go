@@ -13,10 +13,7 @@ import (
 )
 
 func runSimToReal(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("sim-to-real", `Replays a window of jobs on a real Kueue (its own etcd, kube-apiserver and
-unmodified Kueue on 127.0.0.1, from tools/build-k8s-stack.sh; $GPULEDGER_K8S_STACK
-names the folder) and in the simulator, with the same jobs and policies, and prints
-both worlds' figures with the simulator's error. See docs/sim-to-real/README.md.`, stdout)
+	fs := newFlagSet("sim-to-real", stdout)
 	trace := fs.String("trace", "../shared/data/traces/philly-pcs", "folder of the Philly-derived traces")
 	vcs := fs.String("vcs", "6214e9,11cb48,2869ce,ed69ec,b436b2,7f04ca,0e4a51", "VCs replayed (teams)")
 	fromDay := fs.Float64("from", 30, "first day of submissions replayed, on the aligned clock")

@@ -18,15 +18,7 @@ import (
 )
 
 func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("simulate", `Replays a workload through the admission core under each policy, side by side: the
-Philly-derived virtual-cluster traces (default), or Kueue's scheduler performance
-configurations (-workload=kueue-baseline, kueue-large). For Philly, every VC is a ClusterQueue in one cohort with its nodes × 8 GPUs
-as nominal quota; a job of n GPUs is a gang of n one-GPU pods. Prints average and p95 job
-completion time, mean wait per size (or Kueue) class, utilisation, Jain's fairness over usage/quota
-(over the whole run, and hourly over the queues with work waiting), finish-time fairness (against
-each queue alone on its quota), GPU-hours held by partial gangs, preemptions and cost per queue,
-and writes them as JSON and CSV.
-The replay is deterministic: the same flags give the same numbers.`, stdout)
+	fs := newFlagSet("simulate", stdout)
 	workload := fs.String("workload", "philly", "what to replay: philly (the VC traces), gavel (Gavel's synthetic mix on the Philly VCs' queues), kueue-baseline or kueue-large (Kueue's scheduler performance configurations)")
 	seed := fs.Uint64("seed", 1, "random seed of the gavel mix and of -philly.offsetDays; the same seed gives the same numbers")
 	rate := fs.Float64("gavel.jobsPerHour", 60, "arrival rate of the gavel mix, jobs per hour in all")

@@ -13,9 +13,7 @@ import (
 )
 
 func runToken(_ context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("token", `Makes an API token: prints the secret (give it to the client, once) and the entry
-to add under auth.tokens in the configuration, or to a -auth.tokensFile, which keeps
-only its SHA-256.`, stdout)
+	fs := newFlagSet("token", stdout)
 	name := fs.String("name", "", "the token's name, a DNS label such as vmagent (required)")
 	scopes := fs.String("scope", "", "comma-separated scopes: write, viewer, admin, team:<name> (required)")
 	if err := parseFlags(fs, args); err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 func runValidate(_ context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("validate", "Checks a configuration file strictly (unknown keys are errors) and lists every problem\nwith its file:line:column, the field, the value and what was expected.", stdout)
+	fs := newFlagSet("validate", stdout)
 	path := fs.String("config", "", "configuration file to check (required), such as examples/cluster.yaml")
 	if err := parseFlags(fs, args); err != nil {
 		return err

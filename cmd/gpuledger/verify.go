@@ -15,12 +15,7 @@ type verifier interface {
 }
 
 func runVerify(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("verify", `Checks a whole ledger for damage and lists what it finds: on the embedded ledger,
-SQLite's integrity_check, the check every row carries, each hour's row counts,
-and that the daily and monthly rollups are the sums of the hours; on ClickHouse,
-every column of every table read (ClickHouse checks each block's checksum) and
-the rollups against the hours. Exits 1 when anything is damaged. Reads only;
-run it on a copy, or while serve runs.`, stdout)
+	fs := newFlagSet("verify", stdout)
 	openStore := storeFlags(fs, defaultLedgerPath, storeVerify)
 	newLogger := logFlags(fs)
 	if err := parseFlags(fs, args); err != nil {

@@ -12,7 +12,7 @@ import (
 var version = "dev"
 
 func runVersion(_ context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("version", "Prints the version, the commit it was built from and the Go version.", stdout)
+	fs := newFlagSet("version", stdout)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
