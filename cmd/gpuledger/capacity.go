@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/gpuledger/gpuledger/api"
@@ -34,7 +31,6 @@ func runCapacity(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rule := capacity.RuleOf(cfg.Capacity)
 	now := time.Now
 	if *at != "" {
 		t, err := time.Parse(time.RFC3339, *at)
@@ -57,7 +53,7 @@ func runCapacity(ctx context.Context, args []string, stdout io.Writer) error {
 		alertmanager = &capacity.Alertmanager{URL: *amURL}
 	}
 	for {
-		if err := evaluateCapacity(ctx, stdout, log, store, am.Cluster, cfg, rule, prices, now(), alertmanager, 3*max(*interval, 5*time.Minute)); err != nil {
+		if err := evaluateCapacity(ctx, stdout, store, am.Cluster, cfg, prices, now(), alertmanager, 3*max(*interval, 5*time.Minute)); err != nil {
 			if *interval == 0 {
 				return err
 			}
@@ -74,47 +70,28 @@ func runCapacity(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 }
 
-func evaluateCapacity(ctx context.Context, w io.Writer, log *slog.Logger, store ledger.Store, cluster string, cfg *config.Config,
-	rule capacity.Rule, prices map[string]int64, now time.Time, am *capacity.Alertmanager, ttl time.Duration) error {
-	recs, err := capacity.Evaluate(ctx, store, cluster, now, rule, prices)
+func evaluateCapacity(ctx context.Context, w io.Writer, store ledger.Store, cluster string, cfg *config.Config,
+	prices map[string]int64, now time.Time, am *capacity.Alertmanager, ttl time.Duration) error {
+	a, err := capacity.Assess(ctx, capacity.AssessOptions{Store: store, Config: cfg, Cluster: cluster, Now: now, Prices: prices,
+		WhatIfDays: int(sim.WhatIfWindow.Hours() / 24),
+		WhatIfs: func(ctx context.Context, recs []capacity.Recommendation, waits []capacity.QueueWait) ([]string, error) {
+			return sim.WhatIfs(ctx, store, cfg, cluster, now, recs, waits)
+		}})
 	if err != nil {
 		return err
 	}
-	wr := capacity.WaitRuleOf(cfg.Capacity)
-	waits, err := capacity.EvaluateWaits(ctx, store, cluster, now, wr, prices)
-	if err != nil {
+	if err := a.Report.WriteText(w); err != nil {
 		return err
-	}
-	budgets, err := capacity.Budgets(ctx, store, cluster, cfg.TeamBudgets(), now)
-	if err != nil {
-		return err
-	}
-	whatIfs, err := sim.WhatIfs(ctx, store, cfg, cluster, now, recs, waits)
-	if err != nil {
-		return err
-	}
-	cur := cfg.Currency
-	rep := capacity.Report{Cluster: cluster, At: now, Currency: cur, Rule: rule, WaitRule: wr, Expansion: recs, Waits: waits, WhatIfs: whatIfs,
-		WhatIfDays: int(sim.WhatIfWindow.Hours() / 24), Budgets: budgets}
-	if err := rep.WriteText(w); err != nil {
-		return err
-	}
-	alerts := append(capacity.ExpansionAlerts(cluster, cur, recs), capacity.WaitAlerts(cluster, cur, waits)...)
-	alerts = append(alerts, capacity.BudgetAlerts(cluster, cur, budgets)...)
-	var names []string
-	for _, a := range alerts {
-		labels := slices.DeleteFunc([]string{a.Labels["flavor"], a.Labels["cluster_queue"], a.Labels["team"]}, func(s string) bool { return s == "" })
-		names = append(names, a.Labels["alertname"]+"{"+strings.Join(labels, ",")+"}")
 	}
 	if am == nil {
-		fmt.Fprintf(w, "\n%d alerts: %s (pass -alertmanager.url to send them)\n", len(alerts), strings.Join(names, ", "))
+		fmt.Fprintf(w, "\n%d alerts: %s (pass -alertmanager.url to send them)\n", len(a.Alerts), a.AlertNames())
 		return nil
 	}
-	sent, resolved, err := am.Sync(ctx, cluster, alerts, time.Now(), ttl)
+	sent, resolved, err := am.Sync(ctx, cluster, a.Alerts, time.Now(), ttl)
 	if err != nil {
 		return fmt.Errorf("%w; check -alertmanager.url", err)
 	}
-	fmt.Fprintf(w, "\nAlertmanager %s: %d alerts sent (%s), %d resolved\n", am.URL, sent, strings.Join(names, ", "), resolved)
+	fmt.Fprintf(w, "\nAlertmanager %s: %d alerts sent (%s), %d resolved\n", am.URL, sent, a.AlertNames(), resolved)
 	return nil
 }
 
