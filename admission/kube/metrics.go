@@ -1,10 +1,14 @@
 package kube
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"sort"
 	"strings"
+	"time"
 )
 
 // queueWeight is what the controller last decided for one LocalQueue.
@@ -62,4 +66,22 @@ func (c *Controller) WriteMetrics(w io.Writer) error {
 	fmt.Fprintf(&b, "# HELP gpuledger_controller_dry_run 1 when weights are computed but not written.\n# TYPE gpuledger_controller_dry_run gauge\ngpuledger_controller_dry_run %d\n", dry)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// ServeMetrics serves the controller's /metrics and /healthz on addr until
+// ctx ends or stop is called.
+func (c *Controller) ServeMetrics(ctx context.Context, addr string) (stop func(), err error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		c.WriteMetrics(w)
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	go srv.Serve(l)
+	return func() { srv.Close() }, nil
 }

@@ -4,15 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"time"
 
 	"github.com/gpuledger/gpuledger/admission/kube"
 	"github.com/gpuledger/gpuledger/config"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 func runController(ctx context.Context, args []string, stdout io.Writer) error {
@@ -41,7 +37,7 @@ func runController(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rc, err := restConfig(*kubeconfig)
+	rc, err := kube.RestConfig(*kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -57,9 +53,9 @@ func runController(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if *listen != "" {
-		stop, err := serveControllerMetrics(ctx, *listen, c)
+		stop, err := c.ServeMetrics(ctx, *listen)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w; pass another -http.listenAddr, or an empty one for no metrics", err)
 		}
 		defer stop()
 	}
@@ -91,42 +87,4 @@ func kubeTeams(cfg *config.Config, cluster string) (kube.Teams, error) {
 		t.PriceMicrosPerGPUHour[f.Name] = cfg.PriceMicros(f.Name)
 	}
 	return t, nil
-}
-
-// restConfig reaches the API server: -kubeconfig, $KUBECONFIG, or the
-// in-cluster service account.
-func restConfig(path string) (*rest.Config, error) {
-	if path == "" {
-		path = os.Getenv("KUBECONFIG")
-	}
-	if path == "" {
-		rc, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, usageError{fmt.Sprintf("no cluster to talk to: pass -kubeconfig, set KUBECONFIG, or run in a pod with a service account (%v)", err)}
-		}
-		return rc, nil
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
-	}
-	return rc, nil
-}
-
-// serveControllerMetrics serves the controller's /metrics and /healthz on
-// addr until stop is called.
-func serveControllerMetrics(ctx context.Context, addr string, c *kube.Controller) (stop func(), err error) {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		c.WriteMetrics(w)
-	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("%w; pass another -http.listenAddr, or an empty one for no metrics", err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	go srv.Serve(l)
-	return func() { srv.Close() }, nil
 }
