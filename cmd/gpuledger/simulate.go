@@ -47,58 +47,21 @@ func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	var queues []sim.TraceQueue
-	var jobs []sim.TraceJob
-	nodeSize := sim.GPUsPerNode
-	sampleEvery := time.Hour
-	classes := []string{"1", "2-4", "5-8", ">8"}
-	switch *workload {
-	case "philly":
-		from := time.Duration(*fromDay * 24 * float64(time.Hour))
-		to := from + time.Duration(*days*24*float64(time.Hour))
-		var err error
-		po := sim.PhillyOptions{From: from, To: to, VCs: splitList(*vcList), MissingNodes: *missingNodes, SkipUnlisted: *missingNodes == 0,
-			OffsetSpread: time.Duration(*offsetDays * 24 * float64(time.Hour)), OffsetSeed: *seed}
-		if queues, jobs, err = sim.LoadPhilly(*trace, po); err != nil {
-			return fmt.Errorf("%w; pass -trace with the philly-pcs folder", err)
-		}
-		if len(jobs) == 0 {
-			return usageError{fmt.Sprintf("no job was submitted between day %g and day %g; widen -from/-days", *fromDay, *fromDay+*days)}
-		}
-		if *load > 0 {
-			if *scale, err = sim.ScaleForLoad(queues, jobs, to-from, *load); err != nil {
-				return usageError{err.Error()}
-			}
-		}
-		fmt.Fprintf(stdout, "Replaying %d jobs of %d queues (days %g to %g, %.1f%% of the quotas: offered load %.2f), gating %v.\n\n",
-			len(jobs), len(queues), *fromDay, *fromDay+*days, 100**scale, sim.OfferedGPUs(jobs, to-from)/(*scale*float64(sim.QuotaGPUs(queues))), *gating)
-	case "gavel":
-		var err error
-		if queues, _, err = sim.LoadPhilly(*trace, sim.PhillyOptions{VCs: splitList(*vcList), MissingNodes: *missingNodes, SkipUnlisted: *missingNodes == 0}); err != nil {
-			return fmt.Errorf("%w; pass -trace with the philly-pcs folder (for its queues)", err)
-		}
-		jobs = sim.Gavel(queues, *rate, time.Duration(*days*24*float64(time.Hour)), *seed)
-		fmt.Fprintf(stdout, "Replaying Gavel's mix: %d jobs over %g days at %g/h on %d queues (%.0f%% of the quotas), seed %d, gating %v.\n\n",
-			len(jobs), *days, *rate, len(queues), 100**scale, *seed, *gating)
-	case "kueue-baseline", "kueue-large":
-		cfg := sim.KueueBaseline
-		if *workload == "kueue-large" {
-			cfg = sim.KueueLarge
-		}
-		queues, jobs = cfg.Generate()
-		*scale, nodeSize, classes = 1, 20, []string{"small", "medium", "large"}
-		sampleEvery = time.Second // the configurations run for minutes
-		// Kueue's configurations preempt (reclaimWithinCohort: Any,
-		// withinClusterQueue: LowerPriority) unless told otherwise.
-		set := false
-		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "preemption" })
-		if !set {
-			*preemption = true
-		}
-		fmt.Fprintf(stdout, "Replaying Kueue's %s configuration: %d workloads in %d ClusterQueues, preemption %v.\n\n", *workload, len(jobs), len(queues), *preemption)
-	default:
-		return usageError{fmt.Sprintf("-workload=%q: want philly, kueue-baseline or kueue-large", *workload)}
+	w, err := sim.LoadWorkload(sim.WorkloadOptions{Workload: *workload, Trace: *trace, VCs: splitList(*vcList), MissingNodes: *missingNodes,
+		From: days2d(*fromDay), Span: days2d(*days), OffsetSpread: days2d(*offsetDays), Seed: *seed, GavelJobsPerHour: *rate, Load: *load, Scale: *scale})
+	if errors.Is(err, sim.ErrWorkload) {
+		return usageError{"-workload: " + err.Error()}
+	} else if err != nil {
+		return err
 	}
+	// Kueue's configurations preempt unless told otherwise.
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "preemption" })
+	if !set && w.Preempts {
+		*preemption = true
+	}
+	fmt.Fprintf(stdout, "%s, gating %v, preemption %v.\n\n", w.Summary, *gating, *preemption)
+	queues, jobs := w.Queues, w.Jobs
 	flavors, err := sim.LoadReplayFlavors(*clusterFile)
 	if err != nil {
 		return err
@@ -106,7 +69,7 @@ func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
 	var isolated map[string]float64
 	if *ftf {
 		began := time.Now()
-		if isolated, err = sim.IsolatedJCT(queues, jobs, sim.ReplayOptions{CapacityScale: *scale, NodeSize: nodeSize, Flavors: flavors}); err != nil {
+		if isolated, err = sim.IsolatedJCT(queues, jobs, sim.ReplayOptions{CapacityScale: w.Scale, NodeSize: w.NodeSize, Flavors: flavors}); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "each queue alone: %s\n", time.Since(began).Round(time.Millisecond))
@@ -117,9 +80,9 @@ func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		began := time.Now()
-		ropts := sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: *scale,
-			NodeSize: nodeSize, ReadyTimeout: *readyTimeout, Preemption: *preemption, IdlePenalty: *idlePenalty, Isolated: isolated,
-			ScrapeInterval: *scrape, SampleEvery: sampleEvery, Flavors: flavors, Order: *order, AgingAfter: *agingAfter, PreemptionRules: *preemptionRules}
+		ropts := sim.ReplayOptions{Policy: p, Gating: *gating, HalfLife: *halfLife, CapacityScale: w.Scale,
+			NodeSize: w.NodeSize, ReadyTimeout: *readyTimeout, Preemption: *preemption, IdlePenalty: *idlePenalty, Isolated: isolated,
+			ScrapeInterval: *scrape, SampleEvery: w.SampleEvery, Flavors: flavors, Order: *order, AgingAfter: *agingAfter, PreemptionRules: *preemptionRules}
 		if *loop {
 			dir := filepath.Join(*out, "ledger-"+p)
 			if err := os.RemoveAll(dir); err != nil {
@@ -145,10 +108,10 @@ func runSimulate(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(os.Stderr, "%s: %s\n", p, time.Since(began).Round(time.Millisecond))
 		results = append(results, r)
 	}
-	if err := sim.WriteReplayTable(stdout, results, classes); err != nil {
+	if err := sim.WriteReplayTable(stdout, results, w.Classes); err != nil {
 		return err
 	}
-	jsonPath, csvPath, err := sim.SaveReplayResults(*out, results, classes)
+	jsonPath, csvPath, err := sim.SaveReplayResults(*out, results, w.Classes)
 	if err != nil {
 		return err
 	}
