@@ -13,7 +13,7 @@ import (
 	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/reports"
-	"github.com/gpuledger/gpuledger/sim"
+	"github.com/gpuledger/gpuledger/sim/demo"
 )
 
 // demoMonth is the month the demo simulates unless told another: the one
@@ -66,7 +66,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "Simulating %s (%d days) of cluster %s, scrape every %s, seed %d.\n",
 		month.Format("January 2006"), int(end.Sub(start).Hours()/24), cl.Name, *interval, *seed)
 	began := time.Now()
-	res, err := sim.RunDemo(ctx, sim.DemoOptions{Config: cfg, Cluster: *cluster, Start: start, End: end, ScrapeInterval: *interval,
+	res, err := demo.Run(ctx, demo.Options{Config: cfg, Cluster: *cluster, Start: start, End: end, ScrapeInterval: *interval,
 		Seed: *seed, Load: *load, Store: store, Progress: func(done, total time.Duration, samples uint64) {
 			el := time.Since(began)
 			eta := time.Duration(float64(el) * float64(total-done) / float64(max(done, 1)))

@@ -39,6 +39,9 @@ var allowed = map[string][]string{
 	// which takes attribution's cost model; its what-ifs answer
 	// capacity's verdicts.
 	"sim": {"config", "admission", "ledger", "ingest", "attribution", "capacity"},
+	// demo runs the whole loop: the simulated cluster's telemetry
+	// through ingest into the ledger.
+	"sim/demo": {"sim", "config", "ingest", "attribution", "ledger"},
 	// simtoreal drives the same jobs through the simulator and a real
 	// Kueue: the one place both meet.
 	"sim/simtoreal":     {"sim", "admission/kube", "internal/kubetest", "ledger/embedded"},

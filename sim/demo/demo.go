@@ -1,4 +1,7 @@
-package sim
+// Package demo runs the demo's closed loop: a simulated month of the
+// configured cluster through admission, its exporters' telemetry through
+// ingest, into the ledger.
+package demo
 
 import (
 	"context"
@@ -11,10 +14,11 @@ import (
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/sim"
 )
 
-// DemoOptions drive one simulated run through the whole loop.
-type DemoOptions struct {
+// Options drive one simulated run through the whole loop.
+type Options struct {
 	Config         *config.Config
 	Cluster        string
 	Start, End     time.Time
@@ -27,31 +31,31 @@ type DemoOptions struct {
 	Progress func(done, total time.Duration, samples uint64)
 }
 
-// DemoResult is what a demo run did.
-type DemoResult struct {
-	Sim     Stats
+// Result is what a demo run did.
+type Result struct {
+	Sim     sim.Stats
 	Offline ingest.OfflineStats
 	Model   *attribution.Model
 	// Took is the wall time of the run.
 	Took time.Duration
 }
 
-// RunDemo runs the demo's loop: the modelled cluster admits and runs a job
+// Run runs the demo's loop: the modelled cluster admits and runs a job
 // mix, and its exporters' telemetry, rendered as text exposition scrape by
 // scrape, goes through ingest's offline pipeline into the ledger, with the
 // workloads' times in Kueue beside it (what capacity's what-if replays).
-func RunDemo(ctx context.Context, o DemoOptions) (*DemoResult, error) {
+func Run(ctx context.Context, o Options) (*Result, error) {
 	began := time.Now()
-	m, err := NewModel(o.Config, o.Cluster)
+	m, err := sim.NewModel(o.Config, o.Cluster)
 	if err != nil {
 		return nil, err
 	}
-	jobs := GenerateMix(o.Config, o.Start, o.End.Sub(o.Start), o.Load, o.Seed)
-	res := &DemoResult{Model: m.Attribution}
+	jobs := sim.GenerateMix(o.Config, o.Start, o.End.Sub(o.Start), o.Load, o.Seed)
+	res := &Result{Model: m.Attribution}
 	if res.Sim, err = m.Run(jobs, o.Start, o.End); err != nil {
 		return nil, err
 	}
-	tel := NewTelemetry(m.Cluster, o.Start, o.End, o.ScrapeInterval)
+	tel := sim.NewTelemetry(m.Cluster, o.Start, o.End, o.ScrapeInterval)
 	tel.ExporterUpgrades = true
 	oo := ingest.OfflineOptions{Start: o.Start, End: o.End, ScrapeInterval: o.ScrapeInterval}
 	if o.Progress != nil {
@@ -72,7 +76,7 @@ func RunDemo(ctx context.Context, o DemoOptions) (*DemoResult, error) {
 }
 
 // WriteStats prints the jobs' and the telemetry's figures.
-func (r *DemoResult) WriteStats(w io.Writer) {
+func (r *Result) WriteStats(w io.Writer) {
 	fmt.Fprintf(w, "\nJobs: %d submitted, %d admitted, %d finished, %d still pending; mean wait %s.\n",
 		r.Sim.Submitted, r.Sim.Admitted, r.Sim.Finished, r.Sim.Pending, r.Sim.MeanWait.Round(time.Second))
 	fmt.Fprintf(w, "Telemetry: %d scrapes, %.1f MB of exposition, %d samples attributed in %s (%.1fM samples/s); %d ledger rows.\n",
