@@ -64,6 +64,13 @@ func (r *runOutputs) writeKEDA(file string, rec ScaleToZero, t KEDATarget) error
 
 func (r *runOutputs) close() error { return r.csv.Close() }
 
+// finish prints the legend (a format and its arguments) and where the
+// run wrote, and closes the CSV.
+func (r *runOutputs) finish(w io.Writer, legend string, args ...any) error {
+	fmt.Fprintf(w, "\n"+legend+"\nPer endpoint: %s; KEDA objects: %s\n", append(args, r.csvPath, r.keda)...)
+	return r.close()
+}
+
 // ServeGenRun recommends for ServeGen's production LLM API traces: one
 // endpoint per client, arrivals drawn from each window's fitted
 // distribution for every seed.
@@ -152,9 +159,7 @@ func (o ServeGenRun) Run(ctx context.Context, w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nsaved and cold starts: sums over the endpoints per day; p95 extra: the median endpoint's p95 of what requests wait for a load; net saving: a 30-day month of saved GPU time at the price less the cold starts' penalties, gpuledger's choice.\nPer endpoint: %s; KEDA objects: %s\n",
-		out.csvPath, out.keda)
-	return out.close()
+	return out.finish(w, "saved and cold starts: sums over the endpoints per day; p95 extra: the median endpoint's p95 of what requests wait for a load; net saving: a 30-day month of saved GPU time at the price less the cold starts' penalties, gpuledger's choice.")
 }
 
 // LiveRun recommends from the ledger: every endpoint with vLLM's series
@@ -240,9 +245,7 @@ func (o LiveRun) Run(ctx context.Context, w io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\ndays: the days the endpoint reported (per-day figures are over them); gaps >5m: idle gaps longer than KEDA's default cooldown; saved over the window, less two loads a cold start (the load, and the work it delays); wait (≤): at most this share of the requests waits for a load (those the ledger counted within the load after each gap's end, at scrape resolution: the gateway's arrivals where it counted them, else vLLM's finished and in-flight requests; all of them where a gap the cooldown may exceed has no count, such as one across a time at zero replicas without a gateway); p95 (≤): the 95th percentile request waits at most this (0 when at most 5%% wait, else the load); net saving: the saved GPU time at the workload's price in the ledger less -penalty per cold start.\nPer endpoint: %s; KEDA objects: %s\n",
-		out.csvPath, out.keda)
-	return out.close()
+	return out.finish(w, "days: the days the endpoint reported (per-day figures are over them); gaps >5m: idle gaps longer than KEDA's default cooldown; saved over the window, less two loads a cold start (the load, and the work it delays); wait (≤): at most this share of the requests waits for a load (those the ledger counted within the load after each gap's end, at scrape resolution: the gateway's arrivals where it counted them, else vLLM's finished and in-flight requests; all of them where a gap the cooldown may exceed has no count, such as one across a time at zero replicas without a gateway); p95 (≤): the 95th percentile request waits at most this (0 when at most 5%% wait, else the load); net saving: the saved GPU time at the workload's price in the ledger less -penalty per cold start.")
 }
 
 // RequestsRun recommends from a per-request log (a gateway's access log:
@@ -314,10 +317,9 @@ func (o RequestsRun) Run(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nScaling to zero as recommended saves %.1f GPU-hours (KEDA's default on all: %.1f), %s net of the cold starts.\n"+
-		"A request that comes a cooldown or more after the last one ended waits for the load, as do those during it; each then runs its service time, so the work a load delays ends later. wait: the share of requests that waited; p95: what the 95th percentile request waited; per-day figures over the log's days.\nPer endpoint: %s; KEDA objects: %s\n",
-		saved, savedDefault, ledger.FormatCents(net), out.csvPath, out.keda)
-	return out.close()
+	return out.finish(w, "Scaling to zero as recommended saves %.1f GPU-hours (KEDA's default on all: %.1f), %s net of the cold starts.\n"+
+		"A request that comes a cooldown or more after the last one ended waits for the load, as do those during it; each then runs its service time, so the work a load delays ends later. wait: the share of requests that waited; p95: what the 95th percentile request waited; per-day figures over the log's days.",
+		saved, savedDefault, ledger.FormatCents(net))
 }
 
 // waitShare is the share of the requests that wait for a load, an upper
