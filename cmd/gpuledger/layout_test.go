@@ -35,9 +35,9 @@ var allowed = map[string][]string{
 	// than VictoriaMetrics' lib/encoding/snappy, which cannot compress);
 	// from VictoriaMetrics it takes the exposition parser.
 	"ingest": {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib", "github.com/klauspost/compress/s2"},
-	// sim's closed loop feeds its telemetry through ingest's pipeline,
-	// which takes attribution's cost model; its what-ifs answer
-	// capacity's verdicts.
+	// sim's closed loop takes attribution's cost model (and ingest's
+	// pipeline through an interface, so that ingest's tests may import
+	// sim); its what-ifs answer capacity's verdicts.
 	"sim": {"config", "admission", "ledger", "ingest", "attribution", "capacity"},
 	// demo runs the whole loop: the simulated cluster's telemetry
 	// through ingest into the ledger.
