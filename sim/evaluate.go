@@ -596,3 +596,28 @@ func SaveEvalRuns(path string, runs []EvalRun) error {
 	}
 	return f.Close()
 }
+
+// WriteGoal prints the goal at c's tune loads (the money criterion only
+// with two flavors or more: with one, money is GPUs) and each candidate's
+// verdict on the held-out rows; a Kueue mode's is against the better of
+// the two in each cell.
+func WriteGoal(w io.Writer, c EvalConfig, rows []EvalRow) {
+	g := DefaultGoal()
+	g.Loads = c.TuneLoads
+	if len(c.Flavors) < 2 {
+		g.MoneyLoads = nil
+	}
+	fmt.Fprintf(w, "\nGoal (held-out halves, %s)\n", g)
+	goal := GoalCheck(rows, g)
+	for _, cand := range c.Candidates {
+		verdict := goal[cand.Name]
+		if verdict == "" {
+			verdict = "not evaluated: none of -loads is a goal load"
+		}
+		name := cand.Name
+		if cand.Baseline {
+			name += " (Kueue)"
+		}
+		fmt.Fprintf(w, "  %-22s %s\n", name, verdict)
+	}
+}

@@ -70,6 +70,17 @@ func TestEvaluate(t *testing.T) {
 	if !strings.HasPrefix(goal["costfair"], "misses") && goal["costfair"] != "meets the goal" {
 		t.Errorf("goal check: %q", goal["costfair"])
 	}
+	sb.Reset()
+	WriteGoal(&sb, c, rows)
+	for _, cand := range c.Candidates {
+		name := cand.Name
+		if cand.Baseline {
+			name += " (Kueue)"
+		}
+		if !strings.Contains(sb.String(), "  "+name+" ") {
+			t.Errorf("goal lines without %s:\n%s", name, sb.String())
+		}
+	}
 	again, err := Evaluate(context.Background(), c, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -75,25 +75,7 @@ func runPolicyEval(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := sim.WriteEvalTable(stdout, rows); err != nil {
 		return err
 	}
-	g := sim.DefaultGoal()
-	g.Loads = cfg.TuneLoads
-	if len(cfg.Flavors) < 2 {
-		g.MoneyLoads = nil // one flavor: money is GPUs
-	}
-	fmt.Fprintf(stdout, "\nGoal (held-out halves, %s)\n", g)
-	goal := sim.GoalCheck(rows, g)
-	for _, c := range cfg.Candidates {
-		verdict := goal[c.Name]
-		if verdict == "" {
-			verdict = "not evaluated: none of -loads is a goal load"
-		}
-		name := c.Name
-		if c.Baseline {
-			// A Kueue mode against the better of the two in each cell.
-			name += " (Kueue)"
-		}
-		fmt.Fprintf(stdout, "  %-22s %s\n", name, verdict)
-	}
+	sim.WriteGoal(stdout, cfg, rows)
 	if err := sim.SaveEvalRuns(filepath.Join(*out, "policy-eval.csv"), runs); err != nil {
 		return err
 	}
