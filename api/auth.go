@@ -3,6 +3,7 @@ package api
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"slices"
@@ -167,4 +168,17 @@ func teamFilter(c echo.Context, requested string) (string, error) {
 		return teams[0], nil
 	}
 	return "", badf("token %q may read several teams (%s); name one with team=", p.name, strings.Join(teams, ", "))
+}
+
+// NewToken is a Token from its name, the hex of its secret's SHA-256 and
+// its scopes, as the configuration writes them.
+func NewToken(name, sha256Hex string, scopes []string) (Token, error) {
+	t := Token{Name: name}
+	if _, err := hex.Decode(t.SHA256[:], []byte(sha256Hex)); err != nil || len(sha256Hex) != 2*sha256.Size {
+		return Token{}, fmt.Errorf("token %s: sha256 %q: want %d hex digits", name, sha256Hex, 2*sha256.Size)
+	}
+	for _, sc := range scopes {
+		t.Scopes = append(t.Scopes, Scope(sc))
+	}
+	return t, nil
 }

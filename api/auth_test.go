@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -232,6 +233,21 @@ func TestTokensReload(t *testing.T) {
 	for _, want := range []string{`gpuledger_reloads_total{what="tokens"} 2`, `gpuledger_reload_failures_total{what="tokens"} 1`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("metrics lack %s:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestNewToken: the configuration's hex becomes the hash the server
+// compares; a hash that is not 64 hex digits is refused with its name.
+func TestNewToken(t *testing.T) {
+	h := HashToken("s3cret")
+	tok, err := NewToken("ci", hex.EncodeToString(h[:]), []string{"viewer", "team:nlp"})
+	if err != nil || tok.SHA256 != h || len(tok.Scopes) != 2 || tok.Scopes[1] != "team:nlp" {
+		t.Fatalf("%+v, %v", tok, err)
+	}
+	for _, bad := range []string{"", "abc", hex.EncodeToString(h[:8]), strings.Repeat("zz", 32)} {
+		if _, err := NewToken("ci", bad, nil); err == nil || !strings.Contains(err.Error(), "token ci: sha256") {
+			t.Errorf("%q: %v; want an error naming the token and the field", bad, err)
 		}
 	}
 }

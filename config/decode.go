@@ -346,3 +346,20 @@ func LoadTokens(path string, cfg *Config) ([]Token, error) {
 	}
 	return tf.Tokens, nil
 }
+
+// AllTokens are the configuration's tokens and, when path is not empty,
+// those of the token file at path (LoadTokens).
+func (c *Config) AllTokens(path string) ([]Token, error) {
+	var toks []Token
+	if c.Auth != nil {
+		toks = append(toks, c.Auth.Tokens...)
+	}
+	if path != "" {
+		more, err := LoadTokens(path, c)
+		if err != nil {
+			return nil, err
+		}
+		toks = append(toks, more...)
+	}
+	return toks, nil
+}

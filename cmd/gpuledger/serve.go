@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -142,28 +141,14 @@ func loadAuth(cfg *config.Config, tokensFile string, disabled bool, listen strin
 // collectTokens reads the tokens of the configuration and of the token
 // file (read again by serve when the file changes).
 func collectTokens(cfg *config.Config, tokensFile string) ([]api.Token, error) {
-	var toks []config.Token
-	if cfg.Auth != nil {
-		toks = append(toks, cfg.Auth.Tokens...)
-	}
-	if tokensFile != "" {
-		more, err := config.LoadTokens(tokensFile, cfg)
-		if err != nil {
-			return nil, err
-		}
-		toks = append(toks, more...)
-	}
+	toks, err := cfg.AllTokens(tokensFile)
 	out := make([]api.Token, len(toks))
 	for i, t := range toks {
-		out[i].Name = t.Name
-		if _, err := hex.Decode(out[i].SHA256[:], []byte(t.SHA256)); err != nil {
-			return nil, fmt.Errorf("token %s: sha256 %q: %w", t.Name, t.SHA256, err)
-		}
-		for _, sc := range t.Scopes {
-			out[i].Scopes = append(out[i].Scopes, api.Scope(sc))
+		if err == nil {
+			out[i], err = api.NewToken(t.Name, t.SHA256, t.Scopes)
 		}
 	}
-	return out, nil
+	return out, err
 }
 
 func runReport(ctx context.Context, args []string, stdout io.Writer) error {
