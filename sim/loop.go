@@ -157,6 +157,7 @@ func (l *loop) trim() {
 			ds.d.Holds = ds.d.Holds[:0]
 			ds.holdIdx = 0
 			ds.hold = nil
+			l.tel.podsStale = true
 		}
 	}
 }

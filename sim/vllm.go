@@ -101,7 +101,8 @@ func (t *Telemetry) appendVLLM(dst []byte) []byte {
 				dst = append(dst, `",finished_reason="stop`...)
 			}
 			dst = append(dst, `"} `...)
-			dst = strconv.AppendFloat(dst, [...]float64{v.running, v.waiting, v.tokens, v.requests}[fam], 'f', -1, 64)
+			// Whole numbers: what AppendFloat's 'f', -1 writes of them.
+			dst = strconv.AppendInt(dst, int64([...]float64{v.running, v.waiting, v.tokens, v.requests}[fam]), 10)
 			dst = append(dst, '\n')
 		})
 	}
