@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -181,7 +180,11 @@ func badValue(f attribution.Field, tags []prometheus.Tag, value float64, checkUT
 // Parser parses exposition bodies. It reuses its buffers between calls and
 // is not safe for concurrent use.
 type Parser struct {
+	// rows is VictoriaMetrics' parse of one line, lines a body's rows,
+	// and series the labels of the series seen before (seriescache.go).
 	rows   prometheus.Rows
+	lines  []parsedLine
+	series seriesCache
 	sample attribution.Sample
 	queue  attribution.QueueSample
 	stats  Stats
@@ -199,6 +202,9 @@ type Parser struct {
 	// UTF-8 (checked whole, once): their labels need no check of their
 	// own.
 	validUTF8 bool
+	// allCached says every row of the body being parsed came through the
+	// series cache (handleSeriesRow), none through handleRow.
+	allCached bool
 }
 
 // Stats returns the counters so far.
@@ -215,12 +221,13 @@ func (p *Parser) Stats() Stats { return p.stats }
 func (p *Parser) ParseExposition(body []byte, defaultMs int64, sink Sink) error {
 	p.errs = p.errs[:0]
 	invalid := p.stats.Invalid
-	// The rows alias body. They are only read during this call and
-	// overwritten by the next; the sink copies what it keeps.
-	p.rows.UnmarshalWithErrLogger(unsafe.String(unsafe.SliceData(body), len(body)), p.logLineError)
+	// The rows' strings are the series cache's or copies: nothing keeps
+	// body. The rows are overwritten by the next call.
+	p.unmarshal(unsafe.String(unsafe.SliceData(body), len(body)))
 	// Unquoting a label value turns escapes into ASCII: a valid body has
-	// valid labels.
-	p.validUTF8 = utf8.Valid(body)
+	// valid labels. A cached series' labels were checked when it was
+	// cached: the check of the whole body is for the others.
+	p.validUTF8 = p.allCached || utf8.Valid(body)
 	defer func() { p.validUTF8 = false }()
 	// Attribution takes samples in time order: a body of timestamped lines
 	// (a file of many scrapes) is put in order, each series' own order kept.
@@ -230,18 +237,23 @@ func (p *Parser) ParseExposition(body []byte, defaultMs int64, sink Sink) error 
 		}
 		return r.Timestamp
 	}
-	if !slices.IsSortedFunc(p.rows.Rows, func(a, b prometheus.Row) int { return cmp.Compare(rowTime(&a), rowTime(&b)) }) {
-		slices.SortStableFunc(p.rows.Rows, func(a, b prometheus.Row) int { return cmp.Compare(rowTime(&a), rowTime(&b)) })
+	byTime := func(a, b parsedLine) int { return cmp.Compare(rowTime(&a.Row), rowTime(&b.Row)) }
+	if !slices.IsSortedFunc(p.lines, byTime) {
+		slices.SortStableFunc(p.lines, byTime)
 	}
-	for i := range p.rows.Rows {
-		r := &p.rows.Rows[i]
-		ts := r.Timestamp
+	for i := range p.lines {
+		l := &p.lines[i]
+		ts := l.Timestamp
 		if ts == 0 {
 			ts = defaultMs
 		}
-		p.handleRow(r.Metric, r.Tags, r.Value, ts, sink)
+		if l.series != nil {
+			p.handleSeriesRow(l.series, l.Value, ts, sink)
+			continue
+		}
+		p.handleRow(l.Metric, l.Tags, l.Value, ts, sink)
 	}
-	p.stats.Lines += uint64(len(p.rows.Rows))
+	p.stats.Lines += uint64(len(p.lines))
 	if n := p.stats.Invalid - invalid; n > 0 {
 		return fmt.Errorf("%d invalid exposition line(s) skipped, first: %s", n, p.errs[0])
 	}
@@ -278,6 +290,11 @@ func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, 
 		p.stats.BadValues[r]++
 		return
 	}
+	p.handleKnownRow(metric, isPod, qm, f, tags, value, ts, sink)
+}
+
+// handleKnownRow is handleRow past the checks of the metric and the value.
+func (p *Parser) handleKnownRow(metric string, isPod bool, qm attribution.QueueMetric, f attribution.Field, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
 	if isPod {
 		p.handlePodRow(metric, tags, value, ts, sink)
 		return
@@ -292,7 +309,20 @@ func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, 
 		return
 	}
 	s := &p.sample
-	*s = attribution.Sample{TimeMs: ts, Field: f, Value: value}
+	*s = dcgmSample(f, tags)
+	s.TimeMs, s.Value = ts, value
+	if s.Node == "" || s.GPU == "" {
+		p.stats.MissingLabels++
+		return
+	}
+	p.stats.Samples++
+	sink.Add(s)
+}
+
+// dcgmSample is the sample a DCGM series' labels describe, without its
+// time and value.
+func dcgmSample(f attribution.Field, tags []prometheus.Tag) attribution.Sample {
+	s := attribution.Sample{Field: f}
 	// With honorLabels false a scrape renames the exporter's namespace, pod
 	// and container to exported_*, and the plain names then describe the
 	// exporter itself: the exported_ spelling names the holder, and the
@@ -331,12 +361,7 @@ func (p *Parser) handleRow(metric string, tags []prometheus.Tag, value float64, 
 	} else {
 		s.Namespace, s.Pod = ns, pod
 	}
-	if s.Node == "" || s.GPU == "" {
-		p.stats.MissingLabels++
-		return
-	}
-	p.stats.Samples++
-	sink.Add(s)
+	return s
 }
 
 // scrapedPod reads the namespace and pod a series is about from a
@@ -399,8 +424,19 @@ var workloadLabels = []struct{ label, kind string }{
 // honorLabels false, the pod's labels are exported_* and the plain ones
 // name kube-state-metrics' own pod: exported_* win.
 func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
-	pi := attribution.PodInfo{TimeMs: ts}
-	var resource, ownerKind, ownerName, wlKind, wlName, phase, node string
+	p.emitPod(metric, podSeriesLabelsOf(tags), value, ts, sink)
+}
+
+// podSeriesLabels are what a kube-state-metrics pod series' labels say.
+type podSeriesLabels struct {
+	pi                                                    attribution.PodInfo
+	resource, ownerKind, ownerName, wlKind, wlName, phase string
+}
+
+func podSeriesLabelsOf(tags []prometheus.Tag) podSeriesLabels {
+	var l podSeriesLabels
+	pi := &l.pi
+	var node string
 	var expNode bool
 	var at scrapedPod
 	wlRank := len(workloadLabels)
@@ -418,19 +454,19 @@ func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float6
 		case "exported_container":
 			pi.Container = t.Value
 		case "resource":
-			resource = t.Value
+			l.resource = t.Value
 		case "phase":
-			phase = t.Value
+			l.phase = t.Value
 		case "owner_kind":
-			ownerKind = t.Value
+			l.ownerKind = t.Value
 		case "owner_name":
-			ownerName = t.Value
+			l.ownerName = t.Value
 		case LabelQueueKubeState:
 			pi.Queue = t.Value
 		default:
 			for i := 0; i < wlRank; i++ {
 				if t.Key == workloadLabels[i].label && t.Value != "" {
-					wlKind, wlName, wlRank = workloadLabels[i].kind, t.Value, i
+					l.wlKind, l.wlName, wlRank = workloadLabels[i].kind, t.Value, i
 					break
 				}
 			}
@@ -440,22 +476,29 @@ func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float6
 	if !expNode {
 		pi.Node = node
 	}
+	return l
+}
+
+// emitPod passes on what a sample of a pod series says of its pod.
+func (p *Parser) emitPod(metric string, l podSeriesLabels, value float64, ts int64, sink Sink) {
+	pi := l.pi
+	pi.TimeMs = ts
 	if pi.Pod == "" {
 		p.stats.MissingLabels++
 		return
 	}
 	switch metric {
 	case MetricKubePodLabels:
-		pi.OwnerKind, pi.OwnerName = wlKind, wlName
+		pi.OwnerKind, pi.OwnerName = l.wlKind, l.wlName
 		pi.Node = ""
 	case MetricKubePodOwner:
-		if ownerName == "" || ownerName == "<none>" {
+		if l.ownerName == "" || l.ownerName == "<none>" {
 			return
 		}
-		pi.OwnerKind, pi.OwnerName = ownerKind, ownerName
+		pi.OwnerKind, pi.OwnerName = l.ownerKind, l.ownerName
 		pi.Node = ""
 	case MetricKubePodRequests:
-		kind, ok := gpuResourceKind(resource)
+		kind, ok := gpuResourceKind(l.resource)
 		if !ok || !(value > 0) || math.IsInf(value, 0) {
 			p.stats.Skipped++
 			return
@@ -463,7 +506,7 @@ func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float6
 		pi.Kind = kind
 		pi.RequestMilli = int64(math.Round(value * 1000))
 	case MetricKubePodPhase:
-		if phase != "Running" {
+		if l.phase != "Running" {
 			p.stats.Skipped++
 			return
 		}
@@ -479,144 +522,6 @@ func (p *Parser) handlePodRow(metric string, tags []prometheus.Tag, value float6
 	}
 	p.stats.Pods++
 	sink.AddPod(pi)
-}
-
-func queueMetricOf(metric string) attribution.QueueMetric {
-	switch metric {
-	case MetricKueuePending:
-		return attribution.QueuePendingWorkloads
-	case MetricKueueWait:
-		return attribution.QueueAdmissionWait
-	case MetricPendingGPUs:
-		return attribution.QueuePendingGPUs
-	case MetricPendingAge:
-		return attribution.QueuePendingAge
-	case MetricVLLMRunning:
-		return attribution.EndpointRunning
-	case MetricVLLMWaiting:
-		return attribution.EndpointWaiting
-	case MetricVLLMTokens:
-		return attribution.EndpointTokens
-	case MetricVLLMRequests:
-		return attribution.EndpointRequests
-	case MetricArrivals:
-		return attribution.EndpointArrivals
-	}
-	return attribution.QueueMetricUnknown
-}
-
-// handleEndpointRow reads a sample of an inference endpoint's vLLM series:
-// the model (model_name), the pod and namespace the scrape gave it
-// (exported_* win, as for kube-state-metrics), and the other labels that
-// tell its series apart (engine, finished_reason). A gateway's arrivals
-// name the endpoint by namespace and model_name alone; every other label
-// (the gateway's pod, instance, job) tells its counters apart.
-func (p *Parser) handleEndpointRow(m attribution.QueueMetric, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
-	q := &p.queue
-	*q = attribution.QueueSample{TimeMs: ts, Metric: m, Value: value}
-	var engine, reason string
-	var at scrapedPod
-	series := p.seriesKey[:0]
-	for _, t := range tags {
-		if at.take(t) {
-			if m == attribution.EndpointArrivals && (t.Key == "pod" || t.Key == "exported_pod") {
-				series = appendLabel(series, t)
-			}
-			continue
-		}
-		switch t.Key {
-		case "model_name":
-			q.Model = t.Value
-		case "engine":
-			engine = t.Value
-		case "finished_reason":
-			reason = t.Value
-		case "__name__":
-		default:
-			if m == attribution.EndpointArrivals {
-				series = appendLabel(series, t)
-			}
-		}
-	}
-	p.seriesKey = series
-	q.Namespace, q.Pod = at.names()
-	if m == attribution.EndpointArrivals {
-		q.Pod = ""
-		if q.Model == "" || q.Namespace == "" {
-			p.stats.MissingLabels++
-			return
-		}
-		q.Series = string(series)
-		p.stats.Queues++
-		sink.AddQueue(q)
-		return
-	}
-	if q.Model == "" || q.Namespace == "" || q.Pod == "" {
-		p.stats.MissingLabels++
-		return
-	}
-	q.Series = engine + "," + reason
-	p.stats.Queues++
-	sink.AddQueue(q)
-}
-
-// appendLabel appends a label as key=value, to a series key.
-func appendLabel(dst []byte, t prometheus.Tag) []byte {
-	dst = append(append(dst, t.Key...), '=')
-	return append(append(dst, t.Value...), ',')
-}
-
-// handleQueueRow reads a sample of a queue series: the ClusterQueue, the
-// bucket bound of a histogram, and the other labels that tell its series
-// apart. Kueue replicas that are not the leader (replica_role="follower")
-// are skipped: with high availability every replica exports, and only the
-// leader's counts are the queue's.
-func (p *Parser) handleQueueRow(m attribution.QueueMetric, tags []prometheus.Tag, value float64, ts int64, sink Sink) {
-	q := &p.queue
-	*q = attribution.QueueSample{TimeMs: ts, Metric: m, Value: value}
-	var status, priority, role, le string
-	for _, t := range tags {
-		switch t.Key {
-		case "cluster_queue":
-			q.ClusterQueue = t.Value
-		case "status":
-			status = t.Value
-		case "priority_class":
-			priority = t.Value
-		case "replica_role":
-			role = t.Value
-		case "le":
-			le = t.Value
-		}
-	}
-	if role == "follower" {
-		p.stats.Skipped++
-		return
-	}
-	if q.ClusterQueue == "" {
-		p.stats.MissingLabels++
-		return
-	}
-	if m == attribution.QueueAdmissionWait || m == attribution.QueuePendingAge {
-		b, err := strconv.ParseFloat(le, 64)
-		if err != nil || math.IsNaN(b) {
-			p.logLineError(fmt.Sprintf("%s{cluster_queue=%q}: le=%q is not a bucket bound; want a number or +Inf", queueMetricName(m), q.ClusterQueue, le))
-			return
-		}
-		q.Le = b
-	}
-	q.Series = status + "," + priority
-	p.stats.Queues++
-	sink.AddQueue(q)
-}
-
-func queueMetricName(m attribution.QueueMetric) string {
-	for _, n := range []string{MetricKueuePending, MetricKueueWait, MetricPendingGPUs, MetricPendingAge, MetricVLLMRunning, MetricVLLMWaiting, MetricVLLMTokens, MetricVLLMRequests} {
-		if queueMetricOf(n) == m {
-			return n
-		}
-	}
-	return "?"
 }
 
 // gpuResourceKind maps a kube-state-metrics resource label (sanitised:
