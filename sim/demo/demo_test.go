@@ -33,3 +33,25 @@ func TestRunDay(t *testing.T) {
 		t.Errorf("stats:\n%s", b.String())
 	}
 }
+
+// BenchmarkDemoWeek runs a week of the example cluster through the whole
+// loop at the demo's 15 s scrape interval: the simulator, the exporters'
+// text, ingest and attribution, the embedded ledger. samples/s is what
+// the demo month and a backfill of the same telemetry go at.
+func BenchmarkDemoWeek(b *testing.B) {
+	cfg, err := config.Load("../../examples/cluster.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	var samples uint64
+	for b.Loop() {
+		res, err := Run(context.Background(), Options{Config: cfg, Start: start, End: start.Add(7 * 24 * time.Hour), ScrapeInterval: 15 * time.Second,
+			Seed: 1, Load: 0.85, Store: embeddedtest.Open(b)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		samples += res.Offline.Attribution.Accepted
+	}
+	b.ReportMetric(float64(samples)/b.Elapsed().Seconds(), "samples/s")
+}
