@@ -112,10 +112,13 @@ type Attributor struct {
 	model *Model
 	opts  Options
 
-	units     []unit
-	insts     []*instance
-	byGPU     map[gpuKey]*unit
-	bound     map[instanceKey]*instance
+	units []unit
+	insts []*instance
+	byGPU map[gpuKey]*unit
+	bound map[instanceKey]*instance
+	// instMemo remembers bound's answers by a cheap hash of the sample's
+	// names (instance).
+	instMemo  [instMemoSize]*instance
 	nodes     map[string]*node
 	pods      map[podKey]*podState
 	podsVer   uint64

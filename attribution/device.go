@@ -102,8 +102,13 @@ func (in *instance) has(f Field) bool {
 // instance returns s's device, binding a MIG slot to s's GPU_I_ID on first
 // sight; nil (counted) for a device not in the inventory.
 func (a *Attributor) instance(s *Sample, prime bool) *instance {
+	slot := &a.instMemo[instMemoSlot(s)]
+	if in := *slot; in != nil && in.u.gpu.Node == s.Node && in.u.gpu.Index == s.GPU && in.profile == s.Profile && in.boundID == s.Instance {
+		return in
+	}
 	k := instanceKey{s.Node, s.GPU, s.Profile, s.Instance}
 	if in := a.bound[k]; in != nil {
+		*slot = in
 		return in
 	}
 	u := a.byGPU[gpuKey{s.Node, s.GPU}]
@@ -125,7 +130,29 @@ func (a *Attributor) instance(s *Sample, prime bool) *instance {
 	in.boundID = strings.Clone(s.Instance)
 	k = instanceKey{strings.Clone(s.Node), strings.Clone(s.GPU), strings.Clone(s.Profile), in.boundID}
 	a.bound[k] = in
+	*slot = in
 	return in
+}
+
+// instMemoSize is the number of slots of the instance memo.
+const instMemoSize = 1024
+
+// instMemoSlot is a sample's slot in the instance memo: a few bytes of
+// its device's names, cheaper than hashing them whole. A slot holds the
+// instance last found for a sample that fell in it; bound never changes a
+// key's instance, and the instance's own names are the key, so a slot is
+// checked against them and a miss is only a lookup in bound.
+func instMemoSlot(s *Sample) int {
+	h := uint(len(s.Node))*31 + uint(len(s.Profile))
+	for _, v := range [...]string{s.Node, s.GPU, s.Instance} {
+		if n := len(v); n > 0 {
+			h = h*131 + uint(v[n-1])
+			if n > 1 {
+				h = h*131 + uint(v[n-2])
+			}
+		}
+	}
+	return int(h % instMemoSize)
 }
 
 // activity returns the device's busy fraction for the pending observation:
