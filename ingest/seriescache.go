@@ -136,17 +136,23 @@ func (p *Parser) unmarshal(body string) {
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		// A '#' starts a trailing comment (an exemplar) and a '}' can sit
-		// in a label value: such lines, and lines without labels (no '{'
-		// before the last '}'), take the full parse.
+		// The line's series is its text up to its last '}'. Only keys
+		// without a '#' (which starts a trailing comment, an exemplar) and
+		// with a '{' before that '}' (a '}' can sit in a label value, and a
+		// line without labels has none) are ever cached, so a key found
+		// needs neither check; what follows it parseSampleTail reads, or
+		// refuses.
 		end := strings.LastIndexByte(line, '}')
-		if open := strings.IndexByte(line, '{'); open < 0 || open > end || strings.IndexByte(line, '#') >= 0 {
-			p.parseLine(raw, "", "")
-			continue
+		var s *seriesEntry
+		if end >= 0 {
+			s = p.series.get(line[:end+1])
 		}
-		s := p.series.get(line[:end+1])
 		if s == nil {
-			p.parseLine(raw, line[:end+1], line[end+1:])
+			if open := strings.IndexByte(line, '{'); open < 0 || open > end || strings.IndexByte(line, '#') >= 0 {
+				p.parseLine(raw, "", "")
+			} else {
+				p.parseLine(raw, line[:end+1], line[end+1:])
+			}
 			continue
 		}
 		v, ts, ok := parseSampleTail(line[end+1:])
