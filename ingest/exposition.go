@@ -308,8 +308,14 @@ func (p *Parser) handleKnownRow(metric string, isPod bool, qm attribution.QueueM
 		p.handleQueueRow(qm, tags, value, ts, sink)
 		return
 	}
+	p.emitDCGM(dcgmSample(f, tags), value, ts, sink)
+}
+
+// emitDCGM passes on a DCGM sample, or counts it as missing the labels
+// that name its device.
+func (p *Parser) emitDCGM(sample attribution.Sample, value float64, ts int64, sink Sink) {
 	s := &p.sample
-	*s = dcgmSample(f, tags)
+	*s = sample
 	s.TimeMs, s.Value = ts, value
 	if s.Node == "" || s.GPU == "" {
 		p.stats.MissingLabels++

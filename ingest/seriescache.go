@@ -240,15 +240,7 @@ func (p *Parser) handleSeriesRow(e *seriesEntry, value float64, ts int64, sink S
 		p.emitQueue(&e.queueT, value, ts, sink)
 		return
 	}
-	s := &p.sample
-	*s = e.sample
-	s.TimeMs, s.Value = ts, value
-	if s.Node == "" || s.GPU == "" {
-		p.stats.MissingLabels++
-		return
-	}
-	p.stats.Samples++
-	sink.Add(s)
+	p.emitDCGM(e.sample, value, ts, sink)
 }
 
 // parseSampleTail reads what follows a series' closing brace: a value and
