@@ -11,8 +11,9 @@ import (
 // A scrape repeats its series: the same labels, scrape after scrape, with
 // new values. The exposition parser keeps each series' parsed name and
 // labels under the line's text up to its closing brace, so that a line
-// seen before costs a map lookup and its value's parse, not a parse of its
-// labels (most of a dcgm-exporter line's bytes). A line the cache cannot
+// seen before costs a comparison of strings (or a map lookup) and its
+// value's parse, not a parse of its labels (most of a dcgm-exporter
+// line's bytes). A line the cache cannot
 // vouch for goes to VictoriaMetrics' parser, as every line did before.
 
 // seriesCacheBytes bounds one generation of a parser's series cache: past
@@ -109,10 +110,10 @@ func (c *seriesCache) add(e *seriesEntry) {
 	c.bytes += size
 }
 
-// unmarshal parses body's sample lines into p.lines.Rows, as
+// unmarshal parses body's sample lines into p.lines, as
 // prometheus.Rows.UnmarshalWithErrLogger does (the same rows, the same
-// invalid lines logged), the rows' strings either aliasing body or the
-// cache's.
+// invalid lines logged); the rows' strings are the cache's or copies,
+// never body's.
 func (p *Parser) unmarshal(body string) {
 	p.lines = p.lines[:0]
 	p.allCached = true
