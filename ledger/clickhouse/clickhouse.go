@@ -353,7 +353,20 @@ func unreachable(err error) bool {
 	if !errors.As(err, &ex) {
 		return true
 	}
-	return transientCodes[ex.Code]
+	if transientCodes[ex.Code] {
+		return true
+	}
+	// A peer that dies mid-insert through a Distributed table surfaces as
+	// ATTEMPT_TO_READ_AFTER_EOF (32) or a POCO_EXCEPTION (1000) naming the
+	// peer's socket. From the entry node's own input the same codes mean a
+	// malformed block, which a replay would only repeat; so they count as
+	// unreachable only when the message says they came from a peer.
+	if ex.Code == 32 || ex.Code == 1000 {
+		return strings.Contains(ex.Message, "while receiving packet from") ||
+			strings.Contains(ex.Message, "Connection refused") ||
+			strings.Contains(ex.Message, "Connection reset by peer")
+	}
+	return false
 }
 
 // transientCodes are the server's errors of another server, not of the

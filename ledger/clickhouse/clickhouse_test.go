@@ -2,10 +2,12 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/gpuledger/gpuledger/ledger"
 	"github.com/gpuledger/gpuledger/ledger/clickhouse/chtest"
 	"github.com/gpuledger/gpuledger/ledger/ledgertest"
@@ -135,5 +137,27 @@ func TestRestatementCount(t *testing.T) {
 	}
 	if after <= before {
 		t.Errorf("restatement count %d after a rewrite, %d before: the cache would not drop the hour", after, before)
+	}
+}
+
+// TestUnreachable: which errors send a write to the spool. The messages are
+// what clickhouse-server 18.16 returned in CI when a replica was killed
+// during an insert through the Distributed table.
+func TestUnreachable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{errors.New("dial tcp 127.0.0.1:9000: connect: connection refused"), true},
+		{&ch.Exception{Code: 210, Message: "Connection refused (127.0.0.1:9001)"}, true},
+		{&ch.Exception{Code: 32, Message: "Attempt to read after eof: while receiving packet from 127.0.0.1:32937: Insertion status:"}, true},
+		{&ch.Exception{Code: 1000, Message: "Connection refused"}, true},
+		{&ch.Exception{Code: 32, Message: "Attempt to read after eof"}, false},
+		{&ch.Exception{Code: 62, Message: "Syntax error"}, false},
+		{&ch.Exception{Code: 53, Message: "Type mismatch"}, false},
+	} {
+		if got := unreachable(c.err); got != c.want {
+			t.Errorf("unreachable(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }
