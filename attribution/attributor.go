@@ -132,6 +132,9 @@ type Attributor struct {
 	requestsFromMs int64
 	hours          map[int64]*hourState
 	kindBuf        []request // scratch for bookAlloc
+	// keyBuf is scratch for the queue and endpoint maps' keys: a lookup
+	// m[string(keyBuf)] does not allocate; a key stored is copied.
+	keyBuf []byte
 
 	// priming is set while Prime or PrimePod runs: nothing is counted.
 	priming bool

@@ -51,6 +51,10 @@ type EndpointState struct {
 	// checked for their end.
 	Wakes     []*Wake
 	CheckedMs int64
+
+	// key is its key in the book's Eps (not kept in a snapshot: set again
+	// at its first sample after one).
+	key string
 }
 
 // Wake counts the requests that came as an idle gap ended: from the
@@ -81,7 +85,7 @@ type EndpointPod struct {
 	// Ms is its latest report, PrevMs the one before.
 	Ms, PrevMs int64
 	Busy       bool
-	Counters   map[string]QueueLast // metric and series
+	Counters   map[string]*QueueLast // metric and series
 }
 
 // EndpointHour is one hour of one endpoint in the making.
@@ -123,16 +127,18 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 		a.reject(ReasonLate)
 		return
 	}
-	key := q.Namespace + "\x00" + q.Model
-	e, pod := a.endpointState(key, podName, q.TimeMs)
+	a.keyBuf = append(append(append(a.keyBuf[:0], q.Namespace...), 0), q.Model...)
+	key, e, pod := a.endpointState(a.keyBuf, podName, q.TimeMs)
 	// A counter's increase since its last sample (0 for its first).
 	var inc float64
 	if q.Metric == EndpointTokens || q.Metric == EndpointRequests || q.Metric == EndpointArrivals {
 		if pod.Counters == nil {
-			pod.Counters = map[string]QueueLast{}
+			pod.Counters = map[string]*QueueLast{}
 		}
-		k := string(rune('0'+q.Metric)) + "\x00" + q.Series
-		last, seen := pod.Counters[k]
+		k := append(append(a.keyBuf[:0], byte('0'+q.Metric), 0), q.Series...)
+		a.keyBuf = k
+		last := pod.Counters[string(k)]
+		seen := last != nil
 		switch {
 		case seen && q.TimeMs < last.Ms:
 			if !prime {
@@ -152,7 +158,11 @@ func (a *Attributor) addEndpoint(q *QueueSample, prime bool) {
 			a.stats.CounterResets++
 			inc = q.Value
 		}
-		pod.Counters[k] = QueueLast{Ms: q.TimeMs, V: q.Value}
+		if seen {
+			*last = QueueLast{Ms: q.TimeMs, V: q.Value}
+		} else {
+			pod.Counters[string(k)] = &QueueLast{Ms: q.TimeMs, V: q.Value}
+		}
 	}
 	if prime {
 		// Before the first hour to emit only the counters' last values
@@ -338,19 +348,22 @@ func (e *EndpointState) serving(ms int64) bool {
 	return false
 }
 
-// endpointState returns the timeline of the endpoint key and the state of
-// its pod podName, made when new (a new timeline starts at ms). The key
-// is the caller's own string; podName may alias a parse buffer and is
-// copied where kept.
-func (a *Attributor) endpointState(key, podName string, ms int64) (*EndpointState, *EndpointPod) {
+// endpointState returns the key, the timeline of the endpoint named kb
+// and the state of its pod podName, made when new (a new timeline starts
+// at ms). kb is scratch (a.keyBuf): the key returned is the book's own
+// string. podName may alias a parse buffer and is copied where kept.
+func (a *Attributor) endpointState(kb []byte, podName string, ms int64) (string, *EndpointState, *EndpointPod) {
 	b := &a.queues.Endpoints
 	if b.Eps == nil {
 		b.Eps = make(map[string]*EndpointState)
 	}
-	e := b.Eps[key]
-	if e == nil {
-		e = &EndpointState{LastBusyMs: ms}
-		b.Eps[key] = e
+	e := b.Eps[string(kb)]
+	switch {
+	case e == nil:
+		e = &EndpointState{LastBusyMs: ms, key: string(kb)}
+		b.Eps[e.key] = e
+	case e.key == "":
+		e.key = string(kb)
 	}
 	// A snapshot's decoding leaves empty maps nil.
 	if e.Pods == nil {
@@ -361,7 +374,7 @@ func (a *Attributor) endpointState(key, podName string, ms int64) (*EndpointStat
 		pod = &EndpointPod{}
 		e.Pods[strings.Clone(podName)] = pod
 	}
-	return e, pod
+	return e.key, e, pod
 }
 
 // endpointID names an endpoint: a namespace's vLLM servers of one model,
@@ -478,8 +491,9 @@ func (a *Attributor) servingActivity(in *instance) {
 			continue
 		}
 		id := endpointID{namespace: hd.namespace, kind: o.kind, name: o.name}
-		key := hd.namespace + "\x00\x00" + o.kind + "/" + o.name
-		e, pod := a.endpointState(key, hd.pod, in.t)
+		kb := append(append(a.keyBuf[:0], hd.namespace...), 0, 0)
+		a.keyBuf = append(append(append(kb, o.kind...), '/'), o.name...)
+		key, e, pod := a.endpointState(a.keyBuf, hd.pod, in.t)
 		h := a.endpointHour(in.t, key, id)
 		if longest, _ := a.endpointReport(e, key, id, pod, hd.pod, in.t, act >= DCGMBusyActivity, h); longest > 0 {
 			// No request counts: the gap's are not known.

@@ -73,7 +73,7 @@ type QueueSample struct {
 // last value (its increase is what an hour gets) and the open hours.
 // Fields are exported for the snapshot's encoding.
 type queueBook struct {
-	Last  map[string]QueueLast
+	Last  map[string]*QueueLast
 	Hours map[int64]map[string]*queueHour // hour → ClusterQueue
 	Out   []ledger.QueueRow
 	// Endpoints is the inference endpoints' (endpoint.go).
@@ -94,7 +94,7 @@ type queueHour struct {
 	// Admitted is the increase of the wait histogram, per bound.
 	Admitted map[float64]float64
 	// Ages is the latest value of each pending-age bucket series.
-	Ages map[string]AgeLast
+	Ages map[string]*AgeLast
 }
 
 // GaugeSum is a gauge series' sum and count of samples in an hour.
@@ -130,11 +130,13 @@ func (a *Attributor) addQueue(q *QueueSample, prime bool) {
 	if prime {
 		if q.Metric == QueueAdmissionWait && !math.IsNaN(q.Value) && !math.IsInf(q.Value, 0) {
 			if a.queues.Last == nil {
-				a.queues.Last = make(map[string]QueueLast)
+				a.queues.Last = make(map[string]*QueueLast)
 			}
-			k := counterKey(q)
-			if last, ok := a.queues.Last[k]; !ok || q.TimeMs > last.Ms {
-				a.queues.Last[k] = QueueLast{Ms: q.TimeMs, V: q.Value}
+			k := a.counterKey(q)
+			if last := a.queues.Last[string(k)]; last == nil {
+				a.queues.Last[string(k)] = &QueueLast{Ms: q.TimeMs, V: q.Value}
+			} else if q.TimeMs > last.Ms {
+				*last = QueueLast{Ms: q.TimeMs, V: q.Value}
 			}
 		}
 		return
@@ -154,7 +156,7 @@ func (a *Attributor) addQueue(q *QueueSample, prime bool) {
 		b.Hours = make(map[int64]map[string]*queueHour)
 	}
 	if b.Last == nil {
-		b.Last = make(map[string]QueueLast)
+		b.Last = make(map[string]*QueueLast)
 	}
 	h := floorHour(q.TimeMs)
 	byQueue := b.Hours[h]
@@ -176,28 +178,35 @@ func (a *Attributor) addQueue(q *QueueSample, prime bool) {
 		qh.Admitted = map[float64]float64{}
 	}
 	if qh.Ages == nil {
-		qh.Ages = map[string]AgeLast{}
+		qh.Ages = map[string]*AgeLast{}
 	}
 	switch q.Metric {
 	case QueuePendingWorkloads, QueuePendingGPUs:
-		k := string(rune('0'+q.Metric)) + "\x00" + q.Series
-		g := qh.Gauges[k]
+		k := append(append(a.keyBuf[:0], byte('0'+q.Metric), 0), q.Series...)
+		a.keyBuf = k
+		g := qh.Gauges[string(k)]
 		if g == nil {
 			g = &GaugeSum{Metric: q.Metric}
-			qh.Gauges[k] = g
+			qh.Gauges[string(k)] = g
 		}
 		g.Sum += q.Value
 		g.N++
 	case QueuePendingAge:
-		k := q.Series + "\x00" + strconv.FormatFloat(q.Le, 'g', -1, 64)
-		if old, ok := qh.Ages[k]; ok && old.Ms > q.TimeMs {
+		k := strconv.AppendFloat(append(append(a.keyBuf[:0], q.Series...), 0), q.Le, 'g', -1, 64)
+		a.keyBuf = k
+		switch old := qh.Ages[string(k)]; {
+		case old == nil:
+			qh.Ages[string(k)] = &AgeLast{Ms: q.TimeMs, Le: q.Le, Series: strings.Clone(q.Series), V: q.Value}
+		case old.Ms > q.TimeMs:
 			a.reject(ReasonOutOfOrder)
 			return
+		default:
+			old.Ms, old.V = q.TimeMs, q.Value
 		}
-		qh.Ages[k] = AgeLast{Ms: q.TimeMs, Le: q.Le, Series: strings.Clone(q.Series), V: q.Value}
 	case QueueAdmissionWait:
-		k := counterKey(q)
-		last, seen := b.Last[k]
+		k := a.counterKey(q)
+		last := b.Last[string(k)]
+		seen := last != nil
 		switch {
 		case seen && q.TimeMs < last.Ms:
 			a.reject(ReasonOutOfOrder)
@@ -215,14 +224,22 @@ func (a *Attributor) addQueue(q *QueueSample, prime bool) {
 			a.stats.CounterResets++
 			qh.Admitted[q.Le] += q.Value
 		}
-		b.Last[k] = QueueLast{Ms: q.TimeMs, V: q.Value}
+		if seen {
+			*last = QueueLast{Ms: q.TimeMs, V: q.Value}
+		} else {
+			b.Last[string(k)] = &QueueLast{Ms: q.TimeMs, V: q.Value}
+		}
 	}
 	a.stats.Accepted++
 }
 
-// counterKey names a wait-histogram bucket series among the counters.
-func counterKey(q *QueueSample) string {
-	return q.ClusterQueue + "\x00" + q.Series + "\x00" + strconv.FormatFloat(q.Le, 'g', -1, 64)
+// counterKey names a wait-histogram bucket series among the counters, in
+// a.keyBuf.
+func (a *Attributor) counterKey(q *QueueSample) []byte {
+	k := append(append(a.keyBuf[:0], q.ClusterQueue...), 0)
+	k = strconv.AppendFloat(append(append(k, q.Series...), 0), q.Le, 'g', -1, 64)
+	a.keyBuf = k
+	return k
 }
 
 // appendQueueHours emits the queue rows of hour h and of any hour before
