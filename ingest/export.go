@@ -44,7 +44,7 @@ func (p *Parser) ParseExportLines(body []byte, sink Sink) error {
 	slices.SortStableFunc(p.rw.batch, cmpTime)
 	for i := range p.rw.batch {
 		s := &p.rw.batch[i]
-		p.handleSeriesRow(s.series, s.value, s.ts, sink)
+		p.handleRow(s.metric, p.rw.tags[s.start:s.end], s.value, s.ts, sink)
 	}
 	p.stats.Lines += uint64(len(p.rw.batch))
 	if n := p.stats.Invalid - invalid; n > 0 {
@@ -82,17 +82,15 @@ func (p *Parser) exportLine(line []byte) error {
 		}
 		values[i] = v
 	}
-	// The labels are worked out once for the line's samples; the strings
-	// are json's, the series' own.
-	e := &seriesEntry{metric: metric, tags: make([]prometheus.Tag, 0, len(l.Metric)-1)}
+	start := len(p.rw.tags)
 	for k, v := range l.Metric {
 		if k != "__name__" {
-			e.tags = append(e.tags, prometheus.Tag{Key: k, Value: v})
+			p.rw.tags = append(p.rw.tags, prometheus.Tag{Key: k, Value: v})
 		}
 	}
-	p.interpret(e)
+	end := len(p.rw.tags)
 	for i, ts := range l.Timestamps {
-		p.rw.batch = append(p.rw.batch, rwSample{metric: metric, value: values[i], ts: ts, series: e})
+		p.rw.batch = append(p.rw.batch, rwSample{metric: metric, start: start, end: end, value: values[i], ts: ts})
 	}
 	return nil
 }

@@ -52,9 +52,6 @@ type rwSample struct {
 	start, end int
 	value      float64
 	ts         int64
-	// series, set by the export decoder, is what the series' labels say,
-	// worked out once for all its samples; the tags are then its own.
-	series *seriesEntry
 }
 
 // RemoteWrite is a remote-write body decoded down to what ingest reads:

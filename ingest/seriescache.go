@@ -192,7 +192,18 @@ func (p *Parser) parseLine(line, key, tail string) {
 		v, ts, ok := parseSampleTail(tail)
 		if ok && ts == r.Timestamp && math.Float64bits(v) == math.Float64bits(r.Value) {
 			s.key = strings.Clone(key)
-			p.interpret(s)
+			s.isPod, s.queue, s.field = isPodMetric(s.metric), queueMetricOf(s.metric), fieldOf(s.metric)
+			s.badUTF8 = badValue(attribution.FieldUnknown, s.tags, 0, true) == badUTF8
+			switch {
+			case s.isPod:
+				s.pod = podSeriesLabelsOf(s.tags)
+			case s.queue.IsEndpoint():
+				s.queueT = p.endpointTemplate(s.queue, s.tags)
+			case s.queue != attribution.QueueMetricUnknown:
+				s.queueT = queueTemplateOf(s.queue, s.tags)
+			case s.field != attribution.FieldUnknown:
+				s.sample = dcgmSample(s.field, s.tags)
+			}
 			p.series.add(s)
 			p.series.seen(s)
 			cached = true
@@ -205,23 +216,6 @@ func (p *Parser) parseLine(line, key, tail string) {
 	}
 	p.allCached = false
 	p.lines = append(p.lines, parsedLine{Row: row})
-}
-
-// interpret works out, once for a series, what handleRow makes of its
-// name and labels (s.metric and s.tags, which s owns).
-func (p *Parser) interpret(s *seriesEntry) {
-	s.isPod, s.queue, s.field = isPodMetric(s.metric), queueMetricOf(s.metric), fieldOf(s.metric)
-	s.badUTF8 = badValue(attribution.FieldUnknown, s.tags, 0, true) == badUTF8
-	switch {
-	case s.isPod:
-		s.pod = podSeriesLabelsOf(s.tags)
-	case s.queue.IsEndpoint():
-		s.queueT = p.endpointTemplate(s.queue, s.tags)
-	case s.queue != attribution.QueueMetricUnknown:
-		s.queueT = queueTemplateOf(s.queue, s.tags)
-	case s.field != attribution.FieldUnknown:
-		s.sample = dcgmSample(s.field, s.tags)
-	}
 }
 
 // handleSeriesRow is handleRow for a row of a cached series: what its

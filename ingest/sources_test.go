@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -329,44 +327,5 @@ func FuzzParseExportLines(f *testing.F) {
 				t.Fatalf("samples out of time order: %+v", r.samples)
 			}
 		}
-		sameExportSamples(t, body)
 	})
-}
-
-// sameExportSamples: what the export decoder delivers, its labels worked
-// out once a line, is what handleRow makes of each sample's name and
-// labels.
-func sameExportSamples(t *testing.T, body []byte) {
-	t.Helper()
-	var p, dec, ref Parser
-	var got, want recorder
-	_ = p.ParseExportLines(body, &got)
-	for _, line := range bytes.Split(body, []byte{'\n'}) {
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			_ = dec.exportLine(line)
-		}
-	}
-	slices.SortStableFunc(dec.rw.batch, cmpTime)
-	for _, s := range dec.rw.batch {
-		ref.handleRow(s.series.metric, s.series.tags, s.value, s.ts, &want)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("body %q: delivered\n%+v\nwant\n%+v", body, got, want)
-	}
-}
-
-// TestExportSameSamples: DCGM, kube-state-metrics, Kueue and vLLM lines,
-// with bad values, are delivered as handleRow makes them of each sample.
-func TestExportSameSamples(t *testing.T) {
-	for _, body := range []string{
-		`{"metric":{"__name__":"DCGM_FI_DEV_GPU_UTIL","gpu":"0","Hostname":"n","namespace":"a","pod":"p"},"values":[1,"NaN",-1,500],"timestamps":[1,2,3,4]}`,
-		`{"metric":{"__name__":"DCGM_FI_DEV_GPU_UTIL","gpu":"1"},"values":[5],"timestamps":[1]}` + "\n" +
-			`{"metric":{"__name__":"kube_pod_labels","namespace":"a","pod":"p","label_kueue_x_k8s_io_queue_name":"q"},"values":[1,1],"timestamps":[2,1]}`,
-		`{"metric":{"__name__":"kueue_admission_wait_time_seconds_bucket","cluster_queue":"q","le":"+Inf"},"values":[3,4],"timestamps":[1,2]}` + "\n" +
-			`{"metric":{"__name__":"kueue_pending_workloads","cluster_queue":"q","status":"active"},"values":[2],"timestamps":[1]}`,
-		`{"metric":{"__name__":"vllm:num_requests_running","model_name":"m","namespace":"a","pod":"b"},"values":[2,1],"timestamps":[1790000000000,1789999990000]}`,
-		`{"metric":{"__name__":"other","a":"b"},"values":[1],"timestamps":[1]}`,
-	} {
-		sameExportSamples(t, []byte(body))
-	}
 }
