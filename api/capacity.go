@@ -13,19 +13,7 @@ import (
 
 // CapacityOptions are what the capacity routes need: the cluster, the
 // expansion rule, the flavors' prices and the teams' budgets.
-type CapacityOptions struct {
-	Cluster      string
-	Rule         capacity.Rule
-	WaitRule     capacity.WaitRule
-	PricesMicros map[string]int64
-	Budgets      map[string]int64
-	// Endpoints prices the inference endpoints' cold starts for
-	// scale-to-zero; capacity.DefaultEndpointOptions when its Default is
-	// zero.
-	Endpoints capacity.EndpointOptions
-	// Now is the clock; default time.Now.
-	Now func() time.Time
-}
+type CapacityOptions capacity.Settings
 
 // rule is the expansion rule, capacity.DefaultRule when none is set.
 func (o CapacityOptions) rule() capacity.Rule {

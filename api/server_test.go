@@ -6,8 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"github.com/golang/snappy"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"io"
 	"math"
 	"net/http"
@@ -16,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/golang/snappy"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/ingest"

@@ -26,7 +26,7 @@ type AssessOptions struct {
 	Prices map[string]int64
 	// WhatIfs, when set, replays the verdicts (sim.WhatIfs) over the last
 	// WhatIfDays.
-	WhatIfs    func(ctx context.Context, recs []Recommendation, waits []QueueWait) ([]string, error)
+	WhatIfs    func(ctx context.Context, now time.Time, recs []Recommendation, waits []QueueWait) ([]string, error)
 	WhatIfDays int
 }
 
@@ -48,7 +48,7 @@ func Assess(ctx context.Context, o AssessOptions) (*Assessment, error) {
 	}
 	var whatIfs []string
 	if o.WhatIfs != nil {
-		if whatIfs, err = o.WhatIfs(ctx, recs, waits); err != nil {
+		if whatIfs, err = o.WhatIfs(ctx, o.Now, recs, waits); err != nil {
 			return nil, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuledger/gpuledger/config"
 	"github.com/gpuledger/gpuledger/ledger/embedded/embeddedtest"
@@ -17,7 +18,7 @@ func TestAssess(t *testing.T) {
 	var asked int
 	a, err := Assess(context.Background(), AssessOptions{Store: s, Config: &config.Config{Currency: "USD"}, Cluster: "c1", Now: now, Prices: prices,
 		WhatIfDays: 7,
-		WhatIfs: func(_ context.Context, recs []Recommendation, _ []QueueWait) ([]string, error) {
+		WhatIfs: func(_ context.Context, _ time.Time, recs []Recommendation, _ []QueueWait) ([]string, error) {
 			asked = len(recs)
 			return []string{"what-if line"}, nil
 		}})

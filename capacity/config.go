@@ -150,3 +150,45 @@ func RuleInputsOf(cfg *config.Config, c *config.Cluster) ([]RuleFlavor, []RuleQu
 	}
 	return flavors, queues, nil
 }
+
+// Settings are a cluster's capacity rules, prices, budgets and endpoint
+// prices from the configuration: what the capacity routes, reports and
+// commands read.
+type Settings struct {
+	Cluster      string
+	Rule         Rule
+	WaitRule     WaitRule
+	PricesMicros map[string]int64
+	Budgets      map[string]int64
+	Endpoints    EndpointOptions
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// SettingsOf reads Settings from the configuration; cluster names the
+// cluster ("" for every one).
+func SettingsOf(cfg *config.Config, cluster string) Settings {
+	prices := map[string]int64{}
+	for _, f := range cfg.ResourceFlavors {
+		prices[f.Name] = cfg.PriceMicros(f.Name)
+	}
+	return Settings{Cluster: cluster, Rule: RuleOf(cfg.Capacity), WaitRule: WaitRuleOf(cfg.Capacity), PricesMicros: prices, Budgets: cfg.TeamBudgets(),
+		Endpoints: EndpointOptionsOf(cfg.Capacity, prices)}
+}
+
+// RulesDocument is the vmalert/Prometheus rules file of the cluster's
+// expansion and queue-wait alerts (RuleInputsOf, PrometheusRules,
+// PrometheusWaitRules); match selects the cluster's series in a TSDB
+// shared by clusters. It returns the cluster's name and flavor count too.
+func RulesDocument(cfg *config.Config, cluster, match string) (doc, name string, flavors int, err error) {
+	c, err := cfg.Cluster(cluster)
+	if err != nil {
+		return "", "", 0, err
+	}
+	fl, queues, err := RuleInputsOf(cfg, c)
+	if err != nil {
+		return "", "", 0, err
+	}
+	doc = PrometheusRules(c.Name, fl, RuleOf(cfg.Capacity)) + PrometheusWaitRules(c.Name, queues, WaitRuleOf(cfg.Capacity), match)
+	return doc, c.Name, len(fl), nil
+}

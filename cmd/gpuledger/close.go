@@ -7,17 +7,19 @@ import (
 	"os"
 	"time"
 
+	"github.com/gpuledger/gpuledger/internal/flagutil"
 	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/backend"
 )
 
 func runClose(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("close", stdout)
-	month := fs.String("month", "", "the month to close, YYYY-MM")
+	month := flagutil.Month(fs, "month", "", "the month to close, YYYY-MM; empty: list the closed months")
 	by := fs.String("by", os.Getenv("USER"), "who closes it (recorded)")
 	note := fs.String("note", "", "why, or what for, such as the invoice number (recorded)")
-	openStore := storeFlags(fs, defaultLedgerPath, storeWrite)
-	newLogger := logFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	openStore := backend.Flags(fs, backend.DefaultPath, backend.Write)
+	newLogger := flagutil.Logger(fs)
+	if err := flagutil.Parse(fs, args); err != nil {
 		return err
 	}
 	store, err := openStore(ctx, newLogger())
@@ -25,7 +27,7 @@ func runClose(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	if *month == "" {
+	if month.IsZero() {
 		closes, err := store.ClosedMonths(ctx)
 		if err != nil {
 			return err
@@ -38,12 +40,9 @@ func runClose(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return nil
 	}
-	m, err := time.Parse("2006-01", *month)
-	if err != nil {
-		return usageError{fmt.Sprintf("-month=%q is not a month; want YYYY-MM, such as 2026-10", *month)}
-	}
+	m := *month
 	if *by == "" {
-		return usageError{"close needs -by: who closes the month (no $USER to default to)"}
+		return flagutil.Usagef("close needs -by: who closes the month (no $USER to default to)")
 	}
 	now := time.Now().UTC()
 	if err := ledger.CloseMonth(ctx, store, ledger.MonthClose{Month: m, At: now, By: *by, Note: *note}, now); err != nil {

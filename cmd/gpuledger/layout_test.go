@@ -27,31 +27,34 @@ var allowed = map[string][]string{
 	"ledger/clickhouse/chtest": {"github.com/ClickHouse/clickhouse-go/v2", "internal/testenv"},
 	// testenv locates real servers and reference data for tests.
 	"internal/testenv":             {},
+	"internal/flagutil":            {},
+	"internal/buildinfo":           {},
+	"ledger/backend":               {"ledger", "ledger/embedded", "ledger/clickhouse", "internal/flagutil"},
 	"ledger/embedded/embeddedtest": {"ledger", "ledger/embedded"},
 	"ledger/ledgertest":            {"ledger", "github.com/google/go-cmp"},
-	"config":                       {"ledger", "attribution", "go.yaml.in/yaml/v3"},
+	"config":                       {"ledger", "attribution", "internal/flagutil", "go.yaml.in/yaml/v3"},
 	// ingest reads remote write's snappy blocks and compresses the
 	// write-ahead log's cut bodies with klauspost/compress' s2 (faster
 	// than VictoriaMetrics' lib/encoding/snappy, which cannot compress);
 	// from VictoriaMetrics it takes the exposition parser.
-	"ingest": {"attribution", "ledger", "github.com/VictoriaMetrics/VictoriaMetrics/lib", "github.com/klauspost/compress/s2"},
+	"ingest": {"attribution", "ledger", "internal/flagutil", "github.com/VictoriaMetrics/VictoriaMetrics/lib", "github.com/klauspost/compress/s2"},
 	// sim's closed loop takes attribution's cost model (and ingest's
 	// pipeline through an interface, so that ingest's tests may import
 	// sim); its what-ifs answer capacity's verdicts.
-	"sim": {"config", "admission", "ledger", "ingest", "attribution", "capacity"},
+	"sim": {"config", "admission", "ledger", "ingest", "attribution", "capacity", "internal/flagutil"},
 	// demo runs the whole loop: the simulated cluster's telemetry
 	// through ingest into the ledger.
-	"sim/demo": {"sim", "config", "ingest", "attribution", "ledger"},
+	"sim/demo": {"sim", "config", "ingest", "attribution", "ledger", "ledger/embedded"},
 	// simtoreal drives the same jobs through the simulator and a real
 	// Kueue: the one place both meet.
-	"sim/simtoreal":     {"sim", "admission/kube", "internal/kubetest", "ledger/embedded"},
+	"sim/simtoreal":     {"sim", "admission/kube", "internal/kubetest", "ledger/embedded", "internal/flagutil"},
 	"admission":         {"ledger"},
-	"admission/kube":    {"admission", "ledger", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
+	"admission/kube":    {"admission", "ledger", "config", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
 	"internal/kubetest": {"internal/testenv", "k8s.io/api", "k8s.io/apimachinery", "k8s.io/client-go"},
 	"reports":           {"ledger", "capacity", "github.com/xuri/excelize/v2"},
 	// capacity reads its rules from the configuration's capacity section.
-	"capacity": {"ledger", "config", "attribution"},
-	"api":      {"ledger", "reports", "ingest", "attribution", "capacity", "api/mcp", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
+	"capacity": {"ledger", "config", "attribution", "internal/flagutil"},
+	"api":      {"ledger", "config", "internal/flagutil", "reports", "ingest", "attribution", "capacity", "api/mcp", "github.com/labstack/echo/v4", "github.com/VictoriaMetrics/metrics"},
 	// api/mcp serves the API's read routes as MCP tools, calling them
 	// in-process: it imports none of gpuledger's packages.
 	"api/mcp":       {"github.com/modelcontextprotocol/go-sdk"},
@@ -135,7 +138,7 @@ func importAllowed(pkg string, rules []string, imp string) bool {
 // on the way to 1,000 (issue 38: cmd parses flags, wires packages and
 // prints; decisions live in their packages). Lower it as logic moves out;
 // never raise it.
-const cmdLines = 1810
+const cmdLines = 1000
 
 func TestCmdStaysThin(t *testing.T) {
 	files, err := filepath.Glob("*.go")

@@ -16,6 +16,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/gpuledger/gpuledger/config"
+	"github.com/gpuledger/gpuledger/internal/flagutil"
 )
 
 type command struct {
@@ -68,15 +71,14 @@ func main() {
 	}
 }
 
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
+// usageError is a mistake in how gpuledger was called: exit status 2.
+type usageError = flagutil.UsageError
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		if len(args) == 0 {
-			return usageError{"no command given; run 'gpuledger -help' for the list"}
+			return flagutil.Usagef("no command given; run 'gpuledger -help' for the list")
 		}
 		return nil
 	}
@@ -85,7 +87,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			return c.run(ctx, args[1:], stdout)
 		}
 	}
-	return usageError{fmt.Sprintf("unknown command %q; want one of %s (see 'gpuledger -help')", args[0], commandNames())}
+	return flagutil.Usagef("unknown command %q; want one of %s (see 'gpuledger -help')", args[0], commandNames())
 }
 
 func commandNames() string {
@@ -96,20 +98,13 @@ func commandNames() string {
 	return strings.Join(names, ", ")
 }
 
-// newFlagSet returns a flag set whose -help prints the command's summary,
-// where docs/commands.md says more, and its flags to stdout.
+// newFlagSet returns the command's flag set; its -help prints the
+// command's summary (from commands, filled in at start: a command's run
+// cannot refer to commands).
 func newFlagSet(name string, stdout io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	fs.Usage = func() {
-		fmt.Fprintf(stdout, "Usage: gpuledger %s [flags]\n\n%s.\nMore: docs/commands.md#gpuledger-%s\n\nFlags:\n", name, summaries[name], name)
-		fs.PrintDefaults()
-	}
-	return fs
+	return flagutil.NewFlagSet(name, summaries[name], stdout)
 }
 
-// summaries are the commands' summaries by name, for their -help (filled
-// from commands at start: a command's run cannot refer to commands).
 var summaries = map[string]string{}
 
 func init() {
@@ -118,42 +113,12 @@ func init() {
 	}
 }
 
-// parseFlags parses a command's flags and refuses what is left: no command
-// takes arguments, and Go's flag package stops at the first word that is
-// not a flag, so every flag after a stray word would be ignored (a server
-// on its default address instead of the one asked for).
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
+// parseWithConfig parses a command's flags, makes its logger and loads
+// its configuration.
+func parseWithConfig(fs *flag.FlagSet, args []string, cfgPath *string, newLogger func() *slog.Logger) (*slog.Logger, *config.Config, error) {
+	if err := flagutil.Parse(fs, args); err != nil {
+		return nil, nil, err
 	}
-	if rest := fs.Args(); len(rest) > 0 {
-		msg := fmt.Sprintf("gpuledger %s takes no arguments, got %q", fs.Name(), rest[0])
-		if len(rest) > 1 {
-			msg += fmt.Sprintf(" and %d more (%s)", len(rest)-1, strings.Join(rest[1:], " "))
-		}
-		return usageError{msg + "; give flags as -name value, and quote a value with spaces (see 'gpuledger " + fs.Name() + " -help')"}
-	}
-	return nil
-}
-
-// logFlags registers -log.level and returns a constructor for the logger.
-func logFlags(fs *flag.FlagSet) func() *slog.Logger {
-	level := fs.String("log.level", "info", "minimum level logged to stderr: debug, info, warn or error")
-	return func() *slog.Logger {
-		var l slog.Level
-		if err := l.UnmarshalText([]byte(*level)); err != nil {
-			l = slog.LevelInfo
-		}
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
-	}
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
+	cfg, _, err := config.Locate(*cfgPath, os.Stderr)
+	return newLogger(), cfg, err
 }

@@ -242,7 +242,7 @@ func TestDemoMonth(t *testing.T) {
 	// Bad input is refused with what to do next, and writes nothing.
 	var ue usageError
 	for _, c := range []struct{ month, want string }{
-		{"2026-13", `-month="2026-13" is not a month`},
+		{"2026-13", `invalid value "2026-13" for flag -month: not a month`},
 		{"2027-01", "the ledger has no serving workload from 2027-01-01 to 2027-02-01"},
 	} {
 		badOut := filepath.Join(t.TempDir(), "out")

@@ -6,17 +6,20 @@ package simtoreal
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/gpuledger/gpuledger/admission/kube"
+	"github.com/gpuledger/gpuledger/internal/flagutil"
 	"github.com/gpuledger/gpuledger/internal/kubetest"
 	"github.com/gpuledger/gpuledger/ledger/embedded"
 	"github.com/gpuledger/gpuledger/sim"
@@ -56,9 +59,11 @@ type Options struct {
 	// the controller sets the weights (trace clock).
 	HalfLife, Sampling, WeightInterval time.Duration
 	Policies                           []string
-	// Real runs the real Kueue too; Runs real runs per policy.
-	Real bool
-	Runs int
+	// Worlds are where to replay: sim, kueue or both; Check sets Real
+	// from them. Real runs the real Kueue too; Runs real runs per policy.
+	Worlds []string
+	Real   bool
+	Runs   int
 	// Interactive is the mechanism's share of notebook jobs; IdlePenalty
 	// the simulator's costfair idle penalty.
 	Interactive, IdlePenalty float64
@@ -68,6 +73,55 @@ type Options struct {
 	Command string
 	// Progress receives a line per real run and its progress.
 	Progress io.Writer
+}
+
+// Check says what is wrong with o, naming the flag of sim-to-real that
+// sets it, and sets o.Real from o.Worlds.
+func (o *Options) Check() error {
+	for _, w := range o.Worlds {
+		if w != "sim" && w != "kueue" {
+			return fmt.Errorf("-worlds item %q: want sim or kueue", w)
+		}
+		o.Real = o.Real || w == "kueue"
+	}
+	if !slices.Contains(Workloads, o.Workload) {
+		return fmt.Errorf("-workload %q: want one of %s", o.Workload, strings.Join(Workloads, ", "))
+	}
+	for _, p := range o.Policies {
+		if o.Real && !slices.Contains(Policies, p) {
+			return fmt.Errorf("-policies item %q: want %s (what a real Kueue runs)", p, strings.Join(Policies, ", "))
+		}
+	}
+	if o.Speedup <= 0 || o.Span <= 0 || o.Limit < o.Span || o.Runs < 1 {
+		return fmt.Errorf("-speedup %g, -hours %g, -limit %g, -runs %d: want a speedup > 0, hours > 0, a limit of at least -hours and a run",
+			o.Speedup, o.Span.Hours(), o.Limit.Hours(), o.Runs)
+	}
+	return nil
+}
+
+// RegisterFlags registers sim-to-real's flags, each setting a field of o.
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Trace, "trace", "../shared/data/traces/philly-pcs", "folder of the Philly-derived traces")
+	flagutil.ListVar(fs, &o.VCs, "vcs", "6214e9,11cb48,2869ce,ed69ec,b436b2,7f04ca,0e4a51", "VCs replayed (teams)")
+	flagutil.DaysVar(fs, &o.From, "from", 30, "first day of submissions replayed, on the aligned clock")
+	flagutil.HoursVar(fs, &o.Span, "hours", 12, "hours of submissions replayed")
+	flagutil.DaysVar(fs, &o.OffsetSpread, "offsetDays", 30, "each VC's clock is shifted by an offset drawn from -seed in [0, this many days)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the VCs' offsets and of the gavel mix")
+	fs.StringVar(&o.Workload, "workload", "philly", "philly (the VCs' jobs), gavel (Gavel's synthetic mix on the same VCs) or mechanism (four teams pinned to flavors by what their models need, all backlogged, on the scenario's own cluster: -vcs, -from, -offsetDays, -load and -cluster are unused, -hours is its span)")
+	fs.Float64Var(&o.GavelJobsPerHour, "gavel.jobsPerHour", 30, "arrival rate of the gavel mix")
+	fs.Float64Var(&o.Load, "load", 0.95, "offered load: the window's GPU demand over the ClusterQueue's GPUs")
+	fs.StringVar(&o.ClusterFile, "cluster", "examples/philly-replay.yaml", "flavors and prices (see examples/philly-replay.yaml)")
+	fs.Float64Var(&o.Speedup, "speedup", 240, "trace seconds per real second: Kueue requeues waiting workloads once a real second, so keep a second small against the jobs' durations")
+	flagutil.HoursVar(fs, &o.Limit, "limit", 18, "trace hours after the window's start at which both runs stop")
+	fs.DurationVar(&o.HalfLife, "halfLife", 6*time.Hour, "half-life of the decayed usage and spend (trace clock)")
+	fs.DurationVar(&o.Sampling, "sampling", time.Second, "Kueue's usageSamplingInterval (real clock); × -speedup is the simulator's admission penalty")
+	fs.DurationVar(&o.WeightInterval, "weightInterval", 10*time.Minute, "how often the controller sets the weights (trace clock)")
+	flagutil.ListVar(fs, &o.Policies, "policies", "kueue-afs,costfair", "policies to compare: kueue (a ClusterQueue without Admission Fair Sharing: BestEffortFIFO), kueue-afs, costfair, costfair+targets (costfair whose AdmissionCheck also keeps each team to its money-fair share of every flavor)")
+	flagutil.ListVar(fs, &o.Worlds, "worlds", "sim,kueue", "where to replay: sim (the simulator), kueue (a real Kueue), or both")
+	fs.Float64Var(&o.Interactive, "mechanism.interactive", 0, "with -workload mechanism: the share of research's jobs that are notebooks holding one GPU 80% idle")
+	fs.Float64Var(&o.IdlePenalty, "idlePenalty", 0, "an experiment: the simulator's costfair counts an idle GPU-hour as 1+this GPU-hours of spend (the real controller has no such penalty)")
+	fs.IntVar(&o.Runs, "runs", 1, "real runs of each policy (min/median/max over them)")
+	fs.StringVar(&o.Out, "out", "gpuledger-sim/sim-to-real", "folder for the stacks' logs and the outcomes (outcomes.csv)")
 }
 
 // Run compares the worlds and prints the table to w.

@@ -1,4 +1,4 @@
-package main
+package kube
 
 import (
 	"testing"
@@ -6,15 +6,15 @@ import (
 	"github.com/gpuledger/gpuledger/config"
 )
 
-// TestKubeTeams: the controller gets the example's owners, limits and
+// TestTeamsOf: the controller gets the example's owners, limits and
 // prices from the configuration.
-func TestKubeTeams(t *testing.T) {
-	chdirRoot(t)
+func TestTeamsOf(t *testing.T) {
+	t.Chdir("../..")
 	cfg, err := config.Load("examples/cluster.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	teams, err := kubeTeams(cfg, "")
+	teams, err := TeamsOf(cfg, "")
 	if err != nil {
 		t.Fatal(err)
 	}
