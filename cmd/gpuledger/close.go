@@ -28,17 +28,7 @@ func runClose(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer store.Close()
 	if month.IsZero() {
-		closes, err := store.ClosedMonths(ctx)
-		if err != nil {
-			return err
-		}
-		if len(closes) == 0 {
-			fmt.Fprintln(stdout, "no month is closed")
-		}
-		for _, c := range closes {
-			fmt.Fprintf(stdout, "%s closed %s by %s  %s\n", c.Month.Format("2006-01"), c.At.Format(time.RFC3339), c.By, c.Note)
-		}
-		return nil
+		return ledger.WriteClosedMonths(ctx, store, stdout)
 	}
 	m := *month
 	if *by == "" {

@@ -195,17 +195,9 @@ func Floats(fs *flag.FlagSet, name, def, usage string) *[]float64 {
 
 // FloatsVar is Floats into l.
 func FloatsVar(fs *flag.FlagSet, l *[]float64, name, def, usage string) {
-	define(fs, name, def, usage, func(s string) error {
-		var out []float64
-		for _, item := range Split(s) {
-			f, err := strconv.ParseFloat(item, 64)
-			if err != nil || !(f > 0) || math.IsInf(f, 0) {
-				return fmt.Errorf("item %q: want a positive number", item)
-			}
-			out = append(out, f)
-		}
-		*l = out
-		return nil
+	itemsVar(fs, l, name, def, usage, "a positive number", false, func(item string) (float64, bool) {
+		f, err := strconv.ParseFloat(item, 64)
+		return f, err == nil && f > 0 && !math.IsInf(f, 0)
 	})
 }
 
@@ -219,17 +211,27 @@ func Seeds(fs *flag.FlagSet, name, def, usage string) *[]uint64 {
 
 // SeedsVar is Seeds into l.
 func SeedsVar(fs *flag.FlagSet, l *[]uint64, name, def, usage string) {
+	itemsVar(fs, l, name, def, usage, "an unsigned integer", true, func(item string) (uint64, bool) {
+		n, err := strconv.ParseUint(item, 10, 64)
+		return n, err == nil
+	})
+}
+
+// itemsVar registers a comma-separated list whose items parse takes,
+// refusing the first it does not with what was wanted of it; with
+// atLeastOne an empty list is refused too.
+func itemsVar[T any](fs *flag.FlagSet, l *[]T, name, def, usage, want string, atLeastOne bool, parse func(string) (T, bool)) {
 	define(fs, name, def, usage, func(s string) error {
-		var out []uint64
+		var out []T
 		for _, item := range Split(s) {
-			n, err := strconv.ParseUint(item, 10, 64)
-			if err != nil {
-				return fmt.Errorf("item %q: want an unsigned integer", item)
+			v, ok := parse(item)
+			if !ok {
+				return fmt.Errorf("item %q: want %s", item, want)
 			}
-			out = append(out, n)
+			out = append(out, v)
 		}
-		if len(out) == 0 {
-			return errors.New("want at least one seed")
+		if atLeastOne && len(out) == 0 {
+			return fmt.Errorf("want at least one item, each %s", want)
 		}
 		*l = out
 		return nil

@@ -40,7 +40,7 @@ func TestValues(t *testing.T) {
 		{"-days=1e300", `want a number of days`},
 		{"-loads=0.8,x", `invalid value "0.8,x" for flag -loads: item "x": want a positive number`},
 		{"-loads=0", `item "0": want a positive number`},
-		{"-seeds=", `invalid value "" for flag -seeds: want at least one seed`},
+		{"-seeds=", `invalid value "" for flag -seeds: want at least one item, each an unsigned integer`},
 		{"-seeds=1,-2", `item "-2": want an unsigned integer`},
 	} {
 		fs, _, _, _, _, _, _ := newSet()
