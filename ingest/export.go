@@ -28,6 +28,7 @@ func (p *Parser) ParseExportLines(body []byte, sink Sink) error {
 	invalid := p.stats.Invalid
 	p.rw.tags = p.rw.tags[:0]
 	p.rw.batch = p.rw.batch[:0]
+	p.exportRuns = p.exportRuns[:0]
 	lineNo := 0
 	for len(body) > 0 {
 		var line []byte
@@ -41,12 +42,18 @@ func (p *Parser) ParseExportLines(body []byte, sink Sink) error {
 			p.logLineError(fmt.Sprintf("line %d: %v", lineNo, err))
 		}
 	}
-	slices.SortStableFunc(p.rw.batch, cmpTime)
-	for i := range p.rw.batch {
-		s := &p.rw.batch[i]
+	// Each line's samples are in time order (sorted where they were
+	// not): merging the lines gives the order a stable sort of them all
+	// would, in O(n log lines). The labels came through encoding/json,
+	// which makes every string valid UTF-8.
+	p.exportMerged = mergeRuns(p.exportMerged[:0], p.rw.batch, p.exportRuns)
+	p.validUTF8 = true
+	for i := range p.exportMerged {
+		s := &p.exportMerged[i]
 		p.handleRow(s.metric, p.rw.tags[s.start:s.end], s.value, s.ts, sink)
 	}
-	p.stats.Lines += uint64(len(p.rw.batch))
+	p.validUTF8 = false
+	p.stats.Lines += uint64(len(p.exportMerged))
 	if n := p.stats.Invalid - invalid; n > 0 {
 		return fmt.Errorf("%d invalid export line(s) skipped, first: %s", n, p.errs[0])
 	}
@@ -89,10 +96,70 @@ func (p *Parser) exportLine(line []byte) error {
 		}
 	}
 	end := len(p.rw.tags)
+	run := len(p.rw.batch)
 	for i, ts := range l.Timestamps {
 		p.rw.batch = append(p.rw.batch, rwSample{metric: metric, start: start, end: end, value: values[i], ts: ts})
 	}
+	if !slices.IsSortedFunc(p.rw.batch[run:], cmpTime) {
+		slices.SortStableFunc(p.rw.batch[run:], cmpTime)
+	}
+	if len(p.rw.batch) > run {
+		p.exportRuns = append(p.exportRuns, run)
+	}
 	return nil
+}
+
+// mergeRuns appends to dst the samples of src, whose runs (src[runs[i]:
+// runs[i+1]], the last to the end) are each in time order, in the order a
+// stable sort of src by time gives: by time, then by run, then by place
+// in the run. A binary heap of the runs' heads does it in O(n log runs).
+func mergeRuns(dst, src []rwSample, runs []int) []rwSample {
+	type head struct {
+		ts            int64
+		pos, end, run int
+	}
+	h := make([]head, 0, len(runs))
+	for i, start := range runs {
+		end := len(src)
+		if i+1 < len(runs) {
+			end = runs[i+1]
+		}
+		if start < end {
+			h = append(h, head{src[start].ts, start, end, i})
+		}
+	}
+	less := func(a, b *head) bool { return a.ts < b.ts || (a.ts == b.ts && a.run < b.run) }
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			if r := l + 1; r < len(h) && less(&h[r], &h[l]) {
+				l = r
+			}
+			if !less(&h[l], &h[i]) {
+				return
+			}
+			h[i], h[l] = h[l], h[i]
+			i = l
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for len(h) > 0 {
+		top := &h[0]
+		dst = append(dst, src[top.pos])
+		if top.pos++; top.pos == top.end {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		} else {
+			top.ts = src[top.pos].ts
+		}
+		down(0)
+	}
+	return dst
 }
 
 // exportValue reads a number, or the strings VictoriaMetrics writes for

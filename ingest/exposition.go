@@ -202,6 +202,10 @@ type Parser struct {
 	// UTF-8 (checked whole, once): their labels need no check of their
 	// own.
 	validUTF8 bool
+	// exportRuns are where each export line's samples start in rw.batch,
+	// exportMerged the samples of all lines in time order.
+	exportRuns   []int
+	exportMerged []rwSample
 	// allCached says every row of the body being parsed came through the
 	// series cache (handleSeriesRow), none through handleRow.
 	allCached bool
