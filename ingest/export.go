@@ -208,6 +208,30 @@ type rawExport struct {
 // tokens, without reflection: what encoding/json would read of it, an
 // order of magnitude sooner. It returns false for any other shape, which
 // the caller then decodes with encoding/json. The values alias line.
+// jsonInt reads a JSON number that is an integer written without a
+// fraction or exponent (-?(0|[1-9][0-9]*)) and fits in an int64.
+func jsonInt(tok []byte) (int64, bool) {
+	d := bytes.TrimPrefix(tok, []byte{'-'})
+	neg := len(d) < len(tok)
+	if len(d) == 0 || len(d) > 19 || (d[0] == '0' && len(d) > 1) {
+		return 0, false
+	}
+	var n uint64 // 19 digits stay below 2^64
+	for _, c := range d {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	switch {
+	case neg && n <= 1<<63:
+		return int64(-n), true // -(1<<63) wraps to math.MinInt64
+	case !neg && n <= math.MaxInt64:
+		return int64(n), true
+	}
+	return 0, false
+}
+
 func scanExport(line []byte, l *rawExport) bool {
 	rest, ok := bytes.CutPrefix(line, []byte(`{"metric":{`))
 	if !ok {
@@ -253,12 +277,8 @@ func scanExport(line []byte, l *rawExport) bool {
 		for n < len(rest) && rest[n] != ',' && rest[n] != ']' {
 			n++
 		}
-		tok := rest[:n]
-		if !jsonNumber(tok) || bytes.ContainsAny(tok, ".eE") {
-			return false
-		}
-		t, err := strconv.ParseInt(string(tok), 10, 64)
-		if err != nil {
+		t, ok := jsonInt(rest[:n])
+		if !ok {
 			return false
 		}
 		l.ts = append(l.ts, t)

@@ -3,6 +3,8 @@ package ingest
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -33,4 +35,21 @@ func TestMergeRunsIsAStableSort(t *testing.T) {
 			t.Fatalf("trial %d: merged\n%v\nwant\n%v", trial, got, want)
 		}
 	}
+}
+
+// FuzzJSONInt: jsonInt takes exactly the timestamps the JSON grammar and
+// strconv.ParseInt take as an integer without fraction or exponent.
+func FuzzJSONInt(f *testing.F) {
+	for _, s := range []string{"0", "-0", "01", "1761955200000", "-9223372036854775808", "9223372036854775807", "9223372036854775808",
+		"-9223372036854775809", "99999999999999999999", "1e3", "1.0", "-", "", "+1", " 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := strconv.ParseInt(s, 10, 64)
+		wantOK := jsonNumber([]byte(s)) && !strings.ContainsAny(s, ".eE") && err == nil
+		got, ok := jsonInt([]byte(s))
+		if ok != wantOK || (ok && got != want) {
+			t.Errorf("jsonInt(%q) = %d, %v; want %d, %v", s, got, ok, want, wantOK)
+		}
+	})
 }
