@@ -19,7 +19,7 @@ gpus=${4:-64}
 vm=$(bash tools/build-victoriametrics.sh)
 tmp=$(mktemp -d)
 vmpid=
-trap '[ -n "$vmpid" ] && kill "$vmpid" 2>/dev/null; git worktree remove --force "$tmp/src" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap '{ [ -z "$vmpid" ] || kill "$vmpid"; } 2>/dev/null || true; git worktree remove --force "$tmp/src" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for rev in "$before" "$after"; do
 	git worktree add -q --detach "$tmp/src" "$rev"
 	(cd "$tmp/src" && go build -o "$tmp/gpuledger-$rev" ./cmd/gpuledger)

@@ -15,7 +15,7 @@ runs=${3:-3}
 seed=${4:-1}
 month=${5:-2026-10}
 tmp=$(mktemp -d)
-trap 'git worktree remove --force "$tmp/src" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'git worktree remove --force "$tmp/src" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for rev in "$before" "$after"; do
 	git worktree add -q --detach "$tmp/src" "$rev"
 	(cd "$tmp/src" && go build -o "$tmp/gpuledger-$rev" ./cmd/gpuledger)
