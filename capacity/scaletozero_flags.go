@@ -45,13 +45,7 @@ func (f *ScaleToZeroFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.Run.Namespace, "keda.namespace", "inference", "namespace of the endpoints' Deployments")
 	fs.StringVar(&f.Run.KEDA.Prometheus, "keda.prometheus", "http://vmsingle:8428", "Prometheus-compatible server of -keda.query")
 	fs.StringVar(&f.Run.KEDA.Query, "keda.query", "", "request rate of an endpoint measured in front of it, %s standing for the endpoint's name, such as sum(rate(gateway_requests_total{service=\"%s\"}[1m])); empty: HTTPScaledObjects")
-	fs.Func("month", "read the endpoints of this month, YYYY-MM, from the ledger (vLLM's series, and their workloads' GPU time and cost) instead of ServeGen's traces",
-		func(s string) (err error) {
-			if f.Month, err = time.Parse("2006-01", s); err != nil {
-				return errors.New("not a month; want YYYY-MM such as 2026-10")
-			}
-			return nil
-		})
+	flagutil.MonthVar(fs, &f.Month, "month", "", "read the endpoints of this month, YYYY-MM, from the ledger (vLLM's series, and their workloads' GPU time and cost) instead of ServeGen's traces")
 	fs.StringVar(&f.ColdDefault, "coldStart.default", "1:120s", "with -month or -requests: load time of a model without a -coldStart entry, as GPUs:load (with -month the GPUs are the ledger's, measured per replica)")
 	fs.StringVar(&f.Cluster, "cluster", "", "with -month: the cluster to read (empty: every cluster)")
 	fs.StringVar(&f.Requests, "requests", "", "replay this per-request log (CSV: timestamp,endpoint,service_seconds) instead of ServeGen's traces")

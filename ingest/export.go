@@ -203,11 +203,6 @@ type rawExport struct {
 	ts     []int64
 }
 
-// scanExport reads a line in the shape VictoriaMetrics writes,
-// {"metric":{...},"values":[...],"timestamps":[...]} with no space between
-// tokens, without reflection: what encoding/json would read of it, an
-// order of magnitude sooner. It returns false for any other shape, which
-// the caller then decodes with encoding/json. The values alias line.
 // jsonInt reads a JSON number that is an integer written without a
 // fraction or exponent (-?(0|[1-9][0-9]*)) and fits in an int64.
 func jsonInt(tok []byte) (int64, bool) {
@@ -232,6 +227,11 @@ func jsonInt(tok []byte) (int64, bool) {
 	return 0, false
 }
 
+// scanExport reads a line in the shape VictoriaMetrics writes,
+// {"metric":{...},"values":[...],"timestamps":[...]} with no space between
+// tokens, without reflection: what encoding/json would read of it, an
+// order of magnitude sooner. It returns false for any other shape, which
+// the caller then decodes with encoding/json. The values alias line.
 func scanExport(line []byte, l *rawExport) bool {
 	rest, ok := bytes.CutPrefix(line, []byte(`{"metric":{`))
 	if !ok {

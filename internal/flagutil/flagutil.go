@@ -124,13 +124,18 @@ func define(fs *flag.FlagSet, name, def, usage string, set func(string) error) {
 // it is the zero time.
 func Month(fs *flag.FlagSet, name, def, usage string) *time.Time {
 	t := new(time.Time)
+	MonthVar(fs, t, name, def, usage)
+	return t
+}
+
+// MonthVar is Month into t.
+func MonthVar(fs *flag.FlagSet, t *time.Time, name, def, usage string) {
 	define(fs, name, def, usage, func(s string) (err error) {
 		if *t, err = time.Parse("2006-01", s); err != nil {
 			return errors.New("not a month; want YYYY-MM such as 2026-10")
 		}
 		return nil
 	})
-	return t
 }
 
 // Time registers an RFC 3339 time flag; not given it is the zero time.
