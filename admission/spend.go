@@ -23,28 +23,43 @@ type LedgerSpend struct {
 	// Epoch is the earliest hour read; hours older than 20 half-lives
 	// weigh under a millionth and are not read either.
 	Epoch time.Time
+	// By is whose spend: ledger.DimTeam (the default) or
+	// ledger.DimClusterQueue.
+	By ledger.Dimension
 }
 
-// Spend returns each team's decayed spend at now over the hours written
-// up to through (micros).
+// Spend returns each team's (or ClusterQueue's) decayed spend at now over
+// the hours written up to through (micros).
 func (l LedgerSpend) Spend(ctx context.Context, now, through time.Time) (map[string]float64, error) {
 	from := through.Add(-20 * l.HalfLife)
 	if from.Before(l.Epoch) {
 		from = l.Epoch
 	}
+	by := l.By
+	switch by {
+	case "":
+		by = ledger.DimTeam
+	case ledger.DimTeam, ledger.DimClusterQueue:
+	default:
+		return nil, fmt.Errorf("spend by %q: want %s or %s", by, ledger.DimTeam, ledger.DimClusterQueue)
+	}
 	rows, err := l.Store.Query(ctx, ledger.Query{From: from, To: through, Step: ledger.StepHour,
-		GroupBy: []ledger.Dimension{ledger.DimTeam}, Cluster: l.Cluster})
+		GroupBy: []ledger.Dimension{by}, Cluster: l.Cluster})
 	if err != nil {
-		return nil, fmt.Errorf("read the teams' spend from the ledger: %w", err)
+		return nil, fmt.Errorf("read the %ss' spend from the ledger: %w", by, err)
 	}
 	out := map[string]float64{}
 	for _, r := range rows {
-		if r.Team == ledger.TeamUnallocated {
+		key := r.Team
+		if by == ledger.DimClusterQueue {
+			key = r.ClusterQueue
+		}
+		if key == "" || key == ledger.TeamUnallocated {
 			continue
 		}
 		age := now.Sub(r.Hour.Add(30 * time.Minute))
 		v := float64(r.CostMicros + r.EnergyCostMicros)
-		out[r.Team] += v * math.Exp2(-age.Seconds()/l.HalfLife.Seconds())
+		out[key] += v * math.Exp2(-age.Seconds()/l.HalfLife.Seconds())
 	}
 	return out, nil
 }

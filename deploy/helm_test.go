@@ -7,6 +7,7 @@ package deploy_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -204,6 +205,20 @@ func TestHelmChart(t *testing.T) {
 	}
 	if a, b := tokensSum(), tokensSum("--set-json", `auth.tokens=[{"name":"vmagent","sha256":"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824","scopes":["write"]}]`); a == b {
 		t.Errorf("a token taken out of auth.tokens leaves the pod template's checksum/tokens at %s: the pods would not roll", a)
+	}
+	// controller.clusterQueueWeights passes the flag and grants patch on
+	// ClusterQueues; without it neither is there.
+	controller := filepath.Join(chart, "ci", "clickhouse-controller-values.yaml")
+	for _, on := range []bool{false, true} {
+		out, err := helm(t, bin, "template", "gpuledger", chart, "-f", controller, "--set", fmt.Sprintf("controller.clusterQueueWeights=%v", on))
+		if err != nil {
+			t.Fatalf("helm template: %v\n%s", err, out)
+		}
+		flag := strings.Contains(out, "- -clusterQueueWeights")
+		rule := strings.Contains(out, "resources: [clusterqueues]\n  verbs: [patch]")
+		if flag != on || rule != on {
+			t.Errorf("controller.clusterQueueWeights=%v: flag %v, patch rule %v; want both %v", on, flag, rule, on)
+		}
 	}
 	// Values that cannot work fail at render time, saying what to do.
 	for _, tc := range []struct {

@@ -65,6 +65,11 @@ type Options struct {
 	// TargetRetryAfter (default RetryAfter).
 	FlavorTargets    bool
 	TargetRetryAfter time.Duration
+	// ClusterQueueWeights: also set the fairSharing.weight of the
+	// ClusterQueues of every cohort from their spend against what their
+	// nominal quotas are worth (ClusterQueueWeights), for Kueue's cohort
+	// fair sharing. Needs patch on clusterqueues.
+	ClusterQueueWeights bool
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	Log *slog.Logger
@@ -87,8 +92,10 @@ type Controller struct {
 	teams    Teams
 	checks   map[string]bool // our AdmissionChecks by name
 	diffs    string
-	// weights is what UpdateWeights last decided, by LocalQueue key.
-	weights map[string]*queueWeight
+	// weights is what UpdateWeights last decided, by LocalQueue key;
+	// cqWeights by ClusterQueue.
+	weights   map[string]*queueWeight
+	cqWeights map[string]*queueWeight
 	// pending is what waits per ClusterQueue, as UpdateWeights last saw.
 	pending map[string]*PendingQueue
 	// workloads lists the cluster's Workloads from an informer's cache
@@ -137,7 +144,8 @@ func New(cfg *rest.Config, o Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{o: o, dyn: dyn, core: core, teams: o.Teams, checks: map[string]bool{}, weights: map[string]*queueWeight{}}, nil
+	return &Controller{o: o, dyn: dyn, core: core, teams: o.Teams, checks: map[string]bool{}, weights: map[string]*queueWeight{},
+		cqWeights: map[string]*queueWeight{}}, nil
 }
 
 // SetTeams replaces the business data (a configuration reload); held

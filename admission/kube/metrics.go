@@ -11,9 +11,11 @@ import (
 	"time"
 )
 
-// queueWeight is what the controller last decided for one LocalQueue.
+// queueWeight is what the controller last decided for one LocalQueue or
+// ClusterQueue.
 type queueWeight struct {
 	team    string
+	cohort  string  // a ClusterQueue's
 	weight  float64 // the target, written or (dry run) not
 	changes int64   // writes (or, dry run, would-be writes)
 }
@@ -52,6 +54,18 @@ func (c *Controller) WriteMetrics(w io.Writer) error {
 		changes = append(changes, fmt.Sprintf("%s %d", label(k), c.weights[k].changes))
 		weights = append(weights, fmt.Sprintf("%s %g", label(k), c.weights[k].weight))
 	}
+	cqKeys := make([]string, 0, len(c.cqWeights))
+	for k := range c.cqWeights {
+		cqKeys = append(cqKeys, k)
+	}
+	sort.Strings(cqKeys)
+	var cqChanges, cqWeights []string
+	for _, k := range cqKeys {
+		qw := c.cqWeights[k]
+		l := fmt.Sprintf(`{clusterqueue="%s",cohort="%s",team="%s"}`, labelValue.Replace(k), labelValue.Replace(qw.cohort), labelValue.Replace(qw.team))
+		cqChanges = append(cqChanges, fmt.Sprintf("%s %d", l, qw.changes))
+		cqWeights = append(cqWeights, fmt.Sprintf("%s %g", l, qw.weight))
+	}
 	dry := 0
 	if c.o.DryRun {
 		dry = 1
@@ -62,6 +76,13 @@ func (c *Controller) WriteMetrics(w io.Writer) error {
 	fmt.Fprintf(&b, "# HELP gpuledger_controller_localqueue_weight The fairSharing.weight gpuledger wants for the LocalQueue.\n# TYPE gpuledger_controller_localqueue_weight gauge\n")
 	for _, s := range weights {
 		b.WriteString("gpuledger_controller_localqueue_weight" + s + "\n")
+	}
+	if c.o.ClusterQueueWeights {
+		counter("gpuledger_controller_clusterqueue_weight_changes_total", "fairSharing.weight changes per ClusterQueue (in dry-run mode: the changes it would have written).", cqChanges...)
+		fmt.Fprintf(&b, "# HELP gpuledger_controller_clusterqueue_weight The fairSharing.weight gpuledger wants for the ClusterQueue in its cohort.\n# TYPE gpuledger_controller_clusterqueue_weight gauge\n")
+		for _, s := range cqWeights {
+			b.WriteString("gpuledger_controller_clusterqueue_weight" + s + "\n")
+		}
 	}
 	fmt.Fprintf(&b, "# HELP gpuledger_controller_dry_run 1 when weights are computed but not written.\n# TYPE gpuledger_controller_dry_run gauge\ngpuledger_controller_dry_run %d\n", dry)
 	_, err := io.WriteString(w, b.String())

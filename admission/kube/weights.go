@@ -16,8 +16,9 @@ import (
 )
 
 // UpdateWeights sets every LocalQueue's fairSharing.weight from the
-// ledger (Weights), with hysteresis; each change gets an Event on the
-// LocalQueue. In dry-run mode only the Events are written. Calls run one
+// ledger (Weights), and with Options.ClusterQueueWeights every cohort's
+// ClusterQueues' (ClusterQueueWeights), with hysteresis; each change gets
+// an Event on the queue. In dry-run mode only the Events are written. Calls run one
 // at a time: two at once (Run's loop and a caller's) would both read the
 // old weight and both write the new one.
 func (c *Controller) UpdateWeights(ctx context.Context) error {
@@ -35,6 +36,11 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 	c.reportDifferences(t, list.Items, cqs.Items)
 	if err := c.updatePending(ctx, list.Items); err != nil {
 		return err
+	}
+	if c.o.ClusterQueueWeights {
+		if err := c.updateClusterQueueWeights(ctx, t, cqs.Items); err != nil {
+			return err
+		}
 	}
 	var queues []LocalQueue
 	for _, u := range list.Items {

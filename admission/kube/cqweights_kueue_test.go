@@ -1,0 +1,140 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuledger/gpuledger/admission"
+	"github.com/gpuledger/gpuledger/internal/kubetest"
+	"github.com/gpuledger/gpuledger/internal/testenv"
+	"github.com/gpuledger/gpuledger/ledger"
+	"github.com/gpuledger/gpuledger/ledger/embedded/embeddedtest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// cohortKueue is Kueue with cohort fair sharing on (a fairSharing block).
+var cohortKueue = kubetest.Options{KueueConfig: "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"}
+
+// cohortQueue is the YAML of ClusterQueue name in cohort c with gpus
+// H100s of nominal quota, and of namespace name with LocalQueue q of it.
+func cohortQueue(name string, gpus int) string {
+	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: %[1]s}
+spec:
+  namespaceSelector: {}
+  cohortName: c
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: %[2]d}]
+---
+`, name, gpus) + kubetest.Namespace(name, "q", name)
+}
+
+// TestClusterQueueWeightsSteerCohortFairSharing: ClusterQueues a and b (2
+// H100s of nominal quota each) and l (4) share cohort c. a runs 3 GPUs
+// (borrowing 1), b 4 (borrowing 2), l 1: the cohort is full. a and b then
+// each want one more GPU; l's workload ends and frees one. Kueue's cohort
+// fair sharing gives it to the queue that borrows less, a. The ledger
+// says a's ClusterQueue spent nine times b's money on the same quota:
+// with the controller's ClusterQueue weights Kueue gives it to b.
+func TestClusterQueueWeightsSteerCohortFairSharing(t *testing.T) {
+	testenv.Slow(t, "a Kubernetes control plane")
+	for _, steered := range []bool{false, true} {
+		name := map[bool]string{false: "plain Kueue", true: "gpuledger weights"}[steered]
+		t.Run(name, func(t *testing.T) {
+			s := kubetest.Start(t, cohortKueue)
+			ctx := context.Background()
+			doc := "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: h100}\n---\n" +
+				cohortQueue("a", 2) + "---\n" + cohortQueue("b", 2) + "---\n" + cohortQueue("l", 4)
+			if err := s.Apply(ctx, doc); err != nil {
+				t.Fatal(err)
+			}
+			running := [][3]string{
+				{"a", "a0", kubetest.Workload("a", "a0", "q", 1, 3, 0)},
+				{"b", "b0", kubetest.Workload("b", "b0", "q", 1, 4, 0)},
+				{"l", "l0", kubetest.Workload("l", "l0", "q", 1, 1, 0)},
+			}
+			for _, w := range running {
+				if err := s.Apply(ctx, w[2]); err != nil {
+					t.Fatal(err)
+				}
+				kubetest.WaitFor(t, time.Minute, w[0]+"/"+w[1]+" admitted", func() bool { return kubetest.Admitted(workload(t, s, w[0], w[1])) })
+			}
+			var c *Controller
+			if steered {
+				hour := testNow.Add(-2 * time.Hour).Truncate(time.Hour)
+				row := func(cq string, cost int64) ledger.Row {
+					return ledger.Row{Key: ledger.Key{Hour: hour, Cluster: "test", Team: cq, Namespace: cq, LocalQueue: "q", ClusterQueue: cq, Flavor: "h100"},
+						GPUSeconds: float64(cost) / 6.88 * 3600 / 1e6, CostMicros: cost}
+				}
+				store := embeddedtest.Open(t, row("a", 900_000_000), row("b", 100_000_000))
+				teams := Teams{Cluster: "test", ByNamespace: map[string]string{"a": "a", "b": "b", "l": "l"},
+					ByClusterQueue: map[string]string{"a": "a", "b": "b", "l": "l"}, PriceMicrosPerGPUHour: map[string]int64{"h100": 6_880_000}}
+				c, _ = startController(t, s, Options{Teams: teams, Store: store, Interval: time.Hour, ClusterQueueWeights: true})
+				if err := c.UpdateWeights(ctx); err != nil {
+					t.Fatal(err)
+				}
+				weights := map[string]float64{}
+				for _, cq := range []string{"a", "b", "l"} {
+					u, err := s.Dynamic.Resource(clusterQsGVR).Get(ctx, cq, metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					weights[cq] = ReadClusterQueue(u, teams.PriceMicrosPerGPUHour).Weight
+				}
+				t.Logf("ClusterQueue weights %v", weights)
+				if !(weights["a"] < 1 && weights["b"] > 1 && weights["l"] == admission.MoneyWeightBound) {
+					t.Fatalf("weights %v: want a under 1, b over 1, l (spent nothing) %g", weights, admission.MoneyWeightBound)
+				}
+				evs, err := s.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=FairSharingWeight"})
+				if err != nil || len(evs.Items) != 3 {
+					t.Fatalf("FairSharingWeight Events on the ClusterQueues: %v, %d; want 3", err, len(evs.Items))
+				}
+				var m strings.Builder
+				if err := c.WriteMetrics(&m); err != nil {
+					t.Fatal(err)
+				}
+				if want := `gpuledger_controller_clusterqueue_weight{clusterqueue="b",cohort="c",team="b"} 2.`; !strings.Contains(m.String(), want) {
+					t.Errorf("metrics lack %q:\n%s", want, m.String())
+				}
+			}
+			for _, w := range [][3]string{{"b", "b1", kubetest.Workload("b", "b1", "q", 1, 1, 0)}, {"a", "a1", kubetest.Workload("a", "a1", "q", 1, 1, 0)}} {
+				if err := s.Apply(ctx, w[2]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			time.Sleep(2 * time.Second)
+			if kubetest.Admitted(workload(t, s, "a", "a1")) || kubetest.Admitted(workload(t, s, "b", "b1")) {
+				t.Fatal("admitted while the cohort is full")
+			}
+			if err := s.Dynamic.Resource(workloadsGVR).Namespace("l").Delete(ctx, "l0", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var first string
+			kubetest.WaitFor(t, time.Minute, "one of a1 and b1 admitted", func() bool {
+				for _, ns := range []string{"a", "b"} {
+					if kubetest.Admitted(workload(t, s, ns, ns+"1")) {
+						first = ns
+						return true
+					}
+				}
+				return false
+			})
+			time.Sleep(time.Second)
+			if kubetest.Admitted(workload(t, s, "a", "a1")) && kubetest.Admitted(workload(t, s, "b", "b1")) {
+				t.Fatal("both admitted on one free GPU")
+			}
+			want := map[bool]string{false: "a", true: "b"}[steered]
+			t.Logf("%s: %s admitted first", name, first)
+			if first != want {
+				t.Fatalf("%s admitted %s's workload, want %s's", name, first, want)
+			}
+		})
+	}
+}
