@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -136,5 +137,57 @@ func TestClusterQueueWeightsSteerCohortFairSharing(t *testing.T) {
 				t.Fatalf("%s admitted %s's workload, want %s's", name, first, want)
 			}
 		})
+	}
+}
+
+// TestReplayOnKueueCohort: the replay's cohort layout gives each team a
+// ClusterQueue of its quota in one cohort: a's 4-GPU job borrows b's idle
+// quota at once, b's job waits for it (nothing preempts), the ledger has
+// each ClusterQueue's spend, and the controller weighs the ClusterQueues by
+// it (a, which spent the cohort's money, 1/2; b, which spent none, the
+// bound).
+func TestReplayOnKueueCohort(t *testing.T) {
+	testenv.Slow(t, "a Kubernetes control plane")
+	s := kubetest.Start(t, cohortKueue)
+	const speedup = 600 // a trace hour in 6 s
+	jobs := []ReplayJob{
+		{ID: "big", Team: "a", Submit: 0, Duration: time.Hour, Pods: 1, PerPod: 4},
+		{ID: "small", Team: "b", Submit: 10 * time.Minute, Duration: 30 * time.Minute, Pods: 2, PerPod: 1},
+	}
+	store := embeddedtest.Open(t)
+	outs, err := ReplayOnKueue(context.Background(), s.Config, jobs, ReplayOptions{Flavors: []ReplayFlavor{{Name: "h100", GPUs: 4, PriceMicrosPerGPUHour: 6_880_000}},
+		Quotas: map[string]map[string]int{"a": {"h100": 2}, "b": {"h100": 2}}, NoFairSharing: true,
+		Speedup: speedup, Steer: true, Store: store, HalfLife: time.Hour, WeightInterval: 10 * time.Minute, Epoch: testNow.Truncate(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(outs) != 2 {
+		t.Fatalf("%d outcomes, want 2: %+v", len(outs), outs)
+	}
+	slack := 10 * time.Minute
+	for i, want := range []time.Duration{0, time.Hour} {
+		o := outs[i]
+		t.Logf("%s: admitted %s, finished %s", o.ID, o.Admitted.Round(time.Minute), o.Finished.Round(time.Minute))
+		if o.Admitted < want || o.Admitted > want+time.Duration(i+1)*slack {
+			t.Errorf("%s admitted at %s, want %s (+ Kueue's latency)", o.ID, o.Admitted, want)
+		}
+	}
+	rows, err := store.Query(context.Background(), ledger.Query{From: testNow.Truncate(time.Hour), To: testNow.Add(3 * time.Hour), Step: ledger.StepMonth,
+		GroupBy: []ledger.Dimension{ledger.DimClusterQueue}, Cluster: "replay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 || rows[0].ClusterQueue != "a" || rows[0].GPUSeconds < 3.9*3600 {
+		t.Errorf("the ledger by ClusterQueue: %+v; want a's 4 GPU-hours", rows)
+	}
+	for cq, want := range map[string]float64{"a": 0.5, "b": admission.MoneyWeightBound} {
+		u, err := s.Dynamic.Resource(clusterQsGVR).Get(context.Background(), cq, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := ReadClusterQueue(u, map[string]int64{"h100": 6_880_000})
+		if q.Cohort != "replay" || math.Abs(q.Weight-want) > 0.01 || math.Abs(q.Entitlement-2*6_880_000) > 1 {
+			t.Errorf("ClusterQueue %s: %+v; want cohort replay, weight %g, 2 H100s of entitlement", cq, q, want)
+		}
 	}
 }

@@ -74,3 +74,25 @@ func TestClusterQueueWeights(t *testing.T) {
 		t.Errorf("weights %v do not order the borrowers t, m, h", w)
 	}
 }
+
+// TestReplayTeams: a replay flavor of MIG slices is priced per slice; the
+// controller's Teams price a whole GPU (seven 1g slices), as the
+// configuration does, so that the flavor targets and the ClusterQueue
+// entitlements weigh a slice at its share of the GPU. In the cohort
+// layout each team owns its ClusterQueue; otherwise the shared one.
+func TestReplayTeams(t *testing.T) {
+	flavors := []ReplayFlavor{{Name: "h100", GPUs: 8, PriceMicrosPerGPUHour: 7_000_000},
+		{Name: "mig", GPUs: 14, PriceMicrosPerGPUHour: 1_000_000, Resource: "nvidia.com/mig-1g.10gb"}}
+	teams := map[string]bool{"a": true, "b": true}
+	tc, unit := replayTeams(teams, flavors, nil)
+	if tc.PriceMicrosPerGPUHour["mig"] != 7_000_000 || unit["mig"] != 1_000_000 || tc.PriceMicrosPerGPUHour["h100"] != 7_000_000 || unit["h100"] != 7_000_000 {
+		t.Errorf("prices per GPU %v, per unit %v; want the MIG flavor at 7.00 a GPU and 1.00 a slice", tc.PriceMicrosPerGPUHour, unit)
+	}
+	if tc.ByClusterQueue[replayQueue] == "" || len(tc.ByClusterQueue) != 1 || tc.ByNamespace["a"] != "a" {
+		t.Errorf("shared layout: %+v", tc)
+	}
+	tc, _ = replayTeams(teams, flavors, map[string]map[string]int{"a": {"h100": 4}, "b": {"h100": 4}})
+	if tc.ByClusterQueue["a"] != "a" || tc.ByClusterQueue["b"] != "b" || len(tc.ByClusterQueue) != 2 {
+		t.Errorf("cohort layout: ClusterQueues %v, want a and b their own", tc.ByClusterQueue)
+	}
+}

@@ -89,6 +89,14 @@ type ReplayOptions struct {
 	// NoFairSharing runs the ClusterQueue without Admission Fair Sharing
 	// (Kueue's default: BestEffortFIFO by priority and creation).
 	NoFairSharing bool
+	// Quotas, when set, give every team a ClusterQueue of its own, named
+	// after it, in one cohort, with these nominal quotas (team → flavor →
+	// units of the flavor's resource) and no borrowing or lending limit,
+	// instead of one ClusterQueue of Flavors' GPUs; the Kueue must run
+	// cohort fair sharing (a fairSharing block in its configuration).
+	// With Steer the controller then sets the ClusterQueues' weights
+	// (Options.ClusterQueueWeights).
+	Quotas map[string]map[string]int
 	// Steer runs gpuledger's weights: every WeightInterval (trace clock)
 	// the controller sets the LocalQueues' fairSharing.weight from Store,
 	// decayed with HalfLife, into which the replay writes each trace hour
@@ -150,23 +158,29 @@ func ReplayOnKueue(ctx context.Context, cfg *rest.Config, jobs []ReplayJob, o Re
 		}
 		teams[j.Team] = true
 	}
-	tc := &Teams{Cluster: replayQueue, ByNamespace: map[string]string{}, PriceMicrosPerGPUHour: map[string]int64{}}
-	for t := range teams {
-		tc.ByNamespace[t] = t
+	for t := range o.Quotas {
+		if !teams[t] {
+			return nil, fmt.Errorf("replay: quotas for team %q, which has no job", t)
+		}
 	}
-	for _, f := range o.Flavors {
-		tc.PriceMicrosPerGPUHour[f.Name] = f.PriceMicrosPerGPUHour
+	if o.Quotas != nil {
+		for t := range teams {
+			if _, ok := o.Quotas[t]; !ok {
+				return nil, fmt.Errorf("replay: team %q has jobs but no quota", t)
+			}
+		}
 	}
+	tc, unitPrice := replayTeams(teams, o.Flavors, o.Quotas)
 	c, err := New(cfg, Options{Teams: *tc, Store: nopStore(o.Store), HalfLife: o.HalfLife, Log: o.Log,
-		FlavorTargets: o.FlavorTargets, TargetRetryAfter: time.Second})
+		FlavorTargets: o.FlavorTargets, TargetRetryAfter: time.Second, ClusterQueueWeights: o.Steer && o.Quotas != nil})
 	if err != nil {
 		return nil, err
 	}
-	if err := c.createReplayQueues(ctx, o.Flavors, teams, !o.NoFairSharing, o.FlavorTargets); err != nil {
+	if err := c.createReplayQueues(ctx, o.Flavors, teams, o.Quotas, !o.NoFairSharing, o.FlavorTargets); err != nil {
 		return nil, err
 	}
 	r := &kueueReplay{c: c, o: o, jobs: jobs, byName: map[string]int{}, out: make([]ReplayOutcome, len(jobs)),
-		admitted: make([]bool, len(jobs)), done: make(chan struct{})}
+		admitted: make([]bool, len(jobs)), done: make(chan struct{}), unitPrice: unitPrice}
 	for i := range jobs {
 		r.byName[jobName(i)] = i
 	}
@@ -187,18 +201,43 @@ func (emptyStore) Close() error { return nil }
 
 func jobName(i int) string { return "j" + strconv.Itoa(i) }
 
-// createReplayQueues creates the flavors, the ClusterQueue and a namespace
-// with a LocalQueue per team, and waits until Kueue has them active.
-func (c *Controller) createReplayQueues(ctx context.Context, flavors []ReplayFlavor, teams map[string]bool, afs, check bool) error {
-	// One resource group per resource, its flavors in the given order.
+// replayTeams are the replay's teams for the controller, each its own
+// namespace and ClusterQueue (or the shared one), and each flavor's price
+// of a unit of its resource. ReplayFlavor prices a unit (a MIG slice);
+// Teams prices a whole GPU, as the configuration does.
+func replayTeams(teams map[string]bool, flavors []ReplayFlavor, quotas map[string]map[string]int) (*Teams, map[string]int64) {
+	tc := &Teams{Cluster: replayQueue, ByNamespace: map[string]string{}, ByClusterQueue: map[string]string{},
+		PriceMicrosPerGPUHour: map[string]int64{}}
+	for t := range teams {
+		tc.ByNamespace[t] = t
+		tc.ByClusterQueue[clusterQueueOf(t, quotas)] = t
+	}
+	unitPrice := map[string]int64{}
+	for _, f := range flavors {
+		unitPrice[f.Name] = f.PriceMicrosPerGPUHour
+		tc.PriceMicrosPerGPUHour[f.Name] = f.PriceMicrosPerGPUHour
+		if share, ok := MIGShare(f.Resource); ok {
+			tc.PriceMicrosPerGPUHour[f.Name] = int64(math.Round(float64(f.PriceMicrosPerGPUHour) / share))
+		}
+	}
+	return tc, unitPrice
+}
+
+// clusterQueueOf is the ClusterQueue of a team's LocalQueue: its own in
+// the cohort layout, else the shared one.
+func clusterQueueOf(team string, quotas map[string]map[string]int) string {
+	if quotas != nil {
+		return team
+	}
+	return replayQueue
+}
+
+// resourceGroups are a ClusterQueue's: one group per resource, its flavors
+// in the given order, with the nominal quota quota gives each flavor.
+func resourceGroups(flavors []ReplayFlavor, quota func(ReplayFlavor) int) []any {
 	var resources []string
 	groups := map[string][]any{}
 	for _, f := range flavors {
-		if err := c.create(ctx, schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "resourceflavors"}, "",
-			map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": f.Name},
-				"spec": map[string]any{"nodeLabels": map[string]any{FlavorLabel: f.Name}}}); err != nil {
-			return err
-		}
 		res := f.Resource
 		if res == "" {
 			res = gpuResource
@@ -206,13 +245,49 @@ func (c *Controller) createReplayQueues(ctx context.Context, flavors []ReplayFla
 		if _, ok := groups[res]; !ok {
 			resources = append(resources, res)
 		}
-		groups[res] = append(groups[res], map[string]any{"name": f.Name, "resources": []any{map[string]any{"name": res, "nominalQuota": int64(f.GPUs)}}})
+		groups[res] = append(groups[res], map[string]any{"name": f.Name, "resources": []any{map[string]any{"name": res, "nominalQuota": int64(quota(f))}}})
 	}
 	var rgs []any
 	for _, res := range resources {
 		rgs = append(rgs, map[string]any{"coveredResources": []any{res}, "flavors": groups[res]})
 	}
-	spec := map[string]any{"namespaceSelector": map[string]any{}, "resourceGroups": rgs}
+	return rgs
+}
+
+// createReplayQueues creates the flavors, the ClusterQueue (or with quotas
+// one per team, in a cohort) and a namespace with a LocalQueue per team,
+// and waits until Kueue has them active.
+func (c *Controller) createReplayQueues(ctx context.Context, flavors []ReplayFlavor, teams map[string]bool, quotas map[string]map[string]int, afs, check bool) error {
+	for _, f := range flavors {
+		if err := c.create(ctx, schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "resourceflavors"}, "",
+			map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": f.Name},
+				"spec": map[string]any{"nodeLabels": map[string]any{FlavorLabel: f.Name}}}); err != nil {
+			return err
+		}
+	}
+	names := make([]string, 0, len(teams))
+	for t := range teams {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	specs := map[string]map[string]any{} // ClusterQueue → spec
+	if quotas == nil {
+		specs[replayQueue] = map[string]any{"resourceGroups": resourceGroups(flavors, func(f ReplayFlavor) int { return f.GPUs })}
+	} else {
+		for _, t := range names {
+			specs[t] = map[string]any{"cohortName": replayQueue,
+				"resourceGroups": resourceGroups(flavors, func(f ReplayFlavor) int { return quotas[t][f.Name] })}
+		}
+	}
+	for _, spec := range specs {
+		spec["namespaceSelector"] = map[string]any{}
+		if afs {
+			spec["admissionScope"] = map[string]any{"admissionMode": "UsageBasedAdmissionFairSharing"}
+		}
+		if check {
+			spec["admissionChecksStrategy"] = map[string]any{"admissionChecks": []any{map[string]any{"name": "gpuledger"}}}
+		}
+	}
 	if check {
 		if err := c.create(ctx, checksGVR, "", map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": "gpuledger"},
 			"spec": map[string]any{"controllerName": ControllerName}}); err != nil {
@@ -221,40 +296,39 @@ func (c *Controller) createReplayQueues(ctx context.Context, flavors []ReplayFla
 		if err := c.syncChecks(ctx); err != nil {
 			return err
 		}
-		spec["admissionChecksStrategy"] = map[string]any{"admissionChecks": []any{map[string]any{"name": "gpuledger"}}}
 	}
-	if afs {
-		spec["admissionScope"] = map[string]any{"admissionMode": "UsageBasedAdmissionFairSharing"}
+	cqNames := make([]string, 0, len(specs))
+	for name := range specs {
+		cqNames = append(cqNames, name)
 	}
-	if err := c.create(ctx, clusterQsGVR, "", map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": replayQueue},
-		"spec": spec}); err != nil {
-		return err
+	sort.Strings(cqNames)
+	for _, name := range cqNames {
+		if err := c.create(ctx, clusterQsGVR, "", map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": name},
+			"spec": specs[name]}); err != nil {
+			return err
+		}
 	}
-	names := make([]string, 0, len(teams))
-	for t := range teams {
-		names = append(names, t)
-	}
-	sort.Strings(names)
 	for _, t := range names {
 		if err := c.create(ctx, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "",
 			map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": t}}); err != nil {
 			return err
 		}
 		if err := c.create(ctx, localQueuesGVR, t, map[string]any{"kind": "LocalQueue", "metadata": map[string]any{"name": "q", "namespace": t},
-			"spec": map[string]any{"clusterQueue": replayQueue}}); err != nil {
+			"spec": map[string]any{"clusterQueue": clusterQueueOf(t, quotas)}}); err != nil {
 			return err
 		}
 	}
 	deadline := time.Now().Add(time.Minute)
-	for {
-		cq, err := c.dyn.Resource(clusterQsGVR).Get(ctx, replayQueue, metav1.GetOptions{})
+	for len(cqNames) > 0 {
+		cq, err := c.dyn.Resource(clusterQsGVR).Get(ctx, cqNames[0], metav1.GetOptions{})
 		if err == nil {
 			if _, ok := condition(cq, "Active"); ok {
-				return nil
+				cqNames = cqNames[1:]
+				continue
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the ClusterQueue %s is not active after a minute: %v", replayQueue, err)
+			return fmt.Errorf("the ClusterQueue %s is not active after a minute: %v", cqNames[0], err)
 		}
 		select {
 		case <-ctx.Done():
@@ -262,6 +336,7 @@ func (c *Controller) createReplayQueues(ctx context.Context, flavors []ReplayFla
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	return nil
 }
 
 func (c *Controller) create(ctx context.Context, gvr schema.GroupVersionResource, ns string, obj map[string]any) error {
@@ -288,6 +363,9 @@ type kueueReplay struct {
 	jobs   []ReplayJob
 	byName map[string]int
 	begin  time.Time
+
+	// unitPrice is each flavor's price of a unit of its resource.
+	unitPrice map[string]int64
 
 	mu                          sync.Mutex
 	out                         []ReplayOutcome
@@ -635,12 +713,11 @@ func (r *kueueReplay) writeHour(ctx context.Context, from time.Duration) error {
 		}
 	}
 	r.mu.Unlock()
-	price := r.c.currentTeams().PriceMicrosPerGPUHour
 	hour := r.o.Epoch.Add(from)
 	var rows []ledger.Row
 	for k, s := range sec {
 		rows = append(rows, ledger.Row{Key: ledger.Key{Hour: hour, Cluster: replayQueue, Team: k.team, Namespace: k.team, LocalQueue: "q",
-			ClusterQueue: replayQueue, Flavor: k.flavor}, GPUSeconds: s, CostMicros: int64(math.Round(s * float64(price[k.flavor]) / 3600))})
+			ClusterQueue: clusterQueueOf(k.team, r.o.Quotas), Flavor: k.flavor}, GPUSeconds: s, CostMicros: int64(math.Round(s * float64(r.unitPrice[k.flavor]) / 3600))})
 	}
 	sort.Slice(rows, func(i, k int) bool { return rows[i].Team+rows[i].Flavor < rows[k].Team+rows[k].Flavor })
 	if len(rows) == 0 {

@@ -31,7 +31,13 @@ var (
 	// Policies a real Kueue runs: without or with Admission Fair Sharing,
 	// with gpuledger's weights, and with its flavor-target check.
 	Policies = []string{"kueue", "kueue-afs", "costfair", "costfair+targets"}
+	// CohortPolicies are those of the cohort layout: Kueue's cohort fair
+	// sharing, and the same with gpuledger's ClusterQueue weights.
+	CohortPolicies = []string{"kueue", "costfair-drs"}
 )
+
+// Layouts are how the teams' queues are laid out on Kueue.
+var Layouts = []string{"shared", "cohort"}
 
 // Options are one comparison's.
 type Options struct {
@@ -67,6 +73,10 @@ type Options struct {
 	// Interactive is the mechanism's share of notebook jobs; IdlePenalty
 	// the simulator's costfair idle penalty.
 	Interactive, IdlePenalty float64
+	// Layout is shared (every team a LocalQueue of one ClusterQueue) or
+	// cohort (every team a ClusterQueue of its own in one cohort, its
+	// nominal quota its share of each flavor: sim.CohortModel).
+	Layout string
 	// Out is the folder for the stacks' logs and outcomes.csv.
 	Out string
 	// Command is echoed in the output's first line.
@@ -87,9 +97,12 @@ func (o *Options) Check() error {
 	if !slices.Contains(Workloads, o.Workload) {
 		return fmt.Errorf("-workload %q: want one of %s", o.Workload, strings.Join(Workloads, ", "))
 	}
+	if !slices.Contains(Layouts, o.Layout) {
+		return fmt.Errorf("-layout %q: want one of %s", o.Layout, strings.Join(Layouts, ", "))
+	}
 	for _, p := range o.Policies {
-		if o.Real && !slices.Contains(Policies, p) {
-			return fmt.Errorf("-policies item %q: want %s (what a real Kueue runs)", p, strings.Join(Policies, ", "))
+		if want := o.policies(); !slices.Contains(want, p) {
+			return fmt.Errorf("-policies item %q: want %s (what a real Kueue runs with -layout %s)", p, strings.Join(want, ", "), o.Layout)
 		}
 	}
 	if o.Speedup <= 0 || o.Span <= 0 || o.Limit < o.Span || o.Runs < 1 {
@@ -97,6 +110,14 @@ func (o *Options) Check() error {
 			o.Speedup, o.Span.Hours(), o.Limit.Hours(), o.Runs)
 	}
 	return nil
+}
+
+// policies are those the layout can run.
+func (o *Options) policies() []string {
+	if o.Layout == "cohort" {
+		return CohortPolicies
+	}
+	return Policies
 }
 
 // RegisterFlags registers sim-to-real's flags, each setting a field of o.
@@ -121,6 +142,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.Interactive, "mechanism.interactive", 0, "with -workload mechanism: the share of research's jobs that are notebooks holding one GPU 80% idle")
 	fs.Float64Var(&o.IdlePenalty, "idlePenalty", 0, "an experiment: the simulator's costfair counts an idle GPU-hour as 1+this GPU-hours of spend (the real controller has no such penalty)")
 	fs.IntVar(&o.Runs, "runs", 1, "real runs of each policy (min/median/max over them)")
+	fs.StringVar(&o.Layout, "layout", "shared", "shared (every team a LocalQueue of one ClusterQueue; policies kueue, kueue-afs, costfair, costfair+targets) or cohort (every team a ClusterQueue of its own in one cohort, its nominal quota its share of every flavor, Kueue's cohort fair sharing on; policies kueue and costfair-drs, whose ClusterQueue weights the controller sets)")
 	fs.StringVar(&o.Out, "out", "gpuledger-sim/sim-to-real", "folder for the stacks' logs and the outcomes (outcomes.csv)")
 }
 
@@ -164,20 +186,30 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	default:
 		return fmt.Errorf("workload %q: want one of %s", o.Workload, strings.Join(Workloads, ", "))
 	}
-	model, err := sim.SharedModel(queues, flavors, gpus)
+	newModel := sim.SharedModel
+	if o.Layout == "cohort" {
+		newModel = sim.CohortModel
+	}
+	model, err := newModel(queues, flavors, gpus)
 	if err != nil {
 		return err
 	}
 	caps := model.FlavorCapacity()
+	var quotas map[string]map[string]int
+	layout := fmt.Sprintf("one ClusterQueue of %d GPUs", gpus)
+	if o.Layout == "cohort" {
+		quotas = model.Quotas()
+		layout = fmt.Sprintf("a ClusterQueue per team in one cohort, %d GPUs split between them as nominal quota", gpus)
+	}
 	jobs, dropped := fitting(jobs, flavors, caps)
 	real := time.Duration(float64(o.Limit) / o.Speedup).Round(time.Second)
 	fmt.Fprintf(w, "%s\n\n", o.Command)
 	if o.Workload == "mechanism" {
-		fmt.Fprintf(w, "%d mechanism jobs of %d teams submitted over %s (seed %d), every team backlogged; one ClusterQueue of %d GPUs (%s); %gx speedup: %s of trace in %s\n\n",
-			len(jobs), len(queues), o.Span, o.Seed, gpus, flavorList(flavors, caps), o.Speedup, o.Limit, real)
+		fmt.Fprintf(w, "%d mechanism jobs of %d teams submitted over %s (seed %d), every team backlogged; %s (%s); %gx speedup: %s of trace in %s\n\n",
+			len(jobs), len(queues), o.Span, o.Seed, layout, flavorList(flavors, caps), o.Speedup, o.Limit, real)
 	} else {
-		fmt.Fprintf(w, "%d %s jobs of %d VCs submitted over %s from day %g (seed %d), %d left out (larger than any flavor); one ClusterQueue of %d GPUs (%s) at load %g; %gx speedup: %s of trace in %s\n\n",
-			len(jobs), o.Workload, len(queues), o.Span, o.From.Hours()/24, o.Seed, dropped, gpus, flavorList(flavors, caps), o.Load, o.Speedup, o.Limit, real)
+		fmt.Fprintf(w, "%d %s jobs of %d VCs submitted over %s from day %g (seed %d), %d left out (larger than any flavor); %s (%s) at load %g; %gx speedup: %s of trace in %s\n\n",
+			len(jobs), o.Workload, len(queues), o.Span, o.From.Hours()/24, o.Seed, dropped, layout, flavorList(flavors, caps), o.Load, o.Speedup, o.Limit, real)
 	}
 	// Prices per unit of each flavor's resource (a MIG slice its compute
 	// share of the GPU's).
@@ -218,7 +250,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmoney gap\tidle paid GPU-h\tlongest stall\tmean |Δwait| vs sim\tsame flavor\t")
 	began := time.Now()
 	for _, policy := range o.Policies {
-		m, err := sim.SharedModel(queues, flavors, gpus)
+		m, err := newModel(queues, flavors, gpus)
 		if err != nil {
 			return err
 		}
@@ -240,7 +272,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		var realFigs []sim.RunFigures
 		for run := 1; run <= o.Runs; run++ {
 			fmt.Fprintf(o.Progress, "sim-to-real: %s on Kueue, run %d of %d (%s so far)\n", policy, run, o.Runs, time.Since(began).Round(time.Second))
-			outs, err := o.realRun(ctx, filepath.Join(o.Out, fmt.Sprintf("%s-%d", policy, run)), rj, kf, policy)
+			outs, err := o.realRun(ctx, filepath.Join(o.Out, fmt.Sprintf("%s-%d", policy, run)), rj, kf, quotas, policy)
 			if err != nil {
 				return fmt.Errorf("%s on Kueue, run %d: %w", policy, run, err)
 			}
@@ -279,8 +311,9 @@ func fitting(jobs []sim.TraceJob, flavors []sim.ReplayFlavor, caps map[string]in
 	return kept, dropped
 }
 
-// realRun replays the jobs once on a fresh stack.
-func (o Options) realRun(ctx context.Context, dir string, jobs []kube.ReplayJob, flavors []kube.ReplayFlavor, policy string) ([]sim.JobOutcome, error) {
+// realRun replays the jobs once on a fresh stack; quotas, when set, are
+// the cohort layout's ClusterQueues.
+func (o Options) realRun(ctx context.Context, dir string, jobs []kube.ReplayJob, flavors []kube.ReplayFlavor, quotas map[string]map[string]int, policy string) ([]sim.JobOutcome, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -288,7 +321,13 @@ func (o Options) realRun(ctx context.Context, dir string, jobs []kube.ReplayJob,
 		return nil, err
 	}
 	realHalfLife := time.Duration(float64(o.HalfLife) / o.Speedup)
-	s, err := kubetest.Launch(dir, kubetest.Options{KueueConfig: fmt.Sprintf("admissionFairSharing:\n  usageHalfLifeTime: %s\n  usageSamplingInterval: %s\n", realHalfLife, o.Sampling)})
+	kc := fmt.Sprintf("admissionFairSharing:\n  usageHalfLifeTime: %s\n  usageSamplingInterval: %s\n", realHalfLife, o.Sampling)
+	if quotas != nil {
+		// Cohort fair sharing (on when the block is there); the
+		// ClusterQueues do not preempt, so its strategies do not act.
+		kc += "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"
+	}
+	s, err := kubetest.Launch(dir, kubetest.Options{KueueConfig: kc})
 	if s != nil {
 		defer s.Close()
 	}
@@ -300,7 +339,7 @@ func (o Options) realRun(ctx context.Context, dir string, jobs []kube.ReplayJob,
 		return nil, err
 	}
 	defer logFile.Close()
-	ro := kube.ReplayOptions{Flavors: flavors, Speedup: o.Speedup, Limit: o.Limit,
+	ro := kube.ReplayOptions{Flavors: flavors, Quotas: quotas, Speedup: o.Speedup, Limit: o.Limit,
 		Log: slog.New(slog.NewTextHandler(logFile, nil)),
 		Progress: func(created, admitted, finished, total int) {
 			fmt.Fprintf(o.Progress, "sim-to-real: %s: %d of %d created, %d admitted, %d finished\n", policy, created, total, admitted, finished)
@@ -309,7 +348,7 @@ func (o Options) realRun(ctx context.Context, dir string, jobs []kube.ReplayJob,
 	case "kueue":
 		ro.NoFairSharing = true
 	case "kueue-afs":
-	case "costfair", "costfair+targets":
+	case "costfair", "costfair+targets", "costfair-drs":
 		store, err := embedded.Open(filepath.Join(dir, "ledger"), embedded.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			return nil, err
@@ -318,6 +357,9 @@ func (o Options) realRun(ctx context.Context, dir string, jobs []kube.ReplayJob,
 		ro.Steer, ro.Store, ro.HalfLife, ro.WeightInterval = true, store, o.HalfLife, o.WeightInterval
 		ro.Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		ro.FlavorTargets = policy == "costfair+targets"
+		// In the cohort layout the ClusterQueues' weights steer, not
+		// Admission Fair Sharing (each ClusterQueue has one LocalQueue).
+		ro.NoFairSharing = policy == "costfair-drs"
 	default:
 		return nil, fmt.Errorf("policy %q: want one of %s", policy, strings.Join(Policies, ", "))
 	}

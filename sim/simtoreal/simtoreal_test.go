@@ -52,3 +52,32 @@ func TestUnknownWorkload(t *testing.T) {
 		t.Fatalf("err = %v, want one naming the workload", err)
 	}
 }
+
+// TestCohortLayout: the cohort layout runs Kueue's cohort fair sharing and
+// costfair-drs in the simulator, says so in its header, and its Check
+// refuses a policy the layout cannot run on a real Kueue, naming it.
+func TestCohortLayout(t *testing.T) {
+	var out strings.Builder
+	o := Options{Workload: "mechanism", Layout: "cohort", Span: 6 * time.Hour, Limit: 6 * time.Hour, Seed: 1, Speedup: 240,
+		HalfLife: 6 * time.Hour, Sampling: time.Second, Policies: []string{"kueue", "costfair-drs"}, Out: t.TempDir(), Command: "test", Runs: 1,
+		Worlds: []string{"sim"}}
+	if err := o.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(context.Background(), &out, o); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"a ClusterQueue per team in one cohort", "costfair-drs  simulator", "kueue  simulator"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
+	}
+	o.Policies = []string{"kueue-afs"}
+	if err := o.Check(); err == nil || !strings.Contains(err.Error(), `"kueue-afs"`) || !strings.Contains(err.Error(), "-layout cohort") {
+		t.Errorf("kueue-afs in the cohort layout: %v, want an error naming both", err)
+	}
+	o.Layout, o.Policies = "tree", nil
+	if err := o.Check(); err == nil || !strings.Contains(err.Error(), `"tree"`) {
+		t.Errorf("layout tree: %v, want an error naming it", err)
+	}
+}
