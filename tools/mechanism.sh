@@ -16,11 +16,16 @@
 #     started 10-31% fewer jobs than the simulator in 24 h, at 1200x about
 #     half, so the two worlds no longer ran the same workload; at 60x they
 #     start within 4%.
+# LAYOUT=cohort gives every team a ClusterQueue of its own in one cohort
+# (sim-to-real -layout cohort: Kueue's cohort fair sharing, and costfair-drs
+# whose ClusterQueue weights the controller sets); the simulator's figures
+# then go to docs/policy-eval/mechanism-cohort.txt, without the idle
+# penalty section, and the policies default to kueue,costfair-drs.
 # POLICIES (default kueue,kueue-afs,costfair,costfair+targets) picks the
 # policies; HOURS (12) and SPEEDUP (60) the real runs' span and clock, SEED
 # (1) their workload: a real run of each policy takes HOURS×60/SPEEDUP
 # minutes and a minute more.
-# Usage: [REAL=1 [SEED=n]] [POLICIES=p,q] bash tools/mechanism.sh [SEEDS]
+# Usage: [REAL=1 [SEED=n]] [LAYOUT=cohort] [POLICIES=p,q] bash tools/mechanism.sh [SEEDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${1:-5}
@@ -32,15 +37,33 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/gpuledger" ./cmd/gpuledger
+# idle_penalty prints the idle penalty's section (the shared layout).
+idle_penalty() {
+	echo
+	echo "# The idle penalty: a third of research's jobs are notebooks holding one GPU 80% idle (-mechanism.interactive 0.3);"
+	echo "# costfair without (-idlePenalty 0) and with (-idlePenalty 1: an idle GPU-hour counts twice) the penalty, seeds 1-$seeds:"
+	echo "# seed, penalty, avg JCT, money gap, idle paid GPU-h (GPU-hours held idle while another team waited)"
+	for s in $(seq "$seeds"); do
+		for pen in 0 1; do
+			"$tmp/gpuledger" sim-to-real -workload mechanism -worlds sim -hours 336 -limit 336 -halfLife 1h -policies costfair \
+				-mechanism.interactive 0.3 -idlePenalty "$pen" -seed "$s" -out "$tmp/idle" |
+				awk -v s="$s" -v pen="$pen" '$1 == "costfair" && $2 == "simulator" { printf "#   %s %s %s %s %s\n", s, pen, $5, $10, $11 }'
+		done
+	done
+}
+layout=${LAYOUT:-shared}
 policies=${POLICIES:-kueue,kueue-afs,costfair,costfair+targets}
+if [ "$layout" = cohort ]; then
+	policies=${POLICIES:-kueue,costfair-drs}
+fi
 if [ -n "${REAL:-}" ]; then
 	out=docs/policy-eval/mechanism-real.txt
 	hours=${HOURS:-12} speedup=${SPEEDUP:-60} seed=${SEED:-1}
 	{
 		echo
-		echo "# at $commit, on $(nproc) cores: REAL=1 SEED=$seed POLICIES=$policies HOURS=$hours SPEEDUP=$speedup bash tools/mechanism.sh"
-		echo "# gpuledger sim-to-real -workload mechanism -worlds sim,kueue -hours $hours -limit $hours -speedup $speedup -halfLife 1h -policies $policies -seed $seed"
-		"$tmp/gpuledger" sim-to-real -workload mechanism -worlds sim,kueue -hours "$hours" -limit "$hours" -speedup "$speedup" -halfLife 1h \
+		echo "# at $commit, on $(nproc) cores: REAL=1 SEED=$seed LAYOUT=$layout POLICIES=$policies HOURS=$hours SPEEDUP=$speedup bash tools/mechanism.sh"
+		echo "# gpuledger sim-to-real -workload mechanism -layout $layout -worlds sim,kueue -hours $hours -limit $hours -speedup $speedup -halfLife 1h -policies $policies -seed $seed"
+		"$tmp/gpuledger" sim-to-real -workload mechanism -layout "$layout" -worlds sim,kueue -hours "$hours" -limit "$hours" -speedup "$speedup" -halfLife 1h \
 			-policies "$policies" -seed "$seed" -out "$tmp/real" | sed 1d
 		echo "# held by the flavor targets (controller.log): $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'state=Retry' || true) answers of $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'budget check' || true)"
 	} >> "$out"
@@ -48,12 +71,15 @@ if [ -n "${REAL:-}" ]; then
 	exit 0
 fi
 out=docs/policy-eval/mechanism.txt
+if [ "$layout" = cohort ]; then
+	out=docs/policy-eval/mechanism-cohort.txt
+fi
 {
-	echo "# at $commit, on $(nproc) cores: bash tools/mechanism.sh $seeds"
+	echo "# at $commit, on $(nproc) cores: LAYOUT=$layout bash tools/mechanism.sh $seeds"
 	echo
 	for s in $(seq "$seeds"); do
-		echo "# gpuledger sim-to-real -workload mechanism -worlds sim -hours 336 -limit 336 -halfLife 1h -policies $policies -seed $s"
-		"$tmp/gpuledger" sim-to-real -workload mechanism -worlds sim -hours 336 -limit 336 -halfLife 1h \
+		echo "# gpuledger sim-to-real -workload mechanism -layout $layout -worlds sim -hours 336 -limit 336 -halfLife 1h -policies $policies -seed $s"
+		"$tmp/gpuledger" sim-to-real -workload mechanism -layout "$layout" -worlds sim -hours 336 -limit 336 -halfLife 1h \
 			-policies "$policies" -seed "$s" -out "$tmp/sim-$s" | tee "$tmp/sim-$s.txt" | sed 1d
 	done
 	echo "# money gap over seeds 1-$seeds (min median max), 14 days in the simulator:"
@@ -71,16 +97,6 @@ out=docs/policy-eval/mechanism.txt
 				printf "%.1f\n", h }' "$tmp/sim-$s.txt"
 		done | sort -g | awk -v p="$p" '{ v[NR] = $1 } END { printf "#   %-10s %s %s %s\n", p, v[1], v[int((NR+1)/2)], v[NR] }'
 	done
-	echo
-	echo "# The idle penalty: a third of research's jobs are notebooks holding one GPU 80% idle (-mechanism.interactive 0.3);"
-	echo "# costfair without (-idlePenalty 0) and with (-idlePenalty 1: an idle GPU-hour counts twice) the penalty, seeds 1-$seeds:"
-	echo "# seed, penalty, avg JCT, money gap, idle paid GPU-h (GPU-hours held idle while another team waited)"
-	for s in $(seq "$seeds"); do
-		for pen in 0 1; do
-			"$tmp/gpuledger" sim-to-real -workload mechanism -worlds sim -hours 336 -limit 336 -halfLife 1h -policies costfair \
-				-mechanism.interactive 0.3 -idlePenalty "$pen" -seed "$s" -out "$tmp/idle" |
-				awk -v s="$s" -v pen="$pen" '$1 == "costfair" && $2 == "simulator" { printf "#   %s %s %s %s %s\n", s, pen, $5, $10, $11 }'
-		done
-	done
+	[ "$layout" = cohort ] || idle_penalty
 } > "$out"
 echo "wrote $out" >&2
