@@ -17,7 +17,6 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -45,30 +44,9 @@ func ReadClusterQueue(u *unstructured.Unstructured, priceMicrosPerGPUHour map[st
 	if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
 		q.Weight = quantity(w)
 	}
-	groups, _, _ := unstructured.NestedSlice(u.Object, "spec", "resourceGroups")
-	for _, g := range groups {
-		gm, _ := g.(map[string]any)
-		fls, _, _ := unstructured.NestedSlice(gm, "flavors")
-		for _, fl := range fls {
-			m, _ := fl.(map[string]any)
-			name, _ := m["name"].(string)
-			res, _, _ := unstructured.NestedSlice(m, "resources")
-			for _, r := range res {
-				rm, _ := r.(map[string]any)
-				rn, _ := rm["name"].(string)
-				share := 1.0
-				if rn != gpuResource {
-					var ok bool
-					if share, ok = MIGShare(rn); !ok {
-						continue
-					}
-				}
-				if n, err := resource.ParseQuantity(fmt.Sprint(rm["nominalQuota"])); err == nil {
-					q.Entitlement += n.AsApproximateFloat64() * share * float64(priceMicrosPerGPUHour[name])
-				}
-			}
-		}
-	}
+	nominalGPUs(u, func(flavor string, gpus float64) {
+		q.Entitlement += gpus * float64(priceMicrosPerGPUHour[flavor])
+	})
 	return q
 }
 

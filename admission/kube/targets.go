@@ -45,39 +45,52 @@ func ReadFlavors(clusterQueues, resourceFlavors, localQueues []unstructured.Unst
 		l, _, _ := unstructured.NestedStringMap(rf.Object, "spec", "nodeLabels")
 		f.Labels[rf.GetName()] = l
 	}
-	for _, cq := range clusterQueues {
-		groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
-		for _, g := range groups {
-			fls, _, _ := unstructured.NestedSlice(g.(map[string]any), "flavors")
-			for _, fl := range fls {
-				m, _ := fl.(map[string]any)
-				name, _ := m["name"].(string)
-				res, _, _ := unstructured.NestedSlice(m, "resources")
-				for _, r := range res {
-					rm, _ := r.(map[string]any)
-					rn, _ := rm["name"].(string)
-					share := 1.0
-					if rn != gpuResource {
-						var ok bool
-						if share, ok = MIGShare(rn); !ok {
-							continue
-						}
-					}
-					if q, err := resource.ParseQuantity(fmt.Sprint(rm["nominalQuota"])); err == nil {
-						f.GPUs[name] += q.AsApproximateFloat64() * share
-					}
-					if !slices.Contains(f.ByClusterQueue[cq.GetName()], name) {
-						f.ByClusterQueue[cq.GetName()] = append(f.ByClusterQueue[cq.GetName()], name)
-					}
-				}
+	for i := range clusterQueues {
+		cq := &clusterQueues[i]
+		nominalGPUs(cq, func(flavor string, gpus float64) {
+			f.GPUs[flavor] += gpus
+			if !slices.Contains(f.ByClusterQueue[cq.GetName()], flavor) {
+				f.ByClusterQueue[cq.GetName()] = append(f.ByClusterQueue[cq.GetName()], flavor)
 			}
-		}
+		})
 	}
 	for _, lq := range localQueues {
 		cq, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
 		f.LocalQueues[lq.GetNamespace()+"/"+lq.GetName()] = cq
 	}
 	return f
+}
+
+// nominalGPUs calls fn with each flavor of a ClusterQueue's GPU resources,
+// in its order, and its nominal quota in GPUs (a MIG slice its share of a
+// GPU; 0 when the quota does not parse).
+func nominalGPUs(cq *unstructured.Unstructured, fn func(flavor string, gpus float64)) {
+	groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
+	for _, g := range groups {
+		gm, _ := g.(map[string]any)
+		fls, _, _ := unstructured.NestedSlice(gm, "flavors")
+		for _, fl := range fls {
+			m, _ := fl.(map[string]any)
+			name, _ := m["name"].(string)
+			res, _, _ := unstructured.NestedSlice(m, "resources")
+			for _, r := range res {
+				rm, _ := r.(map[string]any)
+				rn, _ := rm["name"].(string)
+				share := 1.0
+				if rn != gpuResource {
+					var ok bool
+					if share, ok = MIGShare(rn); !ok {
+						continue
+					}
+				}
+				var gpus float64
+				if q, err := resource.ParseQuantity(fmt.Sprint(rm["nominalQuota"])); err == nil {
+					gpus = q.AsApproximateFloat64() * share
+				}
+				fn(name, gpus)
+			}
+		}
+	}
 }
 
 // allowed are the flavors of a ClusterQueue a workload's pods may run on:
