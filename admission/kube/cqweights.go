@@ -12,14 +12,11 @@ package kube
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/ledger"
@@ -118,37 +115,10 @@ func (c *Controller) updateClusterQueueWeights(ctx context.Context, t *Teams, cq
 		}
 		msg := fmt.Sprintf("fairSharing.weight %.3g → %.3g: ClusterQueue %s spent %.4g (decayed) against an entitlement of %.4g an hour, in cohort %s; so that Kueue's cohort fair sharing orders its borrowers by money",
 			q.Weight, w, q.Name, spend[q.Name]/1e6, q.Entitlement/1e6, q.Cohort)
-		reason := "FairSharingWeight"
-		if c.o.DryRun {
-			reason = "FairSharingWeightDryRun"
-		} else {
-			patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"fairSharing": map[string]any{"weight": FormatWeight(w)}}})
-			if _, err := c.dyn.Resource(clusterQsGVR).Patch(ctx, q.Name, types.MergePatchType, patch,
-				metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
-				return fmt.Errorf("set the weight of ClusterQueue %s: %w", q.Name, err)
-			}
-			c.Stats.WeightChanges.Add(1)
+		ref := corev1.ObjectReference{Kind: "ClusterQueue", Name: q.Name}
+		if err := c.setWeight(ctx, clusterQsGVR, ref, q.Weight, w, msg, c.cqWeights[q.Name], "cohort", q.Cohort); err != nil {
+			return err
 		}
-		c.mu.Lock()
-		c.cqWeights[q.Name].changes++
-		c.mu.Unlock()
-		c.clusterQueueEvent(ctx, q.Name, reason, msg)
-		c.o.Log.Info("fair-sharing weight", "clusterQueue", q.Name, "cohort", q.Cohort, "from", q.Weight, "to", w, "dryRun", c.o.DryRun)
 	}
 	return nil
-}
-
-// clusterQueueEvent records an Event on a ClusterQueue; a cluster-scoped
-// object's Events live in the default namespace.
-func (c *Controller) clusterQueueEvent(ctx context.Context, name, reason, msg string) {
-	now := metav1.NewTime(c.o.Now())
-	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: name + ".", Namespace: metav1.NamespaceDefault},
-		InvolvedObject: corev1.ObjectReference{APIVersion: kueueGroup + "/v1beta2", Kind: "ClusterQueue", Name: name},
-		Reason:         reason, Message: msg, Type: corev1.EventTypeNormal, Source: corev1.EventSource{Component: "gpuledger"},
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-	}
-	if _, err := c.core.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		c.o.Log.Warn("write an Event", "clusterQueue", name, "err", err)
-	}
 }

@@ -1,10 +1,19 @@
 package kube
 
 import (
+	"context"
+	"log/slog"
 	"math"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 )
 
 // TestReadClusterQueue: the entitlement is each flavor's nominal GPUs (a
@@ -94,5 +103,60 @@ func TestReplayTeams(t *testing.T) {
 	tc, _ = replayTeams(teams, flavors, map[string]map[string]int{"a": {"h100": 4}, "b": {"h100": 4}})
 	if tc.ByClusterQueue["a"] != "a" || tc.ByClusterQueue["b"] != "b" || len(tc.ByClusterQueue) != 2 {
 		t.Errorf("cohort layout: ClusterQueues %v, want a and b their own", tc.ByClusterQueue)
+	}
+}
+
+// TestSetWeight: a weight change patches the queue's
+// spec.fairSharing.weight and records a FairSharingWeight Event (a
+// ClusterQueue's in the default namespace, a LocalQueue's in its own); in
+// dry-run mode nothing is patched and the Event says so; both count the
+// change.
+func TestSetWeight(t *testing.T) {
+	for _, dry := range []bool{false, true} {
+		cq := &unstructured.Unstructured{Object: map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "ClusterQueue", "metadata": map[string]any{"name": "a"}}}
+		lq := &unstructured.Unstructured{Object: map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "LocalQueue", "metadata": map[string]any{"name": "q", "namespace": "ns"}}}
+		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+			map[schema.GroupVersionResource]string{clusterQsGVR: "ClusterQueueList", localQueuesGVR: "LocalQueueList"}, cq, lq)
+		core := kubefake.NewClientset()
+		c := &Controller{o: Options{DryRun: dry, Now: func() time.Time { return testNow }, Log: slog.New(slog.DiscardHandler)}, dyn: dyn, core: core}
+		qw := &queueWeight{}
+		for _, w := range []struct {
+			gvr schema.GroupVersionResource
+			ref corev1.ObjectReference
+			ns  string
+		}{
+			{clusterQsGVR, corev1.ObjectReference{Kind: "ClusterQueue", Name: "a"}, "default"},
+			{localQueuesGVR, corev1.ObjectReference{Kind: "LocalQueue", Namespace: "ns", Name: "q"}, "ns"},
+		} {
+			if err := c.setWeight(context.Background(), w.gvr, w.ref, 1, 0.5, "why", qw); err != nil {
+				t.Fatal(err)
+			}
+			var u *unstructured.Unstructured
+			var err error
+			if w.ref.Namespace == "" {
+				u, err = dyn.Resource(w.gvr).Get(context.Background(), w.ref.Name, metav1.GetOptions{})
+			} else {
+				u, err = dyn.Resource(w.gvr).Namespace(w.ref.Namespace).Get(context.Background(), w.ref.Name, metav1.GetOptions{})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, _ := unstructured.NestedString(u.Object, "spec", "fairSharing", "weight")
+			if want := map[bool]string{false: "500m", true: ""}[dry]; got != want {
+				t.Errorf("dry run %v, %s %s: weight %q, want %q", dry, w.ref.Kind, w.ref.Name, got, want)
+			}
+			evs, err := core.CoreV1().Events(w.ns).List(context.Background(), metav1.ListOptions{})
+			if err != nil || len(evs.Items) != 1 {
+				t.Fatalf("dry run %v, %s: Events in %s: %v, %v; want one", dry, w.ref.Kind, w.ns, err, evs)
+			}
+			ev := evs.Items[0]
+			if want := map[bool]string{false: "FairSharingWeight", true: "FairSharingWeightDryRun"}[dry]; ev.Reason != want || ev.Message != "why" ||
+				ev.InvolvedObject.Kind != w.ref.Kind || ev.InvolvedObject.Name != w.ref.Name {
+				t.Errorf("dry run %v: Event %+v, want %s on %s %s", dry, ev, want, w.ref.Kind, w.ref.Name)
+			}
+		}
+		if qw.changes != 2 || c.Stats.WeightChanges.Load() != map[bool]int64{false: 2, true: 0}[dry] {
+			t.Errorf("dry run %v: %d changes counted, %d written", dry, qw.changes, c.Stats.WeightChanges.Load())
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -87,24 +88,51 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 		}
 		msg := fmt.Sprintf("fairSharing.weight %.3g → %.3g: Kueue's consumed usage %.4g over team %s's decayed spend per entitlement %.4g, so that Admission Fair Sharing orders by money",
 			q.Weight, w, q.Consumed, q.Team, share[q.Team])
-		reason := "FairSharingWeight"
-		if c.o.DryRun {
-			reason = "FairSharingWeightDryRun"
-		} else {
-			patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"fairSharing": map[string]any{"weight": FormatWeight(w)}}})
-			if _, err := c.dyn.Resource(localQueuesGVR).Namespace(q.Namespace).Patch(ctx, q.Name, types.MergePatchType, patch,
-				metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
-				return fmt.Errorf("set the weight of LocalQueue %s: %w", q.Key(), err)
-			}
-			c.Stats.WeightChanges.Add(1)
+		ref := corev1.ObjectReference{Kind: "LocalQueue", Namespace: q.Namespace, Name: q.Name}
+		if err := c.setWeight(ctx, localQueuesGVR, ref, q.Weight, w, msg, c.weights[q.Key()], "team", q.Team); err != nil {
+			return err
 		}
-		c.mu.Lock()
-		c.weights[q.Key()].changes++
-		c.mu.Unlock()
-		c.event(ctx, q, reason, msg)
-		c.o.Log.Info("fair-sharing weight", "localQueue", q.Key(), "team", q.Team, "from", q.Weight, "to", w, "dryRun", c.o.DryRun)
 	}
 	return nil
+}
+
+// setWeight writes weight to (from from) into the spec.fairSharing.weight
+// of the LocalQueue or ClusterQueue ref names (not in dry-run mode),
+// counts the change in qw, records an Event with msg on the queue and
+// logs it with the given key-value pairs.
+func (c *Controller) setWeight(ctx context.Context, gvr schema.GroupVersionResource, ref corev1.ObjectReference, from, to float64, msg string,
+	qw *queueWeight, logArgs ...any) error {
+	reason := "FairSharingWeight"
+	if c.o.DryRun {
+		reason = "FairSharingWeightDryRun"
+	} else {
+		patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"fairSharing": map[string]any{"weight": FormatWeight(to)}}})
+		var err error
+		if ref.Namespace == "" {
+			_, err = c.dyn.Resource(gvr).Patch(ctx, ref.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		} else {
+			_, err = c.dyn.Resource(gvr).Namespace(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
+		}
+		if err != nil {
+			return fmt.Errorf("set the weight of %s %s: %w", ref.Kind, objectKey(ref), err)
+		}
+		c.Stats.WeightChanges.Add(1)
+	}
+	c.mu.Lock()
+	qw.changes++
+	c.mu.Unlock()
+	c.event(ctx, ref, reason, msg)
+	c.o.Log.Info("fair-sharing weight", append([]any{strings.ToLower(ref.Kind[:1]) + ref.Kind[1:], objectKey(ref)},
+		append(logArgs, "from", from, "to", to, "dryRun", c.o.DryRun)...)...)
+	return nil
+}
+
+// objectKey names an object: namespace/name, or name when cluster-scoped.
+func objectKey(ref corev1.ObjectReference) string {
+	if ref.Namespace == "" {
+		return ref.Name
+	}
+	return ref.Namespace + "/" + ref.Name
 }
 
 // consumedUsage is Kueue's decayed usage of a LocalQueue, all resources
@@ -176,15 +204,21 @@ func (c *Controller) Differences() string {
 	return c.diffs
 }
 
-func (c *Controller) event(ctx context.Context, q LocalQueue, reason, msg string) {
+func (c *Controller) event(ctx context.Context, ref corev1.ObjectReference, reason, msg string) {
+	ref.APIVersion = kueueGroup + "/v1beta2"
+	// A cluster-scoped object's Events live in the default namespace.
+	ns := ref.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
 	now := metav1.NewTime(c.o.Now())
 	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: q.Name + ".", Namespace: q.Namespace},
-		InvolvedObject: corev1.ObjectReference{APIVersion: kueueGroup + "/v1beta2", Kind: "LocalQueue", Namespace: q.Namespace, Name: q.Name},
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: ref.Name + ".", Namespace: ns},
+		InvolvedObject: ref,
 		Reason:         reason, Message: msg, Type: corev1.EventTypeNormal, Source: corev1.EventSource{Component: "gpuledger"},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
-	if _, err := c.core.CoreV1().Events(q.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		c.o.Log.Warn("write an Event", "localQueue", q.Key(), "err", err)
+	if _, err := c.core.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		c.o.Log.Warn("write an Event", "kind", ref.Kind, "object", objectKey(ref), "err", err)
 	}
 }
