@@ -72,7 +72,13 @@ func TestCohortLayout(t *testing.T) {
 			t.Errorf("no %q in:\n%s", want, out.String())
 		}
 	}
+	// The simulator alone runs any of its policies; a real Kueue only
+	// the layout's.
 	o.Policies = []string{"kueue-afs"}
+	if err := o.Check(); err != nil {
+		t.Errorf("kueue-afs in the simulator alone: %v", err)
+	}
+	o.Worlds = []string{"sim", "kueue"}
 	if err := o.Check(); err == nil || !strings.Contains(err.Error(), `"kueue-afs"`) || !strings.Contains(err.Error(), "-layout cohort") {
 		t.Errorf("kueue-afs in the cohort layout: %v, want an error naming both", err)
 	}
