@@ -23,9 +23,10 @@
 # penalty section, and the policies default to kueue,costfair-drs.
 # POLICIES (default kueue,kueue-afs,costfair,costfair+targets) picks the
 # policies; HOURS (12) and SPEEDUP (60) the real runs' span and clock, SEED
-# (1) their workload: a real run of each policy takes HOURS×60/SPEEDUP
-# minutes and a minute more.
-# Usage: [REAL=1 [SEED=n]] [LAYOUT=cohort] [POLICIES=p,q] bash tools/mechanism.sh [SEEDS]
+# (1) their workload, RUNS (1) how many real runs of each policy (the table
+# gives the median run and the money gap's min/median/max): a real run of
+# each policy takes HOURS×60/SPEEDUP minutes and a minute more.
+# Usage: [REAL=1 [SEED=n] [RUNS=n]] [LAYOUT=cohort] [POLICIES=p,q] bash tools/mechanism.sh [SEEDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${1:-5}
@@ -58,14 +59,25 @@ if [ "$layout" = cohort ]; then
 fi
 if [ -n "${REAL:-}" ]; then
 	out=docs/policy-eval/mechanism-real.txt
-	hours=${HOURS:-12} speedup=${SPEEDUP:-60} seed=${SEED:-1}
+	hours=${HOURS:-12} speedup=${SPEEDUP:-60} seed=${SEED:-1} runs=${RUNS:-1}
 	{
 		echo
-		echo "# at $commit, on $(nproc) cores: REAL=1 SEED=$seed LAYOUT=$layout POLICIES=$policies HOURS=$hours SPEEDUP=$speedup bash tools/mechanism.sh"
-		echo "# gpuledger sim-to-real -workload mechanism -layout $layout -worlds sim,kueue -hours $hours -limit $hours -speedup $speedup -halfLife 1h -policies $policies -seed $seed"
+		echo "# at $commit, on $(nproc) cores: REAL=1 SEED=$seed RUNS=$runs LAYOUT=$layout POLICIES=$policies HOURS=$hours SPEEDUP=$speedup bash tools/mechanism.sh"
+		echo "# gpuledger sim-to-real -workload mechanism -layout $layout -worlds sim,kueue -hours $hours -limit $hours -speedup $speedup -halfLife 1h -policies $policies -seed $seed -runs $runs"
 		"$tmp/gpuledger" sim-to-real -workload mechanism -layout "$layout" -worlds sim,kueue -hours "$hours" -limit "$hours" -speedup "$speedup" -halfLife 1h \
-			-policies "$policies" -seed "$seed" -out "$tmp/real" | sed 1d
-		echo "# held by the flavor targets (controller.log): $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'state=Retry' || true) answers of $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'budget check' || true)"
+			-policies "$policies" -seed "$seed" -runs "$runs" -out "$tmp/real" | tee "$tmp/real.txt" | sed 1d
+		case ",$policies," in
+		*,costfair+targets,*)
+			echo "# held by the flavor targets (controller.log, every run): $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'state=Retry' || true) answers of $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'budget check' || true)"
+			;;
+		esac
+		if [ "$runs" -gt 1 ]; then
+			echo "# money gap over the $runs real runs (min median max):"
+			for p in ${policies//,/ }; do
+				awk -v p="$p" '$1 == p && $2 == "Kueue" && $3 == "run" { print $12 }' "$tmp/real.txt" |
+					sort -g | awk -v p="$p" '{ v[NR] = $1 } END { if (NR) printf "#   %-16s %s %s %s\n", p, v[1], v[int((NR+1)/2)], v[NR] }'
+			done
+		fi
 	} >> "$out"
 	echo "added to $out" >&2
 	exit 0

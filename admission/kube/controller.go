@@ -105,6 +105,10 @@ type Controller struct {
 	// (wall clock) and kept a few seconds: checks come in bursts.
 	flavors   Flavors
 	flavorsAt time.Time
+	// answeredReady is when the worker last answered a workload's check
+	// Ready, by namespace/name: the informer's copy may not show it yet
+	// when the next check is decided.
+	answeredReady map[string]time.Time
 }
 
 // New makes a controller for the cluster cfg reaches.
@@ -144,7 +148,7 @@ func New(cfg *rest.Config, o Options) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Controller{o: o, dyn: dyn, core: core, teams: o.Teams, checks: map[string]bool{}, weights: map[string]*queueWeight{},
+	return &Controller{o: o, dyn: dyn, core: core, teams: o.Teams, checks: map[string]bool{}, answeredReady: map[string]time.Time{}, weights: map[string]*queueWeight{},
 		cqWeights: map[string]*queueWeight{}}, nil
 }
 
@@ -403,6 +407,7 @@ func (c *Controller) answer(ctx context.Context, u *unstructured.Unstructured, c
 	}
 	if v.Ready {
 		c.Stats.ChecksReady.Add(1)
+		c.noteReady(u, time.Now())
 	} else {
 		c.Stats.ChecksHeld.Add(1)
 	}
@@ -431,7 +436,42 @@ func (c *Controller) flavorTargets(ctx context.Context, t *Teams, u *unstructure
 		c.flavors, c.flavorsAt = f, time.Now()
 		c.mu.Unlock()
 	}
-	return FlavorTargets(t, f, u, list(), c.o.TargetRetryAfter), nil
+	return FlavorTargets(t, f, u, list(), c.undecided, c.o.TargetRetryAfter), nil
+}
+
+// noteReady remembers that the worker answered u's check Ready at, and
+// forgets answers the informer has long caught up with.
+func (c *Controller) noteReady(u *unstructured.Unstructured, at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, t := range c.answeredReady {
+		if at.Sub(t) > time.Minute {
+			delete(c.answeredReady, k)
+		}
+	}
+	c.answeredReady[u.GetNamespace()+"/"+u.GetName()] = at
+}
+
+// undecided says whether one of our checks of workload w is Pending and
+// the worker has not answered it Ready since w reserved its quota: its
+// reservation is still to be decided, after the one being decided now.
+func (c *Controller) undecided(w *unstructured.Unstructured) bool {
+	reservedAt, _ := condition(w, "QuotaReserved")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	states, _, _ := unstructured.NestedSlice(w.Object, "status", "admissionChecks")
+	for _, s := range states {
+		m, _ := s.(map[string]any)
+		name, _ := m["name"].(string)
+		if !c.checks[name] || m["state"] != "Pending" {
+			continue
+		}
+		// The condition's time is whole seconds: a Ready answered in
+		// the second of the reservation or after it is this one's.
+		at, ok := c.answeredReady[w.GetNamespace()+"/"+w.GetName()]
+		return !ok || at.Truncate(time.Second).Before(reservedAt)
+	}
+	return false
 }
 
 // storeLister lists an informer's Workloads.

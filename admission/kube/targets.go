@@ -158,7 +158,15 @@ func anyTermAllows(terms []any, labels map[string]string) bool {
 // pending work, under its share of that flavor, could use it; then Retry
 // after retryAfter. workloads are all the cluster's Workloads (u among
 // them or not).
-func FlavorTargets(t *Teams, f Flavors, u *unstructured.Unstructured, workloads []*unstructured.Unstructured, retryAfter time.Duration) Verdict {
+//
+// A team holds what its reserved workloads hold, except those that will
+// not run on their reservation: evicted, or with a check answered Retry or
+// Rejected (they go back to the queue, so their team waits, as a held
+// workload waits in the simulator), and those undecided says are still
+// to be answered (nil: none). The checks are answered one at a time, and
+// each then counts the reservations answered before it, as the
+// simulator's cycle counts the admissions made before the one it decides.
+func FlavorTargets(t *Teams, f Flavors, u *unstructured.Unstructured, workloads []*unstructured.Unstructured, undecided func(*unstructured.Unstructured) bool, retryAfter time.Duration) Verdict {
 	cq, _, _ := unstructured.NestedString(u.Object, "status", "admission", "clusterQueue")
 	team := t.Team(u.GetNamespace(), cq)
 	if team == "" {
@@ -173,7 +181,8 @@ func FlavorTargets(t *Teams, f Flavors, u *unstructured.Unstructured, workloads 
 		if _, finished := condition(w, "Finished"); finished {
 			continue
 		}
-		if wcq, admitted, _ := unstructured.NestedString(w.Object, "status", "admission", "clusterQueue"); admitted {
+		if wcq, admitted, _ := unstructured.NestedString(w.Object, "status", "admission", "clusterQueue"); admitted &&
+			!heldBack(w) && (undecided == nil || !undecided(w)) {
 			wt := t.Team(w.GetNamespace(), wcq)
 			if held[wt] == nil {
 				held[wt] = map[string]float64{}
@@ -233,4 +242,22 @@ func FlavorTargets(t *Teams, f Flavors, u *unstructured.Unstructured, workloads 
 			ledger.FormatCents(int64(heldOf(other, fl))), ledger.FormatCents(int64(targets.Target[other][fl])), retryAfter)}
 	}
 	return Verdict{Ready: true}
+}
+
+// heldBack says whether a workload with a quota reservation will not run
+// on it: Kueue evicted it, or one of its checks is Retry or Rejected
+// (Kueue evicts it next).
+func heldBack(w *unstructured.Unstructured) bool {
+	if evictedAt, ok := condition(w, "Evicted"); ok {
+		if reservedAt, ok := condition(w, "QuotaReserved"); !ok || !reservedAt.After(evictedAt) {
+			return true
+		}
+	}
+	states, _, _ := unstructured.NestedSlice(w.Object, "status", "admissionChecks")
+	for _, s := range states {
+		if m, _ := s.(map[string]any); m["state"] == "Retry" || m["state"] == "Rejected" {
+			return true
+		}
+	}
+	return false
 }

@@ -57,7 +57,7 @@ func TestFlavorTargets(t *testing.T) {
 		t.Fatalf("vision's allowed flavors %v, want a100", got)
 	}
 
-	v := FlavorTargets(teams, f, candidate, []*unstructured.Unstructured{onH100, candidate, visionWaits}, time.Minute)
+	v := FlavorTargets(teams, f, candidate, []*unstructured.Unstructured{onH100, candidate, visionWaits}, nil, time.Minute)
 	if v.Ready || v.RetryAfter != time.Minute {
 		t.Fatalf("research on an A100 while vision waits for its A100s: %+v, want held for a minute", v)
 	}
@@ -68,21 +68,94 @@ func TestFlavorTargets(t *testing.T) {
 	}
 	// vision holds all four A100s: research may have what frees up.
 	visionHolds := wl("vision", "v-running", 4, true, "a100")
-	if v := FlavorTargets(teams, f, candidate, []*unstructured.Unstructured{onH100, visionHolds, visionWaits}, time.Minute); !v.Ready {
+	if v := FlavorTargets(teams, f, candidate, []*unstructured.Unstructured{onH100, visionHolds, visionWaits}, nil, time.Minute); !v.Ready {
 		t.Errorf("vision holds its share: %+v, want ready", v)
 	}
 	// Nobody else waits: research may use the A100s.
-	if v := FlavorTargets(teams, f, candidate, []*unstructured.Unstructured{onH100}, time.Minute); !v.Ready {
+	if v := FlavorTargets(teams, f, candidate, []*unstructured.Unstructured{onH100}, nil, time.Minute); !v.Ready {
 		t.Errorf("no other team waits: %+v, want ready", v)
 	}
 	// On the H100s research is never held for vision.
 	h := wl("research", "r-h100", 1, false, "h100")
-	if v := FlavorTargets(teams, f, h, []*unstructured.Unstructured{visionWaits}, time.Minute); !v.Ready {
+	if v := FlavorTargets(teams, f, h, []*unstructured.Unstructured{visionWaits}, nil, time.Minute); !v.Ready {
 		t.Errorf("research on an H100: %+v, want ready", v)
+	}
+	// vision's reservation that will not run on it (its check answered
+	// Retry, or Kueue evicted it) is work vision waits for, not A100s it
+	// holds.
+	withStatus := func(u *unstructured.Unstructured, conds []any, checks []any) *unstructured.Unstructured {
+		c := u.DeepCopy()
+		_ = unstructured.SetNestedSlice(c.Object, conds, "status", "conditions")
+		_ = unstructured.SetNestedSlice(c.Object, checks, "status", "admissionChecks")
+		return c
+	}
+	cond := func(typ, at string) any {
+		return map[string]any{"type": typ, "status": "True", "lastTransitionTime": at}
+	}
+	visionAll := wl("vision", "v-all", 4, true, "a100")
+	retry := withStatus(visionAll, []any{cond("QuotaReserved", "2026-12-07T01:00:00Z")},
+		[]any{map[string]any{"name": "gpuledger", "state": "Retry"}})
+	evicted := withStatus(visionAll, []any{cond("QuotaReserved", "2026-12-07T01:00:00Z"), cond("Evicted", "2026-12-07T01:00:02Z")}, nil)
+	for name, w := range map[string]*unstructured.Unstructured{"check answered Retry": retry, "evicted": evicted} {
+		if v := FlavorTargets(teams, f, candidate, []*unstructured.Unstructured{onH100, w}, nil, time.Minute); v.Ready {
+			t.Errorf("vision's 4 A100s reserved but %s: research let through, want held for vision", name)
+		}
+	}
+	// A reservation re-made after an eviction holds again.
+	readmitted := withStatus(visionAll, []any{cond("Evicted", "2026-12-07T01:00:00Z"), cond("QuotaReserved", "2026-12-07T01:00:05Z")}, nil)
+	if v := FlavorTargets(teams, f, candidate, []*unstructured.Unstructured{onH100, readmitted}, nil, time.Minute); !v.Ready {
+		t.Errorf("vision holds its 4 A100s again after an eviction: %+v, want ready", v)
+	}
+	// A reservation still to be decided is not held yet: the answers
+	// count only those given before them.
+	pending := withStatus(visionAll, []any{cond("QuotaReserved", "2026-12-07T01:00:00Z")},
+		[]any{map[string]any{"name": "gpuledger", "state": "Pending"}})
+	if v := FlavorTargets(teams, f, candidate, []*unstructured.Unstructured{onH100, pending}, nil, time.Minute); !v.Ready {
+		t.Errorf("vision's reservation counted as held (no undecided): %+v, want ready", v)
+	}
+	undecided := func(w *unstructured.Unstructured) bool { return w.GetName() == "v-all" }
+	if v := FlavorTargets(teams, f, candidate, []*unstructured.Unstructured{onH100, pending}, undecided, time.Minute); v.Ready {
+		t.Errorf("vision's reservation still to be decided: research let through, want held for vision")
 	}
 	// A workload no team owns is not held.
 	stray := wl("elsewhere", "x", 1, false, "a100")
-	if v := FlavorTargets(teams, f, stray, []*unstructured.Unstructured{visionWaits}, time.Minute); !v.Ready {
+	if v := FlavorTargets(teams, f, stray, []*unstructured.Unstructured{visionWaits}, nil, time.Minute); !v.Ready {
 		t.Errorf("a workload of no team: %+v, want ready", v)
+	}
+}
+
+// TestUndecided: a reservation whose check of ours is Pending is
+// undecided until the worker answers it Ready, even while the informer's
+// copy still shows Pending; a reservation made after that answer is
+// undecided again, and other controllers' checks are not ours to decide.
+func TestUndecided(t *testing.T) {
+	c := &Controller{checks: map[string]bool{"gpuledger": true}, answeredReady: map[string]time.Time{}}
+	reservedAt := time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC)
+	wl := func(check string, at time.Time) *unstructured.Unstructured {
+		u := obj(map[string]any{"metadata": map[string]any{"namespace": "vision", "name": "v"}, "status": map[string]any{
+			"conditions":      []any{map[string]any{"type": "QuotaReserved", "status": "True", "lastTransitionTime": at.Format(time.RFC3339)}},
+			"admissionChecks": []any{map[string]any{"name": check, "state": "Pending"}}}})
+		return &u
+	}
+	w := wl("gpuledger", reservedAt)
+	if !c.undecided(w) {
+		t.Fatal("a Pending check never answered: decided, want undecided")
+	}
+	if c.undecided(wl("provisioning", reservedAt)) {
+		t.Error("another controller's Pending check: undecided, want decided (not ours)")
+	}
+	c.noteReady(w, reservedAt.Add(300*time.Millisecond))
+	if c.undecided(w) {
+		t.Error("answered Ready in the second of the reservation, informer behind: undecided, want decided")
+	}
+	if !c.undecided(wl("gpuledger", reservedAt.Add(5*time.Second))) {
+		t.Error("reserved again after the Ready answer: decided, want undecided")
+	}
+	// Answers the informer has long caught up with are forgotten.
+	other := wl("gpuledger", reservedAt)
+	other.SetName("later")
+	c.noteReady(other, reservedAt.Add(2*time.Minute))
+	if _, ok := c.answeredReady["vision/v"]; ok {
+		t.Error("an answer two minutes old is still remembered")
 	}
 }
