@@ -13,13 +13,18 @@ import (
 // team's money as the ledger has it, every hour's cost and energy cost,
 // decayed by its age (from the hour's middle) with HalfLife, so that the
 // order follows what was spent, not what the scheduler thinks it handed
-// out. Idle time is money spent like any other: an extra penalty on it
-// was measured not to lower the GPU time held idle while others wait, and
-// to widen the money gap (docs/policy-eval/mechanism.txt), and is gone.
+// out. Idle time is money spent like any other, unless IdlePenalty says
+// otherwise.
 type LedgerSpend struct {
 	Store    ledger.Store
 	Cluster  string
 	HalfLife time.Duration
+	// IdlePenalty counts an hour's idle cost (GPUs held while inactive)
+	// 1+IdlePenalty times; 0, the default, counts it once. An option with
+	// a price: on the mechanism scenario with notebooks holding GPUs idle
+	// it lowered the GPU-hours held idle while other teams waited on most
+	// seeds and widened the money gap on most (docs/admission/README.md).
+	IdlePenalty float64
 	// Epoch is the earliest hour read; hours older than 20 half-lives
 	// weigh under a millionth and are not read either.
 	Epoch time.Time
@@ -31,6 +36,9 @@ type LedgerSpend struct {
 // Spend returns each team's (or ClusterQueue's) decayed spend at now over
 // the hours written up to through (micros).
 func (l LedgerSpend) Spend(ctx context.Context, now, through time.Time) (map[string]float64, error) {
+	if math.IsNaN(l.IdlePenalty) || math.IsInf(l.IdlePenalty, 0) || l.IdlePenalty < 0 {
+		return nil, fmt.Errorf("idle penalty %v: want a number of 0 or more (0: idle time costs what it costs)", l.IdlePenalty)
+	}
 	from := through.Add(-20 * l.HalfLife)
 	if from.Before(l.Epoch) {
 		from = l.Epoch
@@ -58,7 +66,7 @@ func (l LedgerSpend) Spend(ctx context.Context, now, through time.Time) (map[str
 			continue
 		}
 		age := now.Sub(r.Hour.Add(30 * time.Minute))
-		v := float64(r.CostMicros + r.EnergyCostMicros)
+		v := float64(r.CostMicros+r.EnergyCostMicros) + l.IdlePenalty*float64(r.IdleCostMicros)
 		out[key] += v * math.Exp2(-age.Seconds()/l.HalfLife.Seconds())
 	}
 	return out, nil

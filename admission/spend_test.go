@@ -73,3 +73,29 @@ func TestLedgerSpendBy(t *testing.T) {
 		t.Errorf("spend by flavor: %v, want an error naming it", err)
 	}
 }
+
+// TestLedgerSpendIdlePenalty: with IdlePenalty p an hour's idle cost counts
+// 1+p times, the rest once; without it idle time costs what it costs; a
+// negative or non-finite penalty is refused with its value.
+func TestLedgerSpendIdlePenalty(t *testing.T) {
+	h0 := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	s := &spendStore{rows: []ledger.Row{{Key: ledger.Key{Hour: h0, Cluster: "c", Team: "notebooks"}, CostMicros: 4000, IdleCostMicros: 3000, EnergyCostMicros: 100}}}
+	now := h0.Add(30 * time.Minute) // the hour's middle: no decay
+	for _, c := range []struct {
+		penalty, want float64
+	}{{0, 4100}, {1, 7100}, {0.5, 5600}} {
+		got, err := LedgerSpend{Store: s, Cluster: "c", HalfLife: time.Hour, IdlePenalty: c.penalty}.Spend(context.Background(), now, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(got["notebooks"]-c.want) > 1e-9 {
+			t.Errorf("idle penalty %g: %g, want %g", c.penalty, got["notebooks"], c.want)
+		}
+	}
+	for _, bad := range []float64{-0.5, math.NaN(), math.Inf(1)} {
+		_, err := LedgerSpend{Store: s, Cluster: "c", HalfLife: time.Hour, IdlePenalty: bad}.Spend(context.Background(), now, now)
+		if err == nil || !strings.Contains(err.Error(), "idle penalty") {
+			t.Errorf("idle penalty %v: %v, want an error naming it", bad, err)
+		}
+	}
+}

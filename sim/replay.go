@@ -84,11 +84,9 @@ type ReplayOptions struct {
 	FlavorTargets bool
 	// IdlePenalty, an experiment: costfair counts a GPU-hour held idle
 	// (a gang's pods waiting for the rest, a job's Idle share) as 1 +
-	// IdlePenalty GPU-hours of spend. Default 0 (none): measured on the
-	// mechanism scenario with idle-holding notebooks, it did not lower the
-	// GPU time held idle while others waited (IdlePaidGPUHours) and widened
-	// the money gap, so the product (LedgerSpend, the controller) has none.
-	// Without Ledger only.
+	// IdlePenalty GPU-hours of spend, as the controller's -idlePenalty
+	// counts the ledger's idle cost (admission.LedgerSpend). Default 0
+	// (none). Without Ledger only.
 	IdlePenalty float64
 	// Limit stops the replay this long after the start; 0 runs until every
 	// job has finished.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,6 +71,9 @@ type Options struct {
 	// nominal quotas are worth (ClusterQueueWeights), for Kueue's cohort
 	// fair sharing. Needs patch on clusterqueues.
 	ClusterQueueWeights bool
+	// IdlePenalty: the weights count the ledger's idle cost
+	// 1+IdlePenalty times (admission.LedgerSpend). Default 0.
+	IdlePenalty float64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	Log *slog.Logger
@@ -133,6 +137,9 @@ func New(cfg *rest.Config, o Options) (*Controller, error) {
 	}
 	if o.TargetRetryAfter <= 0 {
 		o.TargetRetryAfter = o.RetryAfter
+	}
+	if math.IsNaN(o.IdlePenalty) || math.IsInf(o.IdlePenalty, 0) || o.IdlePenalty < 0 {
+		return nil, fmt.Errorf("-idlePenalty %v: want a number of 0 or more (0, the default, counts idle time at its cost)", o.IdlePenalty)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -86,7 +86,8 @@ func (c *Controller) updateClusterQueueWeights(ctx context.Context, t *Teams, cq
 		queues = append(queues, ReadClusterQueue(&cqs[i], t.PriceMicrosPerGPUHour))
 	}
 	now := c.o.Now()
-	spend, err := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife, By: ledger.DimClusterQueue}.Spend(ctx, now, now)
+	spend, err := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife, IdlePenalty: c.o.IdlePenalty,
+		By: ledger.DimClusterQueue}.Spend(ctx, now, now)
 	if err != nil {
 		return err
 	}

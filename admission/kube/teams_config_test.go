@@ -1,7 +1,11 @@
 package kube
 
 import (
+	"math"
+	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 
 	"github.com/gpuledger/gpuledger/config"
 )
@@ -32,5 +36,16 @@ func TestTeamsOf(t *testing.T) {
 	}
 	if teams.PriceMicrosPerGPUHour["h100"] != 6_880_000 || teams.PriceMicrosPerGPUHour["a100"] != 3_430_881 {
 		t.Errorf("prices %v", teams.PriceMicrosPerGPUHour)
+	}
+}
+
+// TestNewRefusesABadIdlePenalty: a negative or non-finite -idlePenalty is
+// refused before anything is contacted, with the flag and its value.
+func TestNewRefusesABadIdlePenalty(t *testing.T) {
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		_, err := New(&rest.Config{Host: "http://127.0.0.1:1"}, Options{Store: ledgerWith(t, nil), IdlePenalty: bad})
+		if err == nil || !strings.Contains(err.Error(), "-idlePenalty") {
+			t.Errorf("idle penalty %v: %v, want an error naming -idlePenalty", bad, err)
+		}
 	}
 }

@@ -55,7 +55,7 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 		queues = append(queues, q)
 	}
 	now := c.o.Now()
-	spend, err := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife}.Spend(ctx, now, now)
+	spend, err := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife, IdlePenalty: c.o.IdlePenalty}.Spend(ctx, now, now)
 	if err != nil {
 		return err
 	}

@@ -140,7 +140,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	flagutil.ListVar(fs, &o.Policies, "policies", "kueue-afs,costfair", "policies to compare: kueue (a ClusterQueue without Admission Fair Sharing: BestEffortFIFO), kueue-afs, costfair, costfair+targets (costfair whose AdmissionCheck also keeps each team to its money-fair share of every flavor)")
 	flagutil.ListVar(fs, &o.Worlds, "worlds", "sim,kueue", "where to replay: sim (the simulator), kueue (a real Kueue), or both")
 	fs.Float64Var(&o.Interactive, "mechanism.interactive", 0, "with -workload mechanism: the share of research's jobs that are notebooks holding one GPU 80% idle")
-	fs.Float64Var(&o.IdlePenalty, "idlePenalty", 0, "an experiment: the simulator's costfair counts an idle GPU-hour as 1+this GPU-hours of spend (the real controller has no such penalty)")
+	fs.Float64Var(&o.IdlePenalty, "idlePenalty", 0, "an experiment: the simulator's costfair counts an idle GPU-hour as 1+this GPU-hours of spend (the replay's ledger has no idle time, so the real controller's -idlePenalty would have nothing to count)")
 	fs.IntVar(&o.Runs, "runs", 1, "real runs of each policy (min/median/max over them)")
 	fs.StringVar(&o.Layout, "layout", "shared", "shared (every team a LocalQueue of one ClusterQueue; policies kueue, kueue-afs, costfair, costfair+targets) or cohort (every team a ClusterQueue of its own in one cohort, its nominal quota its share of every flavor, Kueue's cohort fair sharing on; policies kueue and costfair-drs, whose ClusterQueue weights the controller sets)")
 	fs.StringVar(&o.Out, "out", "gpuledger-sim/sim-to-real", "folder for the stacks' logs and the outcomes (outcomes.csv)")
