@@ -327,6 +327,12 @@ func (c *Controller) pendingCheck(u *unstructured.Unstructured) string {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.ourPending(u)
+}
+
+// ourPending returns the name of one of our checks whose state on the
+// workload is Pending, "" when none. c.mu must be held.
+func (c *Controller) ourPending(u *unstructured.Unstructured) string {
 	states, _, _ := unstructured.NestedSlice(u.Object, "status", "admissionChecks")
 	for _, s := range states {
 		m, _ := s.(map[string]any)
@@ -466,19 +472,13 @@ func (c *Controller) undecided(w *unstructured.Unstructured) bool {
 	reservedAt, _ := condition(w, "QuotaReserved")
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	states, _, _ := unstructured.NestedSlice(w.Object, "status", "admissionChecks")
-	for _, s := range states {
-		m, _ := s.(map[string]any)
-		name, _ := m["name"].(string)
-		if !c.checks[name] || m["state"] != "Pending" {
-			continue
-		}
-		// The condition's time is whole seconds: a Ready answered in
-		// the second of the reservation or after it is this one's.
-		at, ok := c.answeredReady[w.GetNamespace()+"/"+w.GetName()]
-		return !ok || at.Truncate(time.Second).Before(reservedAt)
+	if c.ourPending(w) == "" {
+		return false
 	}
-	return false
+	// The condition's time is whole seconds: a Ready answered in the
+	// second of the reservation or after it is this one's.
+	at, ok := c.answeredReady[w.GetNamespace()+"/"+w.GetName()]
+	return !ok || at.Truncate(time.Second).Before(reservedAt)
 }
 
 // storeLister lists an informer's Workloads.
