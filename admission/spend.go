@@ -36,8 +36,8 @@ type LedgerSpend struct {
 // Spend returns each team's (or ClusterQueue's) decayed spend at now over
 // the hours written up to through (micros).
 func (l LedgerSpend) Spend(ctx context.Context, now, through time.Time) (map[string]float64, error) {
-	if math.IsNaN(l.IdlePenalty) || math.IsInf(l.IdlePenalty, 0) || l.IdlePenalty < 0 {
-		return nil, fmt.Errorf("idle penalty %v: want a number of 0 or more (0: idle time costs what it costs)", l.IdlePenalty)
+	if err := CheckIdlePenalty(l.IdlePenalty); err != nil {
+		return nil, err
 	}
 	from := through.Add(-20 * l.HalfLife)
 	if from.Before(l.Epoch) {
@@ -70,4 +70,13 @@ func (l LedgerSpend) Spend(ctx context.Context, now, through time.Time) (map[str
 		out[key] += v * math.Exp2(-age.Seconds()/l.HalfLife.Seconds())
 	}
 	return out, nil
+}
+
+// CheckIdlePenalty refuses an idle penalty LedgerSpend cannot count: a
+// negative or non-finite one.
+func CheckIdlePenalty(p float64) error {
+	if math.IsNaN(p) || math.IsInf(p, 0) || p < 0 {
+		return fmt.Errorf("idle penalty %v: want a number of 0 or more (0: idle time costs what it costs)", p)
+	}
+	return nil
 }

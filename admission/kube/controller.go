@@ -6,11 +6,11 @@ import (
 	"fmt"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/ledger"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -138,8 +138,8 @@ func New(cfg *rest.Config, o Options) (*Controller, error) {
 	if o.TargetRetryAfter <= 0 {
 		o.TargetRetryAfter = o.RetryAfter
 	}
-	if math.IsNaN(o.IdlePenalty) || math.IsInf(o.IdlePenalty, 0) || o.IdlePenalty < 0 {
-		return nil, fmt.Errorf("-idlePenalty %v: want a number of 0 or more (0, the default, counts idle time at its cost)", o.IdlePenalty)
+	if err := admission.CheckIdlePenalty(o.IdlePenalty); err != nil {
+		return nil, fmt.Errorf("-idlePenalty: %w", err)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -318,16 +318,24 @@ func (c *Controller) markCheck(ctx context.Context, ac *unstructured.Unstructure
 // eviction (Kueue resets the checks to Pending as it evicts: an answer
 // then would overwrite the reset); "" when none.
 func (c *Controller) pendingCheck(u *unstructured.Unstructured) string {
-	reserved, ok := condition(u, "QuotaReserved")
-	if !ok {
-		return ""
-	}
-	if evicted, ok := condition(u, "Evicted"); ok && !reserved.After(evicted) {
+	if _, ok := condition(u, "QuotaReserved"); !ok || evictedSinceReserved(u) {
 		return ""
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ourPending(u)
+}
+
+// evictedSinceReserved says whether Kueue evicted the workload after it
+// last reserved quota (or it has no reservation): Kueue resets the checks
+// as it evicts, and the reservation will not run.
+func evictedSinceReserved(u *unstructured.Unstructured) bool {
+	evictedAt, ok := condition(u, "Evicted")
+	if !ok {
+		return false
+	}
+	reservedAt, ok := condition(u, "QuotaReserved")
+	return !ok || !reservedAt.After(evictedAt)
 }
 
 // ourPending returns the name of one of our checks whose state on the

@@ -248,10 +248,8 @@ func FlavorTargets(t *Teams, f Flavors, u *unstructured.Unstructured, workloads 
 // on it: Kueue evicted it, or one of its checks is Retry or Rejected
 // (Kueue evicts it next).
 func heldBack(w *unstructured.Unstructured) bool {
-	if evictedAt, ok := condition(w, "Evicted"); ok {
-		if reservedAt, ok := condition(w, "QuotaReserved"); !ok || !reservedAt.After(evictedAt) {
-			return true
-		}
+	if evictedSinceReserved(w) {
+		return true
 	}
 	states, _, _ := unstructured.NestedSlice(w.Object, "status", "admissionChecks")
 	for _, s := range states {
