@@ -207,7 +207,7 @@ func TestHelmChart(t *testing.T) {
 		t.Errorf("a token taken out of auth.tokens leaves the pod template's checksum/tokens at %s: the pods would not roll", a)
 	}
 	// controller.clusterQueueWeights passes the flag and grants patch on
-	// ClusterQueues; without it neither is there.
+	// ClusterQueues and Cohorts; without it neither is there.
 	controller := filepath.Join(chart, "ci", "clickhouse-controller-values.yaml")
 	for _, on := range []bool{false, true} {
 		out, err := helm(t, bin, "template", "gpuledger", chart, "-f", controller, "--set", fmt.Sprintf("controller.clusterQueueWeights=%v", on))
@@ -215,7 +215,7 @@ func TestHelmChart(t *testing.T) {
 			t.Fatalf("helm template: %v\n%s", err, out)
 		}
 		flag := strings.Contains(out, "- -clusterQueueWeights")
-		rule := strings.Contains(out, "resources: [clusterqueues]\n  verbs: [patch]")
+		rule := strings.Contains(out, "resources: [clusterqueues, cohorts]\n  verbs: [patch]")
 		if flag != on || rule != on {
 			t.Errorf("controller.clusterQueueWeights=%v: flag %v, patch rule %v; want both %v", on, flag, rule, on)
 		}

@@ -112,6 +112,7 @@ func checkControllerRBAC(t *testing.T, s *kubetest.Stack, ns string) {
 		{"create", "kueue.x-k8s.io", "workloads", "", "nlp", false},
 		{"update", "kueue.x-k8s.io", "workloads", "", "nlp", false},
 		{"patch", "kueue.x-k8s.io", "clusterqueues", "", "", false},
+		{"patch", "kueue.x-k8s.io", "cohorts", "", "", false},
 		{"delete", "kueue.x-k8s.io", "localqueues", "", "nlp", false},
 		{"get", "", "secrets", "", ns, false},
 		{"list", "", "secrets", "", "nlp", false},

@@ -38,6 +38,7 @@ var (
 	checksGVR          = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "admissionchecks"}
 	localQueuesGVR     = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "localqueues"}
 	clusterQsGVR       = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "clusterqueues"}
+	cohortsGVR         = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "cohorts"}
 	resourceFlavorsGVR = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "resourceflavors"}
 )
 
@@ -67,9 +68,10 @@ type Options struct {
 	FlavorTargets    bool
 	TargetRetryAfter time.Duration
 	// ClusterQueueWeights: also set the fairSharing.weight of the
-	// ClusterQueues of every cohort from their spend against what their
-	// nominal quotas are worth (ClusterQueueWeights), for Kueue's cohort
-	// fair sharing. Needs patch on clusterqueues.
+	// ClusterQueues of every cohort, and of the Cohort objects under
+	// another, from their spend against what their nominal quotas are
+	// worth (ClusterQueueWeights), for Kueue's cohort fair sharing. Needs
+	// patch on clusterqueues and cohorts.
 	ClusterQueueWeights bool
 	// IdlePenalty: the weights count the ledger's idle cost
 	// 1+IdlePenalty times (admission.LedgerSpend). Default 0.
@@ -97,9 +99,10 @@ type Controller struct {
 	checks   map[string]bool // our AdmissionChecks by name
 	diffs    string
 	// weights is what UpdateWeights last decided, by LocalQueue key;
-	// cqWeights by ClusterQueue.
-	weights   map[string]*queueWeight
-	cqWeights map[string]*queueWeight
+	// cqWeights by ClusterQueue, cohortWeights by Cohort.
+	weights       map[string]*queueWeight
+	cqWeights     map[string]*queueWeight
+	cohortWeights map[string]*queueWeight
 	// pending is what waits per ClusterQueue, as UpdateWeights last saw.
 	pending map[string]*PendingQueue
 	// workloads lists the cluster's Workloads from an informer's cache
@@ -156,7 +159,7 @@ func New(cfg *rest.Config, o Options) (*Controller, error) {
 		return nil, err
 	}
 	return &Controller{o: o, dyn: dyn, core: core, teams: o.Teams, checks: map[string]bool{}, answeredReady: map[string]time.Time{}, weights: map[string]*queueWeight{},
-		cqWeights: map[string]*queueWeight{}}, nil
+		cqWeights: map[string]*queueWeight{}, cohortWeights: map[string]*queueWeight{}}, nil
 }
 
 // SetTeams replaces the business data (a configuration reload); held

@@ -8,14 +8,20 @@ package kube
 // weight from the ledger (admission.MoneyWeights: the cohort's spend per
 // entitlement over the queue's), so that a queue that spent more than its
 // quota's worth goes behind one that spent less. This is the simulator's
-// costfair-drs.
+// costfair-drs. In a tree of Cohort objects (spec.parentName) Kueue
+// compares the children of each cohort, ClusterQueues and Cohorts alike,
+// each by its own fairSharing.weight; the controller writes the child
+// Cohorts' weights too, from the spend and entitlement of their subtrees.
 
 import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gpuledger/gpuledger/admission"
@@ -47,43 +53,142 @@ func ReadClusterQueue(u *unstructured.Unstructured, priceMicrosPerGPUHour map[st
 	return q
 }
 
-// ClusterQueueWeights returns the fairSharing.weight each ClusterQueue of
-// a cohort should have: admission.MoneyWeights of the queues' decayed
-// spend (by ClusterQueue name) against their entitlements, cohort by
-// cohort. A ClusterQueue outside a cohort, alone in its cohort, or without
-// an entitlement gets no weight: Kueue's cohort fair sharing does not
-// order it, or there is no money to order it by.
-func ClusterQueueWeights(queues []ClusterQueue, spend map[string]float64) map[string]float64 {
-	byCohort := map[string]map[string]float64{}
+// Cohort is what the weights need of one Kueue Cohort object
+// (kueue.x-k8s.io/v1beta2): a node of a cohort tree, whose fair-sharing
+// weight Kueue uses when it compares the Cohort with its siblings under
+// its parent.
+type Cohort struct {
+	Name, Parent string
+	// Weight is its spec.fairSharing.weight (1 when unset).
+	Weight float64
+	// Entitlement is what its own nominal GPU quota (a pool its subtree
+	// shares, on top of its ClusterQueues') is worth an hour.
+	Entitlement float64
+}
+
+// ReadCohort reads a Cohort's parent, weight and own entitlement at the
+// given prices of a whole GPU per flavor.
+func ReadCohort(u *unstructured.Unstructured, priceMicrosPerGPUHour map[string]int64) Cohort {
+	c := Cohort{Name: u.GetName(), Weight: 1}
+	c.Parent, _, _ = unstructured.NestedString(u.Object, "spec", "parentName")
+	if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
+		c.Weight = quantity(w)
+	}
+	nominalGPUs(u, func(flavor string, gpus float64) {
+		c.Entitlement += gpus * float64(priceMicrosPerGPUHour[flavor])
+	})
+	return c
+}
+
+// Weighed is a weight ClusterQueueWeights gives a ClusterQueue or a Cohort,
+// with the decayed spend and the entitlement (micro-units an hour) of the
+// queue or the Cohort's subtree it was weighed by.
+type Weighed struct{ Weight, Spend, Entitlement float64 }
+
+// ClusterQueueWeights returns the fairSharing.weight each ClusterQueue and
+// each Cohort object should have. Kueue's fair sharing compares the
+// children of a cohort (its ClusterQueues and child Cohorts) by what each
+// borrows over its weight, level by level; here every child of a cohort
+// gets admission.MoneyWeights of its subtree's decayed spend (the spend of
+// the ClusterQueues under it, by ClusterQueue name) against its subtree's
+// entitlement (its ClusterQueues' nominal quotas and the Cohorts' own
+// pools). Without Cohort objects that is one level: the ClusterQueues of
+// each cohort. A node without an entitlement, a cohort with fewer than two
+// entitled children, a ClusterQueue outside a cohort and a root cohort
+// give no weight: Kueue's fair sharing does not order them, or there is no
+// money to order them by. Cohorts in a cycle of parents, and everything
+// under them, get none either (Kueue stops admitting to them).
+func ClusterQueueWeights(queues []ClusterQueue, cohorts []Cohort, spend map[string]float64) (cqWeights, cohortWeights map[string]Weighed) {
+	parent := make(map[string]string, len(cohorts))
+	for _, c := range cohorts {
+		parent[c.Name] = c.Parent
+	}
+	// cyclic: walking up from the cohort meets a cohort twice (it is in
+	// a cycle of parents, or under one).
+	cyclic := map[string]bool{}
+	for _, c := range cohorts {
+		seen := map[string]bool{}
+		for n := c.Name; n != ""; n = parent[n] {
+			if seen[n] {
+				cyclic[c.Name] = true
+				break
+			}
+			seen[n] = true
+		}
+	}
+	// children of each cohort, by key: "cq/" or "cohort/" and the name.
+	children := map[string][]string{}
+	ent := map[string]float64{}   // by node key: the subtree's entitlement
+	spent := map[string]float64{} // by node key: the subtree's spend
+	// up adds a child's entitlement and spend to its cohort and the
+	// cohorts above it.
+	up := func(cohort string, e, s float64) {
+		for ; cohort != ""; cohort = parent[cohort] {
+			ent["cohort/"+cohort] += e
+			spent["cohort/"+cohort] += s
+		}
+	}
 	for _, q := range queues {
-		if q.Cohort == "" || q.Entitlement <= 0 {
+		if q.Cohort == "" || cyclic[q.Cohort] || q.Entitlement <= 0 {
 			continue
 		}
-		if byCohort[q.Cohort] == nil {
-			byCohort[q.Cohort] = map[string]float64{}
-		}
-		byCohort[q.Cohort][q.Name] = q.Entitlement
+		k := "cq/" + q.Name
+		ent[k], spent[k] = q.Entitlement, max(spend[q.Name], 0)
+		children[q.Cohort] = append(children[q.Cohort], k)
+		up(q.Cohort, ent[k], spent[k])
 	}
-	out := map[string]float64{}
-	for _, ent := range byCohort {
-		if len(ent) < 2 {
+	for _, c := range cohorts {
+		if cyclic[c.Name] {
 			continue
 		}
-		for name, w := range admission.MoneyWeights(spend, ent) {
-			out[name] = w
+		up(c.Name, c.Entitlement, 0)
+		if c.Parent != "" {
+			children[c.Parent] = append(children[c.Parent], "cohort/"+c.Name)
 		}
 	}
-	return out
+	cqWeights, cohortWeights = map[string]Weighed{}, map[string]Weighed{}
+	for _, kids := range children {
+		e, s := map[string]float64{}, map[string]float64{}
+		for _, k := range kids {
+			if ent[k] > 0 {
+				e[k], s[k] = ent[k], spent[k]
+			}
+		}
+		if len(e) < 2 {
+			continue
+		}
+		for k, w := range admission.MoneyWeights(s, e) {
+			x := Weighed{Weight: w, Spend: s[k], Entitlement: e[k]}
+			if name, ok := strings.CutPrefix(k, "cq/"); ok {
+				cqWeights[name] = x
+			} else {
+				cohortWeights[strings.TrimPrefix(k, "cohort/")] = x
+			}
+		}
+	}
+	return cqWeights, cohortWeights
 }
 
 // updateClusterQueueWeights sets the fairSharing.weight of every
-// ClusterQueue ClusterQueueWeights weighs, with hysteresis; each change
-// gets an Event on the ClusterQueue. In dry-run mode only the Events are
+// ClusterQueue and Cohort ClusterQueueWeights weighs, with hysteresis; each
+// change gets an Event on the object. In dry-run mode only the Events are
 // written.
 func (c *Controller) updateClusterQueueWeights(ctx context.Context, t *Teams, cqs []unstructured.Unstructured) error {
 	queues := make([]ClusterQueue, 0, len(cqs))
 	for i := range cqs {
 		queues = append(queues, ReadClusterQueue(&cqs[i], t.PriceMicrosPerGPUHour))
+	}
+	list, err := c.dyn.Resource(cohortsGVR).List(ctx, metav1.ListOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		// A Kueue without the Cohort API: one level, the ClusterQueues.
+		list = &unstructured.UnstructuredList{}
+	case err != nil:
+		return fmt.Errorf("list Cohorts: %w", err)
+	}
+	cohorts := make([]Cohort, 0, len(list.Items))
+	for i := range list.Items {
+		cohorts = append(cohorts, ReadCohort(&list.Items[i], t.PriceMicrosPerGPUHour))
 	}
 	now := c.o.Now()
 	spend, err := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife, IdlePenalty: c.o.IdlePenalty,
@@ -91,35 +196,64 @@ func (c *Controller) updateClusterQueueWeights(ctx context.Context, t *Teams, cq
 	if err != nil {
 		return err
 	}
-	target := ClusterQueueWeights(queues, spend)
+	cqTarget, cohortTarget := ClusterQueueWeights(queues, cohorts, spend)
 	sort.Slice(queues, func(i, k int) bool { return queues[i].Name < queues[k].Name })
+	sort.Slice(cohorts, func(i, k int) bool { return cohorts[i].Name < cohorts[k].Name })
 	c.mu.Lock()
-	weights := make(map[string]*queueWeight, len(target))
-	for _, q := range queues {
-		w, ok := target[q.Name]
-		if !ok {
-			continue
+	c.cqWeights = keepWeights(c.cqWeights, len(cqTarget), func(yield func(name, team, cohort string, w float64)) {
+		for _, q := range queues {
+			if w, ok := cqTarget[q.Name]; ok {
+				yield(q.Name, t.ByClusterQueue[q.Name], q.Cohort, w.Weight)
+			}
 		}
-		qw := c.cqWeights[q.Name]
-		if qw == nil {
-			qw = &queueWeight{}
+	})
+	c.cohortWeights = keepWeights(c.cohortWeights, len(cohortTarget), func(yield func(name, team, parent string, w float64)) {
+		for _, co := range cohorts {
+			if w, ok := cohortTarget[co.Name]; ok {
+				yield(co.Name, "", co.Parent, w.Weight)
+			}
 		}
-		qw.team, qw.cohort, qw.weight = t.ByClusterQueue[q.Name], q.Cohort, w
-		weights[q.Name] = qw
-	}
-	c.cqWeights = weights
+	})
 	c.mu.Unlock()
 	for _, q := range queues {
-		w, ok := target[q.Name]
-		if !ok || !Changed(q.Weight, w, c.o.Hysteresis) {
+		w, ok := cqTarget[q.Name]
+		if !ok || !Changed(q.Weight, w.Weight, c.o.Hysteresis) {
 			continue
 		}
 		msg := fmt.Sprintf("fairSharing.weight %.3g → %.3g: ClusterQueue %s spent %.4g (decayed) against an entitlement of %.4g an hour, in cohort %s; so that Kueue's cohort fair sharing orders its borrowers by money",
-			q.Weight, w, q.Name, spend[q.Name]/1e6, q.Entitlement/1e6, q.Cohort)
+			q.Weight, w.Weight, q.Name, w.Spend/1e6, w.Entitlement/1e6, q.Cohort)
 		ref := corev1.ObjectReference{Kind: "ClusterQueue", Name: q.Name}
-		if err := c.setWeight(ctx, clusterQsGVR, ref, q.Weight, w, msg, c.cqWeights[q.Name], "cohort", q.Cohort); err != nil {
+		if err := c.setWeight(ctx, clusterQsGVR, ref, q.Weight, w.Weight, msg, c.cqWeights[q.Name], "cohort", q.Cohort); err != nil {
+			return err
+		}
+	}
+	for _, co := range cohorts {
+		w, ok := cohortTarget[co.Name]
+		if !ok || !Changed(co.Weight, w.Weight, c.o.Hysteresis) {
+			continue
+		}
+		msg := fmt.Sprintf("fairSharing.weight %.3g → %.3g: the ClusterQueues under Cohort %s spent %.4g (decayed) against an entitlement of %.4g an hour, in cohort %s; so that Kueue's fair sharing orders the cohorts by money",
+			co.Weight, w.Weight, co.Name, w.Spend/1e6, w.Entitlement/1e6, co.Parent)
+		ref := corev1.ObjectReference{Kind: "Cohort", Name: co.Name}
+		if err := c.setWeight(ctx, cohortsGVR, ref, co.Weight, w.Weight, msg, c.cohortWeights[co.Name], "parent", co.Parent); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// keepWeights returns the queueWeights of the objects each yields (name,
+// team, cohort or parent, target weight), keeping the change counts of
+// those in old.
+func keepWeights(old map[string]*queueWeight, n int, each func(yield func(name, team, cohort string, w float64))) map[string]*queueWeight {
+	out := make(map[string]*queueWeight, n)
+	each(func(name, team, cohort string, w float64) {
+		qw := old[name]
+		if qw == nil {
+			qw = &queueWeight{}
+		}
+		qw.team, qw.cohort, qw.weight = team, cohort, w
+		out[name] = qw
+	})
+	return out
 }

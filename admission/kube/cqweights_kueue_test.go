@@ -19,22 +19,22 @@ import (
 // cohortKueue is Kueue with cohort fair sharing on (a fairSharing block).
 var cohortKueue = kubetest.Options{KueueConfig: "fairSharing:\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n"}
 
-// cohortQueue is the YAML of ClusterQueue name in cohort c with gpus
-// H100s of nominal quota, and of namespace name with LocalQueue q of it.
-func cohortQueue(name string, gpus int) string {
+// cohortQueue is the YAML of ClusterQueue name in cohort with gpus H100s
+// of nominal quota, and of namespace name with LocalQueue q of it.
+func cohortQueue(name, cohort string, gpus int) string {
 	return fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: %[1]s}
 spec:
   namespaceSelector: {}
-  cohortName: c
+  cohortName: %[2]s
   resourceGroups:
   - coveredResources: [nvidia.com/gpu]
     flavors:
     - name: h100
-      resources: [{name: nvidia.com/gpu, nominalQuota: %[2]d}]
+      resources: [{name: nvidia.com/gpu, nominalQuota: %[3]d}]
 ---
-`, name, gpus) + kubetest.Namespace(name, "q", name)
+`, name, cohort, gpus) + kubetest.Namespace(name, "q", name)
 }
 
 // TestClusterQueueWeightsSteerCohortFairSharing: ClusterQueues a and b (2
@@ -44,15 +44,32 @@ spec:
 // fair sharing gives it to the queue that borrows less, a. The ledger
 // says a's ClusterQueue spent nine times b's money on the same quota:
 // with the controller's ClusterQueue weights Kueue gives it to b.
+//
+// In the tree layout a and b are each alone in a Cohort object (ca, cb)
+// under the root cohort org, beside l: Kueue compares the Cohorts ca and
+// cb by what each borrows over its own weight, and the controller writes
+// the Cohorts' weights (a and b, alone in their cohorts, get none).
 func TestClusterQueueWeightsSteerCohortFairSharing(t *testing.T) {
 	testenv.Slow(t, "a Kubernetes control plane")
-	for _, steered := range []bool{false, true} {
-		name := map[bool]string{false: "plain Kueue", true: "gpuledger weights"}[steered]
+	for _, tc := range []struct {
+		layout  string
+		steered bool
+	}{{"flat", false}, {"flat", true}, {"tree", false}, {"tree", true}} {
+		steered, tree := tc.steered, tc.layout == "tree"
+		name := tc.layout + "/" + map[bool]string{false: "plain Kueue", true: "gpuledger weights"}[steered]
 		t.Run(name, func(t *testing.T) {
 			s := kubetest.Start(t, cohortKueue)
 			ctx := context.Background()
 			doc := "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: h100}\n---\n" +
-				cohortQueue("a", 2) + "---\n" + cohortQueue("b", 2) + "---\n" + cohortQueue("l", 4)
+				cohortQueue("a", "c", 2) + "---\n" + cohortQueue("b", "c", 2) + "---\n" + cohortQueue("l", "c", 4)
+			if tree {
+				cohort := func(name, parent string) string {
+					return fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: %s}\nspec: {parentName: %q}\n---\n", name, parent)
+				}
+				doc = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: h100}\n---\n" +
+					"apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: org}\n---\n" + cohort("ca", "org") + cohort("cb", "org") +
+					cohortQueue("a", "ca", 2) + "---\n" + cohortQueue("b", "cb", 2) + "---\n" + cohortQueue("l", "org", 4)
+			}
 			if err := s.Apply(ctx, doc); err != nil {
 				t.Fatal(err)
 			}
@@ -89,19 +106,38 @@ func TestClusterQueueWeightsSteerCohortFairSharing(t *testing.T) {
 					}
 					weights[cq] = ReadClusterQueue(u, teams.PriceMicrosPerGPUHour).Weight
 				}
-				t.Logf("ClusterQueue weights %v", weights)
-				if !(weights["a"] < 1 && weights["b"] > 1 && weights["l"] == admission.MoneyWeightBound) {
-					t.Fatalf("weights %v: want a under 1, b over 1, l (spent nothing) %g", weights, admission.MoneyWeightBound)
+				// In the tree, a's and b's money is weighed on their Cohorts.
+				weighed := map[string]string{"a": "a", "b": "b"}
+				if tree {
+					weighed = map[string]string{"a": "ca", "b": "cb"}
+					for _, co := range []string{"org", "ca", "cb"} {
+						u, err := s.Dynamic.Resource(cohortsGVR).Get(ctx, co, metav1.GetOptions{})
+						if err != nil {
+							t.Fatal(err)
+						}
+						weights[co] = ReadCohort(u, teams.PriceMicrosPerGPUHour).Weight
+					}
+					if weights["a"] != 1 || weights["b"] != 1 || weights["org"] != 1 {
+						t.Errorf("weights %v: want a and b (alone in their Cohorts) and org (the root) left at 1", weights)
+					}
+				}
+				t.Logf("weights %v", weights)
+				if !(weights[weighed["a"]] < 1 && weights[weighed["b"]] > 1 && weights["l"] == admission.MoneyWeightBound) {
+					t.Fatalf("weights %v: want %s under 1, %s over 1, l (spent nothing) %g", weights, weighed["a"], weighed["b"], admission.MoneyWeightBound)
 				}
 				evs, err := s.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "reason=FairSharingWeight"})
 				if err != nil || len(evs.Items) != 3 {
-					t.Fatalf("FairSharingWeight Events on the ClusterQueues: %v, %d; want 3", err, len(evs.Items))
+					t.Fatalf("FairSharingWeight Events: %v, %d; want 3", err, len(evs.Items))
 				}
 				var m strings.Builder
 				if err := c.WriteMetrics(&m); err != nil {
 					t.Fatal(err)
 				}
-				if want := `gpuledger_controller_clusterqueue_weight{clusterqueue="b",cohort="c",team="b"} 2.`; !strings.Contains(m.String(), want) {
+				want := `gpuledger_controller_clusterqueue_weight{clusterqueue="b",cohort="c",team="b"} 2.`
+				if tree {
+					want = `gpuledger_controller_cohort_weight{cohort="cb",parent="org"} 2.`
+				}
+				if !strings.Contains(m.String(), want) {
 					t.Errorf("metrics lack %q:\n%s", want, m.String())
 				}
 			}

@@ -66,21 +66,102 @@ func TestClusterQueueWeights(t *testing.T) {
 	// Cohort c spent 800 on 400 of entitlement: 2 per unit. h spent 4 per
 	// unit, t 1, m 1.5.
 	spend := map[string]float64{"h": 400, "t": 100, "m": 300, "alone": 1e9, "noprice": 1e9, "x": 0, "y": 0}
-	w := ClusterQueueWeights(qs, spend)
+	w, cw := ClusterQueueWeights(qs, nil, spend)
 	for q, want := range map[string]float64{"h": 0.5, "t": 2, "m": 4.0 / 3, "x": 1, "y": 1} {
-		if math.Abs(w[q]-want) > 1e-12 {
-			t.Errorf("%s: weight %g, want %g", q, w[q], want)
+		if math.Abs(w[q].Weight-want) > 1e-12 {
+			t.Errorf("%s: weight %g, want %g", q, w[q].Weight, want)
 		}
+	}
+	if x := w["m"]; x.Spend != 300 || x.Entitlement != 200 {
+		t.Errorf("m weighed by spend %g, entitlement %g; want 300, 200", x.Spend, x.Entitlement)
 	}
 	for _, q := range []string{"alone", "nocohort", "noprice"} {
 		if _, ok := w[q]; ok {
-			t.Errorf("%s: weight %g, want none", q, w[q])
+			t.Errorf("%s: weight %g, want none", q, w[q].Weight)
 		}
+	}
+	if len(cw) != 0 {
+		t.Errorf("no Cohort objects, Cohort weights %v; want none", cw)
 	}
 	// Kueue's key for equal borrowing: borrowed / weight. h, which spent
 	// the most per entitlement, goes last.
-	if !(1/w["t"] < 1/w["m"] && 1/w["m"] < 1/w["h"]) {
+	if !(1/w["t"].Weight < 1/w["m"].Weight && 1/w["m"].Weight < 1/w["h"].Weight) {
 		t.Errorf("weights %v do not order the borrowers t, m, h", w)
+	}
+}
+
+// TestClusterQueueWeightsInATree: in a tree of Cohort objects every child
+// of a cohort, ClusterQueue or Cohort, is weighed against its siblings by
+// its subtree's spend and entitlement (a Cohort's own pool included); the
+// root gets no weight, nor do Cohorts in a cycle of parents and the
+// queues under them.
+func TestClusterQueueWeightsInATree(t *testing.T) {
+	// org: research (a, b, and a pool worth 100) and platform (p), and
+	// the queue ops directly under org.
+	cohorts := []Cohort{
+		{Name: "org"},
+		{Name: "research", Parent: "org", Entitlement: 100},
+		{Name: "platform", Parent: "org"},
+		{Name: "loop1", Parent: "loop2"}, {Name: "loop2", Parent: "loop1"}, {Name: "under", Parent: "loop1"},
+	}
+	qs := []ClusterQueue{
+		{Name: "a", Cohort: "research", Entitlement: 100},
+		{Name: "b", Cohort: "research", Entitlement: 100},
+		{Name: "p", Cohort: "platform", Entitlement: 300},
+		{Name: "ops", Cohort: "org", Entitlement: 100},
+		{Name: "l1", Cohort: "loop1", Entitlement: 100}, {Name: "l2", Cohort: "loop2", Entitlement: 100},
+		{Name: "u1", Cohort: "under", Entitlement: 100}, {Name: "u2", Cohort: "under", Entitlement: 100},
+	}
+	// research: 300 entitled, spent 600 (a 500, b 100); platform: 300,
+	// spent 300; ops: 100, spent 100. org: 700 entitled, 1000 spent.
+	spend := map[string]float64{"a": 500, "b": 100, "p": 300, "ops": 100, "l1": 1, "l2": 1, "u1": 1, "u2": 2}
+	w, cw := ClusterQueueWeights(qs, cohorts, spend)
+	perUnit := 1000.0 / 700
+	for name, want := range map[string]float64{"research": perUnit / 2, "platform": perUnit, "ops": perUnit} {
+		got := cw[name].Weight
+		if name == "ops" {
+			got = w[name].Weight
+		}
+		if math.Abs(got-want) > 1e-12 {
+			t.Errorf("%s under org: weight %g, want %g", name, got, want)
+		}
+	}
+	if x := cw["research"]; x.Spend != 600 || x.Entitlement != 300 {
+		t.Errorf("research weighed by spend %g, entitlement %g; want its subtree's 600, 300 (its pool included)", x.Spend, x.Entitlement)
+	}
+	// Within research: 600 spent on 200 of the queues' entitlement, 3 a
+	// unit; a spent 5, b 1.
+	for name, want := range map[string]float64{"a": 3.0 / 5, "b": 3} {
+		if math.Abs(w[name].Weight-want) > 1e-12 {
+			t.Errorf("%s in research: weight %g, want %g", name, w[name].Weight, want)
+		}
+	}
+	for _, name := range []string{"p", "l1", "l2", "u1", "u2"} {
+		if x, ok := w[name]; ok {
+			t.Errorf("ClusterQueue %s: weight %g, want none (alone in its cohort, or under a cycle)", name, x.Weight)
+		}
+	}
+	for _, name := range []string{"org", "loop1", "loop2", "under"} {
+		if x, ok := cw[name]; ok {
+			t.Errorf("Cohort %s: weight %g, want none (the root, or in or under a cycle)", name, x.Weight)
+		}
+	}
+}
+
+// TestReadCohort: a Cohort's parent, weight and own pool are read.
+func TestReadCohort(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": "research"},
+		"spec": map[string]any{"parentName": "org", "fairSharing": map[string]any{"weight": "2"},
+			"resourceGroups": []any{map[string]any{"coveredResources": []any{"nvidia.com/gpu"}, "flavors": []any{
+				map[string]any{"name": "h100", "resources": []any{map[string]any{"name": "nvidia.com/gpu", "nominalQuota": "2"}}}}}}}}}
+	c := ReadCohort(u, map[string]int64{"h100": 6_880_000})
+	if c.Name != "research" || c.Parent != "org" || c.Weight != 2 || c.Entitlement != 2*6_880_000 {
+		t.Errorf("got %+v, want research under org, weight 2, entitlement %d", c, 2*6_880_000)
+	}
+	c = ReadCohort(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "root"}}}, nil)
+	if c.Weight != 1 || c.Parent != "" || c.Entitlement != 0 {
+		t.Errorf("an empty Cohort: got %+v, want weight 1, no parent, no entitlement", c)
 	}
 }
 

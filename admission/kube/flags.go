@@ -17,7 +17,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.DefaultDuration, "defaultDuration", 24*time.Hour, "how long a workload without maximumExecutionTimeSeconds is priced for by the budget check")
 	fs.DurationVar(&o.RetryAfter, "retryAfter", 5*time.Minute, "requeueAfterSeconds of a workload held over its team's limit")
 	fs.BoolVar(&o.FlavorTargets, "flavorTargets", false, "the budget check also holds a workload whose team holds its money-fair share of the flavor Kueue assigned while a team under its share waits for that flavor (an experiment: see docs/policy-eval)")
-	fs.BoolVar(&o.ClusterQueueWeights, "clusterQueueWeights", false, "also set the fairSharing.weight of the ClusterQueues of every cohort from their spend against what their nominal quotas are worth, for Kueue's cohort fair sharing (needs patch on clusterqueues: the chart's controller.clusterQueueWeights)")
+	fs.BoolVar(&o.ClusterQueueWeights, "clusterQueueWeights", false, "also set the fairSharing.weight of the ClusterQueues of every cohort, and of the Cohort objects under another, from their spend against what their nominal quotas are worth, for Kueue's cohort fair sharing (needs patch on clusterqueues and cohorts: the chart's controller.clusterQueueWeights)")
 	fs.Float64Var(&o.IdlePenalty, "idlePenalty", 0, "the weights count an hour's idle cost (GPUs held while inactive) 1+this times; it lowered the GPU-hours held idle while others waited on most seeds of the mechanism scenario and widened the money gap on most (see docs/admission)")
 	fs.DurationVar(&o.TargetRetryAfter, "flavorTargets.retryAfter", 30*time.Second, "requeueAfterSeconds of a workload held by the flavor targets")
 }

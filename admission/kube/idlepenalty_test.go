@@ -71,7 +71,7 @@ func TestUpdateWeightsCountIdleCost(t *testing.T) {
 		// names the ClusterQueue its team's spend is counted under.
 		store := embeddedtest.Open(t, row("a", "cq-a", 3_440_000), row("b", "cq-b", 0))
 		dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			map[schema.GroupVersionResource]string{clusterQsGVR: "ClusterQueueList", localQueuesGVR: "LocalQueueList", workloadsGVR: "WorkloadList"},
+			map[schema.GroupVersionResource]string{clusterQsGVR: "ClusterQueueList", localQueuesGVR: "LocalQueueList", workloadsGVR: "WorkloadList", cohortsGVR: "CohortList"},
 			lq("a", "shared"), lq("b", "shared"), cq("cq-a"), cq("cq-b"))
 		c := &Controller{o: Options{Store: store, HalfLife: time.Hour, Hysteresis: 0.1, ClusterQueueWeights: true, IdlePenalty: penalty,
 			Now: func() time.Time { return testNow }, Log: slog.New(slog.DiscardHandler)},

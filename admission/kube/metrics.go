@@ -15,7 +15,7 @@ import (
 // ClusterQueue.
 type queueWeight struct {
 	team    string
-	cohort  string  // a ClusterQueue's
+	cohort  string  // a ClusterQueue's cohort, a Cohort's parent
 	weight  float64 // the target, written or (dry run) not
 	changes int64   // writes (or, dry run, would-be writes)
 }
@@ -66,6 +66,18 @@ func (c *Controller) WriteMetrics(w io.Writer) error {
 		cqChanges = append(cqChanges, fmt.Sprintf("%s %d", l, qw.changes))
 		cqWeights = append(cqWeights, fmt.Sprintf("%s %g", l, qw.weight))
 	}
+	cohortKeys := make([]string, 0, len(c.cohortWeights))
+	for k := range c.cohortWeights {
+		cohortKeys = append(cohortKeys, k)
+	}
+	sort.Strings(cohortKeys)
+	var cohortChanges, cohortWeights []string
+	for _, k := range cohortKeys {
+		qw := c.cohortWeights[k]
+		l := fmt.Sprintf(`{cohort="%s",parent="%s"}`, labelValue.Replace(k), labelValue.Replace(qw.cohort))
+		cohortChanges = append(cohortChanges, fmt.Sprintf("%s %d", l, qw.changes))
+		cohortWeights = append(cohortWeights, fmt.Sprintf("%s %g", l, qw.weight))
+	}
 	dry := 0
 	if c.o.DryRun {
 		dry = 1
@@ -82,6 +94,11 @@ func (c *Controller) WriteMetrics(w io.Writer) error {
 		fmt.Fprintf(&b, "# HELP gpuledger_controller_clusterqueue_weight The fairSharing.weight gpuledger wants for the ClusterQueue in its cohort.\n# TYPE gpuledger_controller_clusterqueue_weight gauge\n")
 		for _, s := range cqWeights {
 			b.WriteString("gpuledger_controller_clusterqueue_weight" + s + "\n")
+		}
+		counter("gpuledger_controller_cohort_weight_changes_total", "fairSharing.weight changes per Cohort object under another (in dry-run mode: the changes it would have written).", cohortChanges...)
+		fmt.Fprintf(&b, "# HELP gpuledger_controller_cohort_weight The fairSharing.weight gpuledger wants for the Cohort among its parent's children.\n# TYPE gpuledger_controller_cohort_weight gauge\n")
+		for _, s := range cohortWeights {
+			b.WriteString("gpuledger_controller_cohort_weight" + s + "\n")
 		}
 	}
 	fmt.Fprintf(&b, "# HELP gpuledger_controller_dry_run 1 when weights are computed but not written.\n# TYPE gpuledger_controller_dry_run gauge\ngpuledger_controller_dry_run %d\n", dry)
