@@ -42,15 +42,24 @@ type ClusterQueue struct {
 // ReadClusterQueue reads a ClusterQueue's cohort, weight and entitlement
 // at the given prices of a whole GPU per flavor.
 func ReadClusterQueue(u *unstructured.Unstructured, priceMicrosPerGPUHour map[string]int64) ClusterQueue {
-	q := ClusterQueue{Name: u.GetName(), Weight: 1}
+	q := ClusterQueue{Name: u.GetName()}
 	q.Cohort, _, _ = unstructured.NestedString(u.Object, "spec", "cohortName")
+	q.Weight, q.Entitlement = weightAndEntitlement(u, priceMicrosPerGPUHour)
+	return q
+}
+
+// weightAndEntitlement reads a ClusterQueue's or a Cohort's
+// spec.fairSharing.weight (1 when unset) and what its own nominal GPU
+// quota is worth an hour at the given prices.
+func weightAndEntitlement(u *unstructured.Unstructured, priceMicrosPerGPUHour map[string]int64) (weight, entitlement float64) {
+	weight = 1
 	if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
-		q.Weight = quantity(w)
+		weight = quantity(w)
 	}
 	nominalGPUs(u, func(flavor string, gpus float64) {
-		q.Entitlement += gpus * float64(priceMicrosPerGPUHour[flavor])
+		entitlement += gpus * float64(priceMicrosPerGPUHour[flavor])
 	})
-	return q
+	return weight, entitlement
 }
 
 // Cohort is what the weights need of one Kueue Cohort object
@@ -69,14 +78,9 @@ type Cohort struct {
 // ReadCohort reads a Cohort's parent, weight and own entitlement at the
 // given prices of a whole GPU per flavor.
 func ReadCohort(u *unstructured.Unstructured, priceMicrosPerGPUHour map[string]int64) Cohort {
-	c := Cohort{Name: u.GetName(), Weight: 1}
+	c := Cohort{Name: u.GetName()}
 	c.Parent, _, _ = unstructured.NestedString(u.Object, "spec", "parentName")
-	if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
-		c.Weight = quantity(w)
-	}
-	nominalGPUs(u, func(flavor string, gpus float64) {
-		c.Entitlement += gpus * float64(priceMicrosPerGPUHour[flavor])
-	})
+	c.Weight, c.Entitlement = weightAndEntitlement(u, priceMicrosPerGPUHour)
 	return c
 }
 

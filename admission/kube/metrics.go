@@ -23,6 +23,22 @@ type queueWeight struct {
 // labelValue escapes a Prometheus label value.
 var labelValue = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
+// weightSamples are the change-count and weight samples (labels and value)
+// of the queues in m, by key, labelled by label. Called with c.mu held.
+func weightSamples(m map[string]*queueWeight, label func(k string, qw *queueWeight) string) (changes, weights []string) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		l := label(k, m[k])
+		changes = append(changes, fmt.Sprintf("%s %d", l, m[k].changes))
+		weights = append(weights, fmt.Sprintf("%s %g", l, m[k].weight))
+	}
+	return changes, weights
+}
+
 // WriteMetrics writes the controller's own metrics in the Prometheus text
 // format: what it answered, what it changed, and each LocalQueue's weight.
 func (c *Controller) WriteMetrics(w io.Writer) error {
@@ -40,44 +56,16 @@ func (c *Controller) WriteMetrics(w io.Writer) error {
 		fmt.Sprintf(`{result="failed_open"} %d`, st.ChecksFailedOpen.Load()))
 	counter("gpuledger_controller_errors_total", "Failed API or ledger operations (each is logged).", fmt.Sprintf(" %d", st.Errors.Load()))
 	c.mu.Lock()
-	keys := make([]string, 0, len(c.weights))
-	for k := range c.weights {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	label := func(k string) string {
+	changes, weights := weightSamples(c.weights, func(k string, qw *queueWeight) string {
 		ns, name, _ := strings.Cut(k, "/")
-		return fmt.Sprintf(`{namespace="%s",localqueue="%s",team="%s"}`, labelValue.Replace(ns), labelValue.Replace(name), labelValue.Replace(c.weights[k].team))
-	}
-	var changes, weights []string
-	for _, k := range keys {
-		changes = append(changes, fmt.Sprintf("%s %d", label(k), c.weights[k].changes))
-		weights = append(weights, fmt.Sprintf("%s %g", label(k), c.weights[k].weight))
-	}
-	cqKeys := make([]string, 0, len(c.cqWeights))
-	for k := range c.cqWeights {
-		cqKeys = append(cqKeys, k)
-	}
-	sort.Strings(cqKeys)
-	var cqChanges, cqWeights []string
-	for _, k := range cqKeys {
-		qw := c.cqWeights[k]
-		l := fmt.Sprintf(`{clusterqueue="%s",cohort="%s",team="%s"}`, labelValue.Replace(k), labelValue.Replace(qw.cohort), labelValue.Replace(qw.team))
-		cqChanges = append(cqChanges, fmt.Sprintf("%s %d", l, qw.changes))
-		cqWeights = append(cqWeights, fmt.Sprintf("%s %g", l, qw.weight))
-	}
-	cohortKeys := make([]string, 0, len(c.cohortWeights))
-	for k := range c.cohortWeights {
-		cohortKeys = append(cohortKeys, k)
-	}
-	sort.Strings(cohortKeys)
-	var cohortChanges, cohortWeights []string
-	for _, k := range cohortKeys {
-		qw := c.cohortWeights[k]
-		l := fmt.Sprintf(`{cohort="%s",parent="%s"}`, labelValue.Replace(k), labelValue.Replace(qw.cohort))
-		cohortChanges = append(cohortChanges, fmt.Sprintf("%s %d", l, qw.changes))
-		cohortWeights = append(cohortWeights, fmt.Sprintf("%s %g", l, qw.weight))
-	}
+		return fmt.Sprintf(`{namespace="%s",localqueue="%s",team="%s"}`, labelValue.Replace(ns), labelValue.Replace(name), labelValue.Replace(qw.team))
+	})
+	cqChanges, cqWeights := weightSamples(c.cqWeights, func(k string, qw *queueWeight) string {
+		return fmt.Sprintf(`{clusterqueue="%s",cohort="%s",team="%s"}`, labelValue.Replace(k), labelValue.Replace(qw.cohort), labelValue.Replace(qw.team))
+	})
+	cohortChanges, cohortWeights := weightSamples(c.cohortWeights, func(k string, qw *queueWeight) string {
+		return fmt.Sprintf(`{cohort="%s",parent="%s"}`, labelValue.Replace(k), labelValue.Replace(qw.cohort))
+	})
 	dry := 0
 	if c.o.DryRun {
 		dry = 1
