@@ -204,20 +204,19 @@ func (c *Controller) updateClusterQueueWeights(ctx context.Context, t *Teams, cq
 	sort.Slice(queues, func(i, k int) bool { return queues[i].Name < queues[k].Name })
 	sort.Slice(cohorts, func(i, k int) bool { return cohorts[i].Name < cohorts[k].Name })
 	c.mu.Lock()
-	c.cqWeights = keepWeights(c.cqWeights, len(cqTarget), func(yield func(name, team, cohort string, w float64)) {
-		for _, q := range queues {
-			if w, ok := cqTarget[q.Name]; ok {
-				yield(q.Name, t.ByClusterQueue[q.Name], q.Cohort, w.Weight)
-			}
+	cqWeights := make(map[string]*queueWeight, len(cqTarget))
+	for _, q := range queues {
+		if w, ok := cqTarget[q.Name]; ok {
+			keepWeight(c.cqWeights, cqWeights, q.Name, t.ByClusterQueue[q.Name], q.Cohort, w.Weight)
 		}
-	})
-	c.cohortWeights = keepWeights(c.cohortWeights, len(cohortTarget), func(yield func(name, team, parent string, w float64)) {
-		for _, co := range cohorts {
-			if w, ok := cohortTarget[co.Name]; ok {
-				yield(co.Name, "", co.Parent, w.Weight)
-			}
+	}
+	cohortWeights := make(map[string]*queueWeight, len(cohortTarget))
+	for _, co := range cohorts {
+		if w, ok := cohortTarget[co.Name]; ok {
+			keepWeight(c.cohortWeights, cohortWeights, co.Name, "", co.Parent, w.Weight)
 		}
-	})
+	}
+	c.cqWeights, c.cohortWeights = cqWeights, cohortWeights
 	c.mu.Unlock()
 	for _, q := range queues {
 		w, ok := cqTarget[q.Name]
@@ -246,18 +245,14 @@ func (c *Controller) updateClusterQueueWeights(ctx context.Context, t *Teams, cq
 	return nil
 }
 
-// keepWeights returns the queueWeights of the objects each yields (name,
-// team, cohort or parent, target weight), keeping the change counts of
-// those in old.
-func keepWeights(old map[string]*queueWeight, n int, each func(yield func(name, team, cohort string, w float64))) map[string]*queueWeight {
-	out := make(map[string]*queueWeight, n)
-	each(func(name, team, cohort string, w float64) {
-		qw := old[name]
-		if qw == nil {
-			qw = &queueWeight{}
-		}
-		qw.team, qw.cohort, qw.weight = team, cohort, w
-		out[name] = qw
-	})
-	return out
+// keepWeight records in out the target weight w of the LocalQueue,
+// ClusterQueue or Cohort key (with its team, and a ClusterQueue's cohort or
+// a Cohort's parent), keeping its change count from old.
+func keepWeight(old, out map[string]*queueWeight, key, team, cohort string, w float64) {
+	qw := old[key]
+	if qw == nil {
+		qw = &queueWeight{}
+	}
+	qw.team, qw.cohort, qw.weight = team, cohort, w
+	out[key] = qw
 }

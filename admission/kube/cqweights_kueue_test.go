@@ -60,16 +60,18 @@ func TestClusterQueueWeightsSteerCohortFairSharing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := kubetest.Start(t, cohortKueue)
 			ctx := context.Background()
-			doc := "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: h100}\n---\n" +
-				cohortQueue("a", "c", 2) + "---\n" + cohortQueue("b", "c", 2) + "---\n" + cohortQueue("l", "c", 4)
+			// The cohorts of a, b and l: one cohort c, or Cohort objects
+			// ca and cb under the root org, with l in org.
+			ca, cb, cl := "c", "c", "c"
+			doc := "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: h100}\n---\n"
 			if tree {
-				cohort := func(name, parent string) string {
-					return fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: %s}\nspec: {parentName: %q}\n---\n", name, parent)
+				ca, cb, cl = "ca", "cb", "org"
+				doc += "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: org}\n---\n"
+				for _, co := range []string{"ca", "cb"} {
+					doc += fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: %s}\nspec: {parentName: org}\n---\n", co)
 				}
-				doc = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: h100}\n---\n" +
-					"apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: org}\n---\n" + cohort("ca", "org") + cohort("cb", "org") +
-					cohortQueue("a", "ca", 2) + "---\n" + cohortQueue("b", "cb", 2) + "---\n" + cohortQueue("l", "org", 4)
 			}
+			doc += cohortQueue("a", ca, 2) + "---\n" + cohortQueue("b", cb, 2) + "---\n" + cohortQueue("l", cl, 4)
 			if err := s.Apply(ctx, doc); err != nil {
 				t.Fatal(err)
 			}

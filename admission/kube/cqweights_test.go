@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 )
@@ -212,16 +213,7 @@ func TestSetWeight(t *testing.T) {
 			if err := c.setWeight(context.Background(), w.gvr, w.ref, 1, 0.5, "why", qw); err != nil {
 				t.Fatal(err)
 			}
-			var u *unstructured.Unstructured
-			var err error
-			if w.ref.Namespace == "" {
-				u, err = dyn.Resource(w.gvr).Get(context.Background(), w.ref.Name, metav1.GetOptions{})
-			} else {
-				u, err = dyn.Resource(w.gvr).Namespace(w.ref.Namespace).Get(context.Background(), w.ref.Name, metav1.GetOptions{})
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			u := getObject(t, dyn, w.gvr, w.ref.Namespace, w.ref.Name)
 			got, _, _ := unstructured.NestedString(u.Object, "spec", "fairSharing", "weight")
 			if want := map[bool]string{false: "500m", true: ""}[dry]; got != want {
 				t.Errorf("dry run %v, %s %s: weight %q, want %q", dry, w.ref.Kind, w.ref.Name, got, want)
@@ -240,4 +232,21 @@ func TestSetWeight(t *testing.T) {
 			t.Errorf("dry run %v: %d changes counted, %d written", dry, qw.changes, c.Stats.WeightChanges.Load())
 		}
 	}
+}
+
+// getObject reads an object from a (fake) API server: a namespaced one
+// when ns is set, else a cluster-scoped one.
+func getObject(t *testing.T, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	var u *unstructured.Unstructured
+	var err error
+	if ns == "" {
+		u, err = dyn.Resource(gvr).Get(context.Background(), name, metav1.GetOptions{})
+	} else {
+		u, err = dyn.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -50,16 +49,7 @@ func TestUpdateWeightsCountIdleCost(t *testing.T) {
 	// weight reads what the controller wrote (1 when it wrote nothing).
 	weight := func(t *testing.T, dyn *dynamicfake.FakeDynamicClient, gvr schema.GroupVersionResource, ns, name string) float64 {
 		t.Helper()
-		var u *unstructured.Unstructured
-		var err error
-		if ns == "" {
-			u, err = dyn.Resource(gvr).Get(context.Background(), name, metav1.GetOptions{})
-		} else {
-			u, err = dyn.Resource(gvr).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		u := getObject(t, dyn, gvr, ns, name)
 		if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
 			return quantity(w)
 		}

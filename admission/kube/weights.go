@@ -72,12 +72,7 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 	c.mu.Lock()
 	weights := make(map[string]*queueWeight, len(queues))
 	for _, q := range queues {
-		qw := c.weights[q.Key()]
-		if qw == nil {
-			qw = &queueWeight{}
-		}
-		qw.team, qw.weight = q.Team, target[q.Key()]
-		weights[q.Key()] = qw
+		keepWeight(c.weights, weights, q.Key(), q.Team, "", target[q.Key()])
 	}
 	c.weights = weights
 	c.mu.Unlock()
