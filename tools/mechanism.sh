@@ -15,7 +15,9 @@
 #     else on the machine). Faster is not valid: at 240x the real Kueue
 #     started 10-31% fewer jobs than the simulator in 24 h, at 1200x about
 #     half, so the two worlds no longer ran the same workload; at 60x they
-#     start within 4%.
+#     start within 4%. Each run's section says, by 12 trace hours, how
+#     busy Kueue's scheduler was and the cores each process used
+#     (tools/control-plane-table.sh).
 # LAYOUT=cohort gives every team a ClusterQueue of its own in one cohort
 # (sim-to-real -layout cohort: Kueue's cohort fair sharing, and costfair-drs
 # whose ClusterQueue weights the controller sets); the simulator's figures
@@ -71,6 +73,8 @@ if [ -n "${REAL:-}" ]; then
 			echo "# held by the flavor targets (controller.log, every run): $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'state=Retry' || true) answers of $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'budget check' || true)"
 			;;
 		esac
+		echo "# whether the real Kueue kept up with the clock, by 12 trace hours (tools/control-plane-table.sh on the runs' control-plane.csv):"
+		bash tools/control-plane-table.sh "$tmp/real" 12
 		if [ "$runs" -gt 1 ]; then
 			echo "# money gap over the $runs real runs (min median max):"
 			for p in ${policies//,/ }; do

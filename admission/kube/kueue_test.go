@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -542,11 +544,21 @@ func TestReplayOnKueue(t *testing.T) {
 		{ID: "third", Team: "a", Submit: 20 * time.Minute, Duration: 30 * time.Minute, Pods: 4, PerPod: 1},
 	}
 	store := embeddedtest.Open(t)
+	var mu sync.Mutex
+	var hours []int
 	outs, err := ReplayOnKueue(context.Background(), s.Config, jobs, ReplayOptions{Flavors: []ReplayFlavor{{Name: "h100", GPUs: 4, PriceMicrosPerGPUHour: 6_880_000}},
-		Speedup: speedup, Steer: true, Store: store, HalfLife: time.Hour, WeightInterval: 10 * time.Minute, Epoch: testNow.Truncate(time.Hour)})
+		Speedup: speedup, Steer: true, Store: store, HalfLife: time.Hour, WeightInterval: 10 * time.Minute, Epoch: testNow.Truncate(time.Hour),
+		Hourly: func(_ context.Context, h int) { mu.Lock(); hours = append(hours, h); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The replay ends with the third job, at 2.5 trace hours: Hourly was
+	// told of the first two.
+	mu.Lock()
+	if !slices.Equal(hours, []int{1, 2}) {
+		t.Errorf("Hourly was called with hours %v, want [1 2]", hours)
+	}
+	mu.Unlock()
 	if len(outs) != 3 {
 		t.Fatalf("%d outcomes, want 3: %+v", len(outs), outs)
 	}

@@ -114,7 +114,11 @@ type ReplayOptions struct {
 	Epoch          time.Time
 	// Progress, when set, is told every few seconds how far the replay is.
 	Progress func(created, admitted, finished, total int)
-	Log      *slog.Logger
+	// Hourly, when set, is called as each trace hour ends, with its
+	// number from 1, from a goroutine of its own (a call that takes
+	// longer than the hour delays the next).
+	Hourly func(ctx context.Context, hour int)
+	Log    *slog.Logger
 }
 
 // ReplayOutcome is what became of a job that was admitted, on the trace's
@@ -455,6 +459,20 @@ func (r *kueueReplay) run(parent context.Context) ([]ReplayOutcome, error) {
 	if r.o.Steer {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.steer(ctx) }()
+	}
+	if r.o.Hourly != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for h := 1; ; h++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Until(r.real(time.Duration(h) * time.Hour))):
+				}
+				r.o.Hourly(ctx, h)
+			}
+		}()
 	}
 	var limit <-chan time.Time
 	if r.o.Limit > 0 {

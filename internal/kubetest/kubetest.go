@@ -75,7 +75,8 @@ type Stack struct {
 	// KueueRestarts is how many times Kueue was started again because
 	// its controllers did not run in time.
 	KueueRestarts int
-	kueueFirst    error // why it was
+	kueueFirst    error  // why it was
+	kueueMetrics  string // Kueue's metrics URL
 
 	procs []*exec.Cmd
 	bin   string
@@ -386,6 +387,7 @@ internalCertManagement:
 integrations:
   frameworks: [batch/job]
 %s`, ns, health, metricsPort, webhookPort, certDir, svc, o.KueueConfig)
+	s.kueueMetrics = fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort)
 	cfgFile := filepath.Join(s.Dir, "kueue.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		return err

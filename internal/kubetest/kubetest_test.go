@@ -46,4 +46,25 @@ func TestStackAdmits(t *testing.T) {
 	if n, admitted := count(); n != 2 {
 		t.Fatalf("%d admitted in a quota of two 4-GPU workloads: %v", n, admitted)
 	}
+	// Kueue's own metrics say the same: its scheduler's cycles, two of
+	// them admitting, and the third workload pending.
+	m, err := s.KueueMetrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m[`kueue_admission_attempts_total{result="success"}`]; got < 2 {
+		t.Errorf("kueue_admission_attempts_total{result=\"success\"} %g, want at least the 2 admissions", got)
+	}
+	if got := m["kueue_admission_attempt_duration_seconds_sum"]; got <= 0 {
+		t.Errorf("kueue_admission_attempt_duration_seconds_sum %g, want the cycles' time", got)
+	}
+	if got := m["kueue_pending_workloads"]; got != 1 {
+		t.Errorf("kueue_pending_workloads %g, want the 1 workload that waits", got)
+	}
+	cpu := s.CPUSeconds()
+	for _, name := range []string{"etcd", "kube-apiserver", "kueue"} {
+		if cpu[name] <= 0 {
+			t.Errorf("CPU seconds of %s: %g, want its time so far (all: %v)", name, cpu[name], cpu)
+		}
+	}
 }

@@ -143,7 +143,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.IdlePenalty, "idlePenalty", 0, "an experiment: the simulator's costfair counts an idle GPU-hour as 1+this GPU-hours of spend (the replay's ledger has no idle time, so the real controller's -idlePenalty would have nothing to count)")
 	fs.IntVar(&o.Runs, "runs", 1, "real runs of each policy (min/median/max over them)")
 	fs.StringVar(&o.Layout, "layout", "shared", "shared (every team a LocalQueue of one ClusterQueue; policies kueue, kueue-afs, costfair, costfair+targets) or cohort (every team a ClusterQueue of its own in one cohort, its nominal quota its share of every flavor, Kueue's cohort fair sharing on; policies kueue and costfair-drs, whose ClusterQueue weights the controller sets)")
-	fs.StringVar(&o.Out, "out", "gpuledger-sim/sim-to-real", "folder for the stacks' logs and the outcomes (outcomes.csv)")
+	fs.StringVar(&o.Out, "out", "gpuledger-sim/sim-to-real", "folder for the stacks' logs, the outcomes (outcomes.csv) and, a real run each, the control plane's load by trace hour (POLICY-RUN/control-plane.csv; tools/control-plane-table.sh sums it up)")
 }
 
 // Run compares the worlds and prints the table to w.
@@ -344,6 +344,19 @@ func (o Options) realRun(ctx context.Context, dir string, jobs []kube.ReplayJob,
 		Progress: func(created, admitted, finished, total int) {
 			fmt.Fprintf(o.Progress, "sim-to-real: %s: %d of %d created, %d admitted, %d finished\n", policy, created, total, admitted, finished)
 		}}
+	loadFile, err := os.Create(filepath.Join(dir, "control-plane.csv"))
+	if err != nil {
+		return nil, err
+	}
+	defer loadFile.Close()
+	var warned time.Time
+	load := newLoadLog(s, loadFile, func(err error) {
+		if time.Since(warned) > time.Duration(float64(time.Hour)/o.Speedup) {
+			warned = time.Now()
+			ro.Log.Warn("sim-to-real: the control plane's figures not read", "err", err)
+		}
+	})
+	ro.Hourly = load.hour
 	switch policy {
 	case "kueue":
 		ro.NoFairSharing = true

@@ -5,9 +5,13 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuledger/gpuledger/internal/kubetest"
+	"github.com/gpuledger/gpuledger/internal/testenv"
 )
 
 // TestSimulatorWorld runs the mechanism scenario in the simulator alone:
@@ -85,5 +89,57 @@ func TestCohortLayout(t *testing.T) {
 	o.Layout, o.Policies = "tree", nil
 	if err := o.Check(); err == nil || !strings.Contains(err.Error(), `"tree"`) {
 		t.Errorf("layout tree: %v, want an error naming it", err)
+	}
+}
+
+// TestRealRunControlPlane: a real run writes control-plane.csv, a row a
+// trace hour with what Kueue's scheduler did and the cores each process
+// used, read from Kueue's metrics and /proc.
+func TestRealRunControlPlane(t *testing.T) {
+	testenv.Slow(t, "a Kubernetes control plane")
+	if err := kubetest.Built(); err != nil {
+		testenv.Missing(t, "%v", err)
+	}
+	var out strings.Builder
+	dir := t.TempDir()
+	o := Options{Workload: "mechanism", Layout: "shared", Span: 3 * time.Hour, Limit: 3 * time.Hour, Seed: 1, Speedup: 600,
+		HalfLife: time.Hour, Sampling: time.Second, WeightInterval: 10 * time.Minute, Policies: []string{"kueue"}, Out: dir, Command: "test", Runs: 1,
+		Worlds: []string{"sim", "kueue"}}
+	if err := o.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(context.Background(), &out, o); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "kueue-1", "control-plane.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 3 || lines[0] != loadHeader {
+		t.Fatalf("control-plane.csv: want its header and a row for each of the first trace hours at least, got:\n%s", b)
+	}
+	head := strings.Split(lines[0], ",")
+	for _, l := range lines[1:] {
+		row := map[string]string{}
+		for i, v := range strings.Split(l, ",") {
+			row[head[i]] = v
+		}
+		for _, col := range []string{"kueue_cycles", "kueue_busy", "pending_active", "cores_kueue", "cores_kube_apiserver", "cores_etcd", "cores_gpuledger"} {
+			if v, err := strconv.ParseFloat(row[col], 64); err != nil || v < 0 {
+				t.Errorf("hour %s: %s %q, want a figure", row["hour"], col, row[col])
+			}
+		}
+	}
+	if !strings.HasPrefix(lines[1], "1,") {
+		t.Errorf("first row %q, want hour 1", lines[1])
+	}
+	if t.Failed() {
+		log, _ := os.ReadFile(filepath.Join(dir, "kueue-1", "controller.log"))
+		for _, l := range strings.Split(string(log), "\n") {
+			if strings.Contains(l, "sim-to-real") {
+				t.Log(l)
+			}
+		}
 	}
 }
