@@ -3,9 +3,10 @@
 # from the run's folder (sim-to-real -out): for each real run and each
 # block of trace hours, the jobs the simulator and the real Kueue started
 # in it (outcomes.csv; the hours control-plane.csv has a row for: the
-# replay's last hour may have none), and from control-plane.csv the share of real time
-# Kueue's scheduler spent in its cycles, its cycles (those that admitted),
-# its workloads pending inadmissible at the block's end, and the CPU cores
+# replay's last hour may have none), and from control-plane.csv the share
+# of real time Kueue's scheduler spent in its cycles, its cycles (those
+# that admitted), its workloads pending (active and inadmissible) at the
+# block's end, and the CPU cores
 # etcd, kube-apiserver, Kueue and gpuledger (the replay and the
 # controller) used, on average over the block.
 # Usage: bash tools/control-plane-table.sh OUT [HOURS_A_BLOCK (12)]
@@ -31,7 +32,7 @@ for f in "$out"/*/control-plane.csv; do
 			b = int(($1 - 1) / block)
 			if (!(b in n)) order[++blocks] = b
 			n[b]++; sim[b] += simh[$1]; real[b] += realh[$1]; wall[b] += $2; cycles[b] += $3; admit[b] += $4; busy[b] += $5
-			pend[b] = $8; etcd[b] += $9 * $2; api[b] += $10 * $2; kq[b] += $11 * $2; gl[b] += $12 * $2
+			pend[b] = $7 + $8; etcd[b] += $9 * $2; api[b] += $10 * $2; kq[b] += $11 * $2; gl[b] += $12 * $2
 		}
 		END {
 			for (i = 1; i <= blocks; i++) {
