@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/gpuledger/gpuledger/internal/kubetest"
@@ -25,8 +24,16 @@ type loadLog struct {
 	w     io.Writer
 	warn  func(error)
 	last  time.Time
-	prev  map[string]float64 // Kueue's counters and each process's CPU seconds at last
-	read  bool               // whether Kueue's were read then
+	prev  loadSample
+}
+
+// loadSample is what the control plane had done by a moment.
+type loadSample struct {
+	// kueue are Kueue's metrics (kubetest.SeriesSums); nil when they
+	// could not be read. A counter Kueue does not show yet is 0.
+	kueue map[string]float64
+	// cpu is each process's CPU seconds by name, gpuledger this one.
+	cpu map[string]float64
 }
 
 func newLoadLog(s *kubetest.Stack, w io.Writer, warn func(error)) *loadLog {
@@ -34,34 +41,27 @@ func newLoadLog(s *kubetest.Stack, w io.Writer, warn func(error)) *loadLog {
 	fmt.Fprintln(w, loadHeader)
 	// Kueue may serve its metrics a moment after its webhooks, by which
 	// the stack is ready: the first read gets 10 s.
-	for try := 0; try < 20 && !l.read; try++ {
+	for try := 0; try < 20 && l.prev.kueue == nil; try++ {
 		if try > 0 {
 			time.Sleep(500 * time.Millisecond)
 		}
 		l.last = time.Now()
-		l.prev, l.read = l.sample(context.Background())
+		l.prev = l.sample(context.Background())
 	}
 	return l
 }
 
-// sample reads Kueue's counters and the processes' CPU seconds, and says
-// whether Kueue's were read (a counter Kueue does not show yet is 0).
-func (l *loadLog) sample(ctx context.Context) (map[string]float64, bool) {
-	cur := map[string]float64{}
+// sample reads Kueue's metrics and the processes' CPU seconds.
+func (l *loadLog) sample(ctx context.Context) loadSample {
 	m, err := l.stack.KueueMetrics(ctx)
 	if err != nil {
 		l.warn(err)
 	}
-	for k, v := range m {
-		cur[k] = v
-	}
-	for name, sec := range l.stack.CPUSeconds() {
-		cur["cpu:"+name] = sec
-	}
+	cpu := l.stack.CPUSeconds()
 	if sec, err := kubetest.ProcessCPUSeconds(0); err == nil {
-		cur["cpu:gpuledger"] = sec
+		cpu["gpuledger"] = sec
 	}
-	return cur, err == nil
+	return loadSample{kueue: m, cpu: cpu}
 }
 
 // hour writes the row of the trace hour that just ended.
@@ -69,37 +69,37 @@ func (l *loadLog) hour(ctx context.Context, h int) {
 	// The last hour ends as the replay does: its figures are read all
 	// the same.
 	now := time.Now()
-	cur, read := l.sample(context.WithoutCancel(ctx))
+	cur := l.sample(context.WithoutCancel(ctx))
 	wall := now.Sub(l.last).Seconds()
-	// Kueue has a counter once it counts: one that was not there an
-	// hour ago was 0.
+	kueueRead := l.prev.kueue != nil && cur.kueue != nil
 	delta := func(k string) string {
-		if !l.read || !read {
+		if !kueueRead {
 			return ""
 		}
-		return fmt.Sprintf("%.4g", cur[k]-l.prev[k])
+		return fmt.Sprintf("%.4g", cur.kueue[k]-l.prev.kueue[k])
 	}
-	rate := func(k string) string {
-		c, ok := cur[k]
-		p, had := l.prev[k]
-		if strings.HasPrefix(k, "kueue_") {
-			ok, had = read, l.read
-		}
-		if !ok || !had || wall <= 0 {
+	perSecond := func(c, p float64, ok bool) string {
+		if !ok || wall <= 0 {
 			return ""
 		}
 		return fmt.Sprintf("%.3f", (c-p)/wall)
 	}
 	gauge := func(k string) string {
-		if v, ok := cur[k]; ok || read {
-			return fmt.Sprintf("%g", v)
+		if cur.kueue == nil {
+			return ""
 		}
-		return ""
+		return fmt.Sprintf("%g", cur.kueue[k])
 	}
+	cores := func(name string) string {
+		c, ok := cur.cpu[name]
+		p, had := l.prev.cpu[name]
+		return perSecond(c, p, ok && had)
+	}
+	const cycleSeconds = "kueue_admission_attempt_duration_seconds_sum"
 	fmt.Fprintf(l.w, "%d,%.1f,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n", h, wall,
 		delta("kueue_admission_attempts_total"), delta(`kueue_admission_attempts_total{result="success"}`),
-		delta("kueue_admission_attempt_duration_seconds_sum"), rate("kueue_admission_attempt_duration_seconds_sum"),
+		delta(cycleSeconds), perSecond(cur.kueue[cycleSeconds], l.prev.kueue[cycleSeconds], kueueRead),
 		gauge(`kueue_pending_workloads{status="active"}`), gauge(`kueue_pending_workloads{status="inadmissible"}`),
-		rate("cpu:etcd"), rate("cpu:kube-apiserver"), rate("cpu:kueue"), rate("cpu:gpuledger"))
-	l.last, l.prev, l.read = now, cur, read
+		cores("etcd"), cores("kube-apiserver"), cores("kueue"), cores("gpuledger"))
+	l.last, l.prev = now, cur
 }
