@@ -15,7 +15,9 @@
 #     else on the machine). Faster is not valid: at 240x the real Kueue
 #     started 10-31% fewer jobs than the simulator in 24 h, at 1200x about
 #     half, so the two worlds no longer ran the same workload; at 60x they
-#     start within 4%. Each run's section says, by 12 trace hours, how
+#     start within 4% over 12 h, but over 24-48 h the real Kueue falls
+#     2-31% a 12-hour block behind as its backlog grows (docs/policy-eval/
+#     README.md, "Why they part"). Each run's section says, by 12 trace hours, how
 #     busy Kueue's scheduler was and the cores each process used
 #     (tools/control-plane-table.sh).
 # LAYOUT=cohort gives every team a ClusterQueue of its own in one cohort
