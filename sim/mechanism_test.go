@@ -96,3 +96,83 @@ func TestMechanism(t *testing.T) {
 		t.Errorf("money gaps %v: want the flavor targets to narrow costfair's, to 0.03 or less", gaps)
 	}
 }
+
+// TestMaxPending: with a bound on each team's jobs waiting in the queue,
+// a team's k-th job (in submission order) enters the queue only once k-N+1
+// of its jobs have started, so it never starts before them; its wait still
+// counts from its submission. Without the bound the same jobs break that
+// order (the bound is what the test sees), and with it the cluster is as
+// busy (the bound keeps every team backlogged).
+func TestMaxPending(t *testing.T) {
+	queues, flavors, jobs := Mechanism(MechanismOptions{Days: 2, Seed: 1})
+	submit := map[string]time.Duration{}
+	index := map[string]int{} // within its team, by submission
+	count := map[string]int{}
+	for _, j := range jobs {
+		submit[j.ID] = j.Submit
+		index[j.ID] = count[j.Queue]
+		count[j.Queue]++
+	}
+	const bound = 4
+	// early counts the jobs that started before bound-1 fewer of their
+	// team's earlier jobs had (ties at one instant count as before).
+	early := func(outs []JobOutcome) int {
+		starts := map[string][]time.Duration{}
+		for _, o := range outs {
+			starts[o.Queue] = append(starts[o.Queue], o.Start)
+		}
+		n := 0
+		for _, o := range outs {
+			before := 0
+			for _, s := range starts[o.Queue] {
+				if s <= o.Start {
+					before++
+				}
+			}
+			if before-1 < index[o.ID]-(bound-1) {
+				n++
+			}
+		}
+		return n
+	}
+	busy := func(outs []JobOutcome, end time.Duration) float64 {
+		var h float64
+		for _, o := range outs {
+			stop := end
+			if o.Finish > 0 {
+				stop = min(o.Finish, end)
+			}
+			h += float64(o.GPUs) * (stop - o.Start).Hours()
+		}
+		return h
+	}
+	const end = 48 * time.Hour
+	for _, pol := range []string{"kueue", "costfair+targets"} {
+		var got [2]ReplayResult
+		for i, mp := range []int{0, bound} {
+			opts := ReplayOptions{Policy: pol, Gating: true, Limit: end, MaxPending: mp}
+			if pol == "costfair+targets" {
+				opts.Policy, opts.FlavorTargets = "costfair", true
+			}
+			res, err := ReplayModel(mechanismModel(t, queues, flavors), jobs, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i] = res
+		}
+		if n := early(got[0].Outcomes); n == 0 {
+			t.Errorf("%s without a bound: no job started ahead of the bound's order; the test cannot see the bound", pol)
+		}
+		if n := early(got[1].Outcomes); n > 0 {
+			t.Errorf("%s with MaxPending %d: %d jobs started before %d fewer of their team's earlier jobs had", pol, bound, n, bound-1)
+		}
+		for _, o := range got[1].Outcomes {
+			if o.Submit != submit[o.ID] {
+				t.Fatalf("%s: %s's outcome has submission %s, want the trace's %s", pol, o.ID, o.Submit, submit[o.ID])
+			}
+		}
+		if a, b := busy(got[0].Outcomes, end), busy(got[1].Outcomes, end); b < 0.97*a {
+			t.Errorf("%s: %.0f GPU-hours used with the bound, %.0f without: a bounded backlog left GPUs idle", pol, b, a)
+		}
+	}
+}

@@ -91,6 +91,13 @@ type ReplayOptions struct {
 	// Limit stops the replay this long after the start; 0 runs until every
 	// job has finished.
 	Limit time.Duration
+	// MaxPending bounds each queue's backlog in the queue: a queue has at
+	// most this many jobs submitted and never started, and its next job
+	// enters the queue when one of them starts (a team whose pipeline
+	// submits as a slot opens), at the later of that time and its own
+	// submission, ordered by when it entered. Its wait is still counted
+	// from its submission. 0: no bound.
+	MaxPending int
 	// NodeSize is the units a node has. Default 8 (GPUs).
 	NodeSize int
 	// ReadyTimeout, without gating, evicts a gang whose pods are not all
@@ -181,9 +188,10 @@ func (h *runHeap) Pop() any {
 
 type replayJob struct {
 	TraceJob
-	w      admission.Workload
-	start  time.Duration
-	placed []int // nodes holding one of its pods (partial without gating)
+	w       admission.Workload
+	start   time.Duration
+	started bool  // it has started once
+	placed  []int // nodes holding one of its pods (partial without gating)
 	// Without gating: when the gang was admitted, how often it was evicted
 	// for not getting all its pods in time (admission.Queues holds it out
 	// for its backoff).
@@ -260,6 +268,11 @@ type replay struct {
 	jcts          map[string]float64
 	evictions     int
 	preempted     int
+	// With MaxPending: each queue's jobs submitted and not yet let into
+	// the queue (in submission order), and its jobs in the queue that
+	// never started.
+	offered   map[string][]*replayJob
+	unstarted map[string]int
 }
 
 // withDefaults fills in the options' defaults.
@@ -435,6 +448,9 @@ func newReplay(m *Model, jobs []TraceJob, opts ReplayOptions) (*replay, error) {
 		r.byID[j.ID] = r.jobs[i]
 		r.window = max(r.window, j.Submit)
 	}
+	if opts.MaxPending > 0 {
+		r.offered, r.unstarted = map[string][]*replayJob{}, map[string]int{}
+	}
 	r.decayed = admission.NewDecayed(opts.HalfLife.Milliseconds())
 	r.penalties = admission.NewDecayed(opts.HalfLife.Milliseconds())
 	return r, nil
@@ -465,6 +481,9 @@ func (r *replay) play(ctx context.Context) error {
 		if at, ok := r.queues.NextWake(); ok {
 			t = min(t, time.Duration(at)*time.Millisecond)
 		}
+		if r.canRelease() {
+			t = r.now
+		}
 		if t == time.Duration(math.MaxInt64) || (opts.Limit > 0 && t > opts.Limit) {
 			break
 		}
@@ -489,9 +508,10 @@ func (r *replay) play(ctx context.Context) error {
 		}
 		r.finish()
 		for next < len(r.jobs) && r.jobs[next].Submit <= r.now {
-			r.enqueue(r.jobs[next])
+			r.submit(r.jobs[next])
 			next++
 		}
+		r.releaseOffered()
 		r.queues.Wake(r.now.Milliseconds())
 		r.progressPartial()
 		if r.queues.Len() == 0 {
@@ -626,6 +646,10 @@ func (r *replay) hold(j *replayJob, nodes []int, waiting bool) {
 }
 
 func (r *replay) start(j *replayJob, nodes []int) {
+	if r.unstarted != nil && !j.started {
+		r.unstarted[j.Queue]--
+	}
+	j.started = true
 	j.start = r.now
 	j.w.Priority = j.TraceJob.Priority
 	j.run = &replayRun{end: r.now + r.speeds.runTime(j.TraceJob, j.fr.Flavor), job: j, nodes: nodes}

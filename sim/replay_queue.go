@@ -9,6 +9,42 @@ import (
 
 // enqueue queues a job in its queue, with the priority that orders it
 // while it waits.
+// submit offers a job at its submission time: into its queue, or with
+// MaxPending into the queue's offered jobs, which releaseOffered lets in.
+func (r *replay) submit(j *replayJob) {
+	if r.offered == nil {
+		r.enqueue(j)
+		return
+	}
+	r.offered[j.Queue] = append(r.offered[j.Queue], j)
+}
+
+// canRelease says whether a queue with MaxPending has offered jobs and
+// room for one.
+func (r *replay) canRelease() bool {
+	for q, js := range r.offered {
+		if len(js) > 0 && r.unstarted[q] < r.opts.MaxPending {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseOffered lets each queue's offered jobs into it, in submission
+// order, while it has fewer than MaxPending that never started; they are
+// ordered in it by when they entered.
+func (r *replay) releaseOffered() {
+	for _, q := range r.names {
+		for len(r.offered[q]) > 0 && r.unstarted[q] < r.opts.MaxPending {
+			j := r.offered[q][0]
+			r.offered[q] = r.offered[q][1:]
+			r.unstarted[q]++
+			j.w.SubmittedMs = r.now.Milliseconds()
+			r.enqueue(j)
+		}
+	}
+}
+
 func (r *replay) enqueue(j *replayJob) {
 	j.w.Priority = j.queuePriority
 	r.queues.Push(&j.w)

@@ -25,6 +25,13 @@
 # whose ClusterQueue weights the controller sets); the simulator's figures
 # then go to docs/policy-eval/mechanism-cohort.txt, without the idle
 # penalty section, and the policies default to kueue,costfair-drs.
+# MAXPENDING=n keeps each team's jobs waiting in the queue to n in both
+# worlds (sim-to-real -maxPending): the next enters as one starts. Kueue
+# tries one waiting workload of a ClusterQueue per scheduling cycle, so
+# with hundreds waiting a freed GPU waits for a pass over all of them,
+# which at 60x is trace minutes; a bounded backlog keeps the pass short.
+# The simulator's figures then go to docs/policy-eval/
+# mechanism-maxpending<n>.txt, without the idle penalty section.
 # POLICIES (default kueue,kueue-afs,costfair,costfair+targets) picks the
 # policies; HOURS (12) and SPEEDUP (60) the real runs' span and clock, SEED
 # (1) their workload, RUNS (1) how many real runs of each policy (the table
@@ -57,6 +64,11 @@ idle_penalty() {
 	done
 }
 layout=${LAYOUT:-shared}
+mp=${MAXPENDING:-0}
+bound=()
+if [ "$mp" -gt 0 ]; then
+	bound=(-maxPending "$mp")
+fi
 policies=${POLICIES:-kueue,kueue-afs,costfair,costfair+targets}
 if [ "$layout" = cohort ]; then
 	policies=${POLICIES:-kueue,costfair-drs}
@@ -66,10 +78,10 @@ if [ -n "${REAL:-}" ]; then
 	hours=${HOURS:-12} speedup=${SPEEDUP:-60} seed=${SEED:-1} runs=${RUNS:-1}
 	{
 		echo
-		echo "# at $commit, on $(nproc) cores: REAL=1 SEED=$seed RUNS=$runs LAYOUT=$layout POLICIES=$policies HOURS=$hours SPEEDUP=$speedup bash tools/mechanism.sh"
-		echo "# gpuledger sim-to-real -workload mechanism -layout $layout -worlds sim,kueue -hours $hours -limit $hours -speedup $speedup -halfLife 1h -policies $policies -seed $seed -runs $runs"
+		echo "# at $commit, on $(nproc) cores: REAL=1 SEED=$seed RUNS=$runs LAYOUT=$layout POLICIES=$policies HOURS=$hours SPEEDUP=$speedup MAXPENDING=$mp bash tools/mechanism.sh"
+		echo "# gpuledger sim-to-real -workload mechanism -layout $layout -worlds sim,kueue -hours $hours -limit $hours -speedup $speedup -halfLife 1h -policies $policies -seed $seed -runs $runs ${bound[*]}"
 		"$tmp/gpuledger" sim-to-real -workload mechanism -layout "$layout" -worlds sim,kueue -hours "$hours" -limit "$hours" -speedup "$speedup" -halfLife 1h \
-			-policies "$policies" -seed "$seed" -runs "$runs" -out "$tmp/real" | tee "$tmp/real.txt" | sed 1d
+			-policies "$policies" -seed "$seed" -runs "$runs" "${bound[@]}" -out "$tmp/real" | tee "$tmp/real.txt" | sed 1d
 		case ",$policies," in
 		*,costfair+targets,*)
 			echo "# held by the flavor targets (controller.log, every run): $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'state=Retry' || true) answers of $(cat "$tmp"/real/*/controller.log 2>/dev/null | grep -c 'budget check' || true)"
@@ -92,13 +104,16 @@ out=docs/policy-eval/mechanism.txt
 if [ "$layout" = cohort ]; then
 	out=docs/policy-eval/mechanism-cohort.txt
 fi
+if [ "$mp" -gt 0 ]; then
+	out=${out%.txt}-maxpending$mp.txt
+fi
 {
-	echo "# at $commit, on $(nproc) cores: LAYOUT=$layout bash tools/mechanism.sh $seeds"
+	echo "# at $commit, on $(nproc) cores: LAYOUT=$layout MAXPENDING=$mp bash tools/mechanism.sh $seeds"
 	echo
 	for s in $(seq "$seeds"); do
-		echo "# gpuledger sim-to-real -workload mechanism -layout $layout -worlds sim -hours 336 -limit 336 -halfLife 1h -policies $policies -seed $s"
+		echo "# gpuledger sim-to-real -workload mechanism -layout $layout -worlds sim -hours 336 -limit 336 -halfLife 1h -policies $policies -seed $s ${bound[*]}"
 		"$tmp/gpuledger" sim-to-real -workload mechanism -layout "$layout" -worlds sim -hours 336 -limit 336 -halfLife 1h \
-			-policies "$policies" -seed "$s" -out "$tmp/sim-$s" | tee "$tmp/sim-$s.txt" | sed 1d
+			-policies "$policies" -seed "$s" "${bound[@]}" -out "$tmp/sim-$s" | tee "$tmp/sim-$s.txt" | sed 1d
 	done
 	echo "# money gap over seeds 1-$seeds (min median max), 14 days in the simulator:"
 	for p in ${policies//,/ }; do
@@ -115,6 +130,6 @@ fi
 				printf "%.1f\n", h }' "$tmp/sim-$s.txt"
 		done | sort -g | awk -v p="$p" '{ v[NR] = $1 } END { printf "#   %-10s %s %s %s\n", p, v[1], v[int((NR+1)/2)], v[NR] }'
 	done
-	[ "$layout" = cohort ] || idle_penalty
+	[ "$layout" = cohort ] || [ "$mp" -gt 0 ] || idle_penalty
 } > "$out"
 echo "wrote $out" >&2

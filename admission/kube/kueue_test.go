@@ -597,6 +597,50 @@ func TestReplayOnKueue(t *testing.T) {
 
 // TestLeaderElection: of two replicas one acts; when it stops, the other
 // takes the Lease and answers the budget checks.
+// TestReplayMaxPending: with MaxPending 1 a team's next Workload is
+// created only when its last one is admitted, so Kueue orders it by that
+// time: team a submits three jobs that each take the cluster for an hour
+// at 0, team b one at 10 minutes. Without the bound Kueue's FIFO runs a's
+// three first and b's at 3 h; with it a's third is created at 1 h, after
+// b's, and b's runs at 2 h.
+func TestReplayMaxPending(t *testing.T) {
+	testenv.Slow(t, "a Kubernetes control plane")
+	s := kubetest.Start(t, kubetest.Options{})
+	jobs := []ReplayJob{
+		{ID: "a1", Team: "a", Submit: 0, Duration: time.Hour, Pods: 1, PerPod: 2},
+		{ID: "a2", Team: "a", Submit: 0, Duration: time.Hour, Pods: 1, PerPod: 2},
+		{ID: "a3", Team: "a", Submit: 0, Duration: time.Hour, Pods: 1, PerPod: 2},
+		{ID: "b1", Team: "b", Submit: 10 * time.Minute, Duration: time.Hour, Pods: 1, PerPod: 2},
+	}
+	outs, err := ReplayOnKueue(context.Background(), s.Config, jobs, ReplayOptions{Flavors: []ReplayFlavor{{Name: "h100", GPUs: 2, PriceMicrosPerGPUHour: 6_880_000}},
+		Speedup: 600, NoFairSharing: true, MaxPending: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted := map[string]time.Duration{}
+	for _, o := range outs {
+		admitted[o.ID] = o.Admitted
+		t.Logf("%s: submitted %s, admitted %s", o.ID, o.Submit, o.Admitted.Round(time.Minute))
+		if o.Submit != jobs[slices.IndexFunc(jobs, func(j ReplayJob) bool { return j.ID == o.ID })].Submit {
+			t.Errorf("%s: submission %s, want the trace's", o.ID, o.Submit)
+		}
+	}
+	if len(admitted) != 4 {
+		t.Fatalf("%d admitted, want 4: %+v", len(admitted), outs)
+	}
+	if admitted["b1"] >= admitted["a3"] {
+		t.Errorf("b1 admitted at %s, a3 at %s: want b1 first (a3's Workload is created after b1's)", admitted["b1"], admitted["a3"])
+	}
+	// Kueue requeues about once a real second: up to 15 trace minutes of
+	// latency for the job and each one admitted before it.
+	slack := 15 * time.Minute
+	for i, id := range []string{"a1", "a2", "b1", "a3"} {
+		if got, want := admitted[id], time.Duration(i)*time.Hour; got < want || got > want+time.Duration(i+1)*slack {
+			t.Errorf("%s admitted at %s, want %s (+ Kueue's latency)", id, got.Round(time.Minute), want)
+		}
+	}
+}
+
 func TestLeaderElection(t *testing.T) {
 	testenv.Slow(t, "a Kubernetes control plane")
 	s := kubetest.Start(t, kubetest.Options{})

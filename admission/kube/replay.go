@@ -86,6 +86,11 @@ type ReplayOptions struct {
 	// Limit ends the replay this long after the start (trace clock); 0:
 	// when every job has finished.
 	Limit time.Duration
+	// MaxPending bounds each team's backlog in Kueue: a team has at most
+	// this many Workloads created and never admitted, and its next one is
+	// created when one of them is admitted, at the later of that time and
+	// its submission (sim.ReplayOptions.MaxPending). 0: no bound.
+	MaxPending int
 	// NoFairSharing runs the ClusterQueue without Admission Fair Sharing
 	// (Kueue's default: BestEffortFIFO by priority and creation).
 	NoFairSharing bool
@@ -187,6 +192,12 @@ func ReplayOnKueue(ctx context.Context, cfg *rest.Config, jobs []ReplayJob, o Re
 		admitted: make([]bool, len(jobs)), done: make(chan struct{}), unitPrice: unitPrice}
 	for i := range jobs {
 		r.byName[jobName(i)] = i
+	}
+	if o.MaxPending > 0 {
+		r.slots = map[string]chan struct{}{}
+		for t := range teams {
+			r.slots[t] = make(chan struct{}, o.MaxPending)
+		}
 	}
 	return r.run(ctx)
 }
@@ -370,6 +381,9 @@ type kueueReplay struct {
 
 	// unitPrice is each flavor's price of a unit of its resource.
 	unitPrice map[string]int64
+	// slots, with MaxPending, hold a token per team's Workload created
+	// and not yet admitted.
+	slots map[string]chan struct{}
 
 	mu                          sync.Mutex
 	out                         []ReplayOutcome
@@ -527,39 +541,76 @@ loop:
 	return out, parent.Err()
 }
 
-// submit creates each job's Workload at its submission time.
+// submit creates each job's Workload at its submission time; with
+// MaxPending, each team's from a goroutine of its own, once the team has
+// a slot.
 func (r *kueueReplay) submit(ctx context.Context) {
-	for i, j := range r.jobs {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Until(r.real(j.Submit))):
-		}
-		pod := map[string]any{"restartPolicy": "Never", "containers": []any{map[string]any{
-			"name": "trainer", "image": "registry.k8s.io/pause:3.10",
-			"resources": map[string]any{"requests": map[string]any{j.resource(): strconv.Itoa(j.PerPod)},
-				"limits": map[string]any{j.resource(): strconv.Itoa(j.PerPod)}}}}}
-		if len(j.Flavors) > 0 {
-			values := make([]any, len(j.Flavors))
-			for k, f := range j.Flavors {
-				values[k] = f
+	if r.slots == nil {
+		for i := range r.jobs {
+			if !r.create(ctx, i) {
+				return
 			}
-			pod["affinity"] = map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
-				"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": FlavorLabel, "operator": "In", "values": values}}}}}}}
 		}
-		wl := map[string]any{"kind": "Workload", "metadata": map[string]any{"name": jobName(i), "namespace": j.Team},
-			"spec": map[string]any{"queueName": "q", "podSets": []any{map[string]any{"name": "main", "count": int64(j.Pods),
-				"template": map[string]any{"spec": pod}}}}}
-		if err := r.c.create(ctx, workloadsGVR, j.Team, wl); err != nil {
-			if ctx.Err() == nil {
-				r.fail(fmt.Errorf("job %s: %w", j.ID, err))
-			}
-			return
-		}
-		r.mu.Lock()
-		r.created++
-		r.mu.Unlock()
+		return
 	}
+	byTeam := map[string][]int{}
+	for i, j := range r.jobs {
+		byTeam[j.Team] = append(byTeam[j.Team], i)
+	}
+	var wg sync.WaitGroup
+	for team, is := range byTeam {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, i := range is {
+				select {
+				case <-ctx.Done():
+					return
+				case r.slots[team] <- struct{}{}:
+				}
+				if !r.create(ctx, i) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// create creates job i's Workload at its submission time and says whether
+// the replay goes on.
+func (r *kueueReplay) create(ctx context.Context, i int) bool {
+	j := r.jobs[i]
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Until(r.real(j.Submit))):
+	}
+	pod := map[string]any{"restartPolicy": "Never", "containers": []any{map[string]any{
+		"name": "trainer", "image": "registry.k8s.io/pause:3.10",
+		"resources": map[string]any{"requests": map[string]any{j.resource(): strconv.Itoa(j.PerPod)},
+			"limits": map[string]any{j.resource(): strconv.Itoa(j.PerPod)}}}}}
+	if len(j.Flavors) > 0 {
+		values := make([]any, len(j.Flavors))
+		for k, f := range j.Flavors {
+			values[k] = f
+		}
+		pod["affinity"] = map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+			"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": FlavorLabel, "operator": "In", "values": values}}}}}}}
+	}
+	wl := map[string]any{"kind": "Workload", "metadata": map[string]any{"name": jobName(i), "namespace": j.Team},
+		"spec": map[string]any{"queueName": "q", "podSets": []any{map[string]any{"name": "main", "count": int64(j.Pods),
+			"template": map[string]any{"spec": pod}}}}}
+	if err := r.c.create(ctx, workloadsGVR, j.Team, wl); err != nil {
+		if ctx.Err() == nil {
+			r.fail(fmt.Errorf("job %s: %w", j.ID, err))
+		}
+		return false
+	}
+	r.mu.Lock()
+	r.created++
+	r.mu.Unlock()
+	return true
 }
 
 // observe records a Workload's admission and marks it Finished after its
@@ -582,6 +633,12 @@ func (r *kueueReplay) observe(ctx context.Context, obj any) {
 	j := r.jobs[i]
 	r.admitted[i] = true
 	r.nAdmitted++
+	if r.slots != nil {
+		select {
+		case <-r.slots[j.Team]:
+		default:
+		}
+	}
 	flavor := admittedFlavor(u, j.resource())
 	r.out[i] = ReplayOutcome{ID: j.ID, Team: j.Team, Flavor: flavor, GPUs: j.Pods * j.PerPod, Submit: j.Submit, Admitted: now}
 	r.mu.Unlock()

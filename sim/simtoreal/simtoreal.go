@@ -73,6 +73,9 @@ type Options struct {
 	// Interactive is the mechanism's share of notebook jobs; IdlePenalty
 	// the simulator's costfair idle penalty.
 	Interactive, IdlePenalty float64
+	// MaxPending bounds each team's jobs waiting in the queue in both
+	// worlds (sim.ReplayOptions.MaxPending); 0: none.
+	MaxPending int
 	// Layout is shared (every team a LocalQueue of one ClusterQueue) or
 	// cohort (every team a ClusterQueue of its own in one cohort, its
 	// nominal quota its share of each flavor: sim.CohortModel).
@@ -104,6 +107,9 @@ func (o *Options) Check() error {
 		if want := o.policies(); o.Real && !slices.Contains(want, p) {
 			return fmt.Errorf("-policies item %q: want %s (what a real Kueue runs with -layout %s)", p, strings.Join(want, ", "), o.Layout)
 		}
+	}
+	if o.MaxPending < 0 {
+		return fmt.Errorf("-maxPending %d: want 0 (no bound) or more", o.MaxPending)
 	}
 	if o.Speedup <= 0 || o.Span <= 0 || o.Limit < o.Span || o.Runs < 1 {
 		return fmt.Errorf("-speedup %g, -hours %g, -limit %g, -runs %d: want a speedup > 0, hours > 0, a limit of at least -hours and a run",
@@ -140,6 +146,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	flagutil.ListVar(fs, &o.Policies, "policies", "kueue-afs,costfair", "policies to compare: kueue (a ClusterQueue without Admission Fair Sharing: BestEffortFIFO), kueue-afs, costfair, costfair+targets (costfair whose AdmissionCheck also keeps each team to its money-fair share of every flavor)")
 	flagutil.ListVar(fs, &o.Worlds, "worlds", "sim,kueue", "where to replay: sim (the simulator), kueue (a real Kueue), or both")
 	fs.Float64Var(&o.Interactive, "mechanism.interactive", 0, "with -workload mechanism: the share of research's jobs that are notebooks holding one GPU 80% idle")
+	fs.IntVar(&o.MaxPending, "maxPending", 0, "each team has at most this many jobs waiting in the queue, in both worlds; its next job enters when one of them starts (its wait still counts from its submission), which keeps a backlogged team's queue, and Kueue's scheduling cycles, short; 0: no bound")
 	fs.Float64Var(&o.IdlePenalty, "idlePenalty", 0, "an experiment: the simulator's costfair counts an idle GPU-hour as 1+this GPU-hours of spend (the replay's ledger has no idle time, so the real controller's -idlePenalty would have nothing to count)")
 	fs.IntVar(&o.Runs, "runs", 1, "real runs of each policy (min/median/max over them)")
 	fs.StringVar(&o.Layout, "layout", "shared", "shared (every team a LocalQueue of one ClusterQueue; policies kueue, kueue-afs, costfair, costfair+targets) or cohort (every team a ClusterQueue of its own in one cohort, its nominal quota its share of every flavor, Kueue's cohort fair sharing on; policies kueue and costfair-drs, whose ClusterQueue weights the controller sets)")
@@ -204,6 +211,9 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	jobs, dropped := fitting(jobs, flavors, caps)
 	real := time.Duration(float64(o.Limit) / o.Speedup).Round(time.Second)
 	fmt.Fprintf(w, "%s\n\n", o.Command)
+	if o.MaxPending > 0 {
+		layout += fmt.Sprintf(", each team at most %d jobs waiting in the queue (-maxPending)", o.MaxPending)
+	}
 	if o.Workload == "mechanism" {
 		fmt.Fprintf(w, "%d mechanism jobs of %d teams submitted over %s (seed %d), every team backlogged; %s (%s); %gx speedup: %s of trace in %s\n\n",
 			len(jobs), len(queues), o.Span, o.Seed, layout, flavorList(flavors, caps), o.Speedup, o.Limit, real)
@@ -255,7 +265,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 			return err
 		}
 		ropts := sim.ReplayOptions{Policy: policy, Gating: true, HalfLife: o.HalfLife, AdmissionPenalty: penalty,
-			Flavors: flavors, Limit: o.Limit, IdlePenalty: o.IdlePenalty}
+			Flavors: flavors, Limit: o.Limit, IdlePenalty: o.IdlePenalty, MaxPending: o.MaxPending}
 		if policy == "costfair+targets" {
 			ropts.Policy, ropts.FlavorTargets = "costfair", true
 		}
@@ -339,7 +349,7 @@ func (o Options) realRun(ctx context.Context, dir string, jobs []kube.ReplayJob,
 		return nil, err
 	}
 	defer logFile.Close()
-	ro := kube.ReplayOptions{Flavors: flavors, Quotas: quotas, Speedup: o.Speedup, Limit: o.Limit,
+	ro := kube.ReplayOptions{Flavors: flavors, Quotas: quotas, Speedup: o.Speedup, Limit: o.Limit, MaxPending: o.MaxPending,
 		Log: slog.New(slog.NewTextHandler(logFile, nil)),
 		Progress: func(created, admitted, finished, total int) {
 			fmt.Fprintf(o.Progress, "sim-to-real: %s: %d of %d created, %d admitted, %d finished\n", policy, created, total, admitted, finished)
