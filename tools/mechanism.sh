@@ -39,7 +39,9 @@
 # (1) their workload, RUNS (1) how many real runs of each policy (the table
 # gives the median run and the money gap's min/median/max): a real run of
 # each policy takes HOURS×60/SPEEDUP minutes and a minute more.
-# Usage: [REAL=1 [SEED=n] [RUNS=n]] [LAYOUT=cohort] [POLICIES=p,q] bash tools/mechanism.sh [SEEDS]
+# KEEP=dir, with REAL=1, copies the runs' outcomes.csv, control-plane.csv and
+# controller.log there (the temporary folder is removed at exit).
+# Usage: [REAL=1 [SEED=n] [RUNS=n] [KEEP=dir]] [LAYOUT=cohort] [POLICIES=p,q] bash tools/mechanism.sh [SEEDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${1:-5}
@@ -99,6 +101,17 @@ if [ -n "${REAL:-}" ]; then
 			done
 		fi
 	} >> "$out"
+	if [ -n "${KEEP:-}" ]; then
+		# The raw figures behind the section: every outcome, and each
+		# run's control plane by hour and controller log.
+		mkdir -p "$KEEP"
+		cp "$tmp/real/outcomes.csv" "$KEEP/"
+		for d in "$tmp"/real/*/; do
+			mkdir -p "$KEEP/$(basename "$d")"
+			cp "$d"control-plane.csv "$d"controller.log "$KEEP/$(basename "$d")/" 2>/dev/null || true
+		done
+		echo "kept the outcomes, control-plane.csv and controller.log in $KEEP" >&2
+	fi
 	echo "added to $out" >&2
 	exit 0
 fi
