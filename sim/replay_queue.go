@@ -34,6 +34,9 @@ func (r *replay) canRelease() bool {
 // order, while it has fewer than MaxPending that never started; they are
 // ordered in it by when they entered.
 func (r *replay) releaseOffered() {
+	if r.offered == nil {
+		return // no bound: submit enqueued every job
+	}
 	for _, q := range r.names {
 		for len(r.offered[q]) > 0 && r.unstarted[q] < r.opts.MaxPending {
 			j := r.offered[q][0]

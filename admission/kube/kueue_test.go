@@ -595,8 +595,6 @@ func TestReplayOnKueue(t *testing.T) {
 	}
 }
 
-// TestLeaderElection: of two replicas one acts; when it stops, the other
-// takes the Lease and answers the budget checks.
 // TestReplayMaxPending: with MaxPending 1 a team's next Workload is
 // created only when its last one is admitted, so Kueue orders it by that
 // time: team a submits three jobs that each take the cluster for an hour
@@ -641,6 +639,8 @@ func TestReplayMaxPending(t *testing.T) {
 	}
 }
 
+// TestLeaderElection: of two replicas one acts; when it stops, the other
+// takes the Lease and answers the budget checks.
 func TestLeaderElection(t *testing.T) {
 	testenv.Slow(t, "a Kubernetes control plane")
 	s := kubetest.Start(t, kubetest.Options{})
