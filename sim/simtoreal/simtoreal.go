@@ -300,7 +300,11 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nsimulator error: (simulator − Kueue) / Kueue, against the median real run. Every outcome in %s.\n", filepath.Join(o.Out, "outcomes.csv"))
+	if o.Real {
+		fmt.Fprintf(w, "\nsimulator error: (simulator − Kueue) / Kueue, against the median real run. Every outcome in %s.\n", filepath.Join(o.Out, "outcomes.csv"))
+	} else {
+		fmt.Fprintf(w, "\nEvery outcome in %s.\n", filepath.Join(o.Out, "outcomes.csv"))
+	}
 	return nil
 }
 
