@@ -6,12 +6,15 @@ import (
 	"fmt"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"log/slog"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/ledger"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -64,7 +67,9 @@ type Options struct {
 	// FlavorTargets: the check also holds a workload whose team holds its
 	// money-fair share of the flavor Kueue assigned it while a team under
 	// its share waits for that flavor (FlavorTargets), for
-	// TargetRetryAfter (default RetryAfter).
+	// TargetRetryAfter (default RetryAfter); and after each answer a team
+	// whose next workload would be held gets demotedWeight on its
+	// LocalQueues until an answer finds it would not be (Demotions).
 	FlavorTargets    bool
 	TargetRetryAfter time.Duration
 	// ClusterQueueWeights: also set the fairSharing.weight of the
@@ -116,6 +121,9 @@ type Controller struct {
 	// Ready, by namespace/name: the informer's copy may not show it yet
 	// when the next check is decided.
 	answeredReady map[string]time.Time
+	// demoted are the teams whose LocalQueues have demotedWeight, each
+	// with the flavor its next workload would be held on (Demotions).
+	demoted map[string]string
 }
 
 // New makes a controller for the cluster cfg reaches.
@@ -436,6 +444,72 @@ func (c *Controller) answer(ctx context.Context, u *unstructured.Unstructured, c
 		c.Stats.ChecksHeld.Add(1)
 	}
 	c.o.Log.Info("budget check", "workload", u.GetNamespace()+"/"+u.GetName(), "team", team, "state", state["state"], "message", v.Message)
+	if c.o.FlavorTargets {
+		var released *unstructured.Unstructured
+		if !v.Ready {
+			released = u
+		}
+		c.updateDemotions(ctx, t, released)
+	}
+}
+
+// demotedWeight is the fairSharing.weight of a demoted team's LocalQueues:
+// a thousandth, so that Admission Fair Sharing, which orders LocalQueues
+// by consumed usage over weight, tries the other teams' workloads first.
+const demotedWeight = 0.001
+
+// updateDemotions demotes the teams whose next workload Kueue would
+// reserve only for the check to hold it (Demotions), and gives back their
+// weights to those no longer so, after each answer. released is the
+// workload just held (nil: none), which the informer may still show
+// reserved.
+func (c *Controller) updateDemotions(ctx context.Context, t *Teams, released *unstructured.Unstructured) {
+	c.mu.Lock()
+	list, f := c.workloads, c.flavors
+	c.mu.Unlock()
+	if list == nil || f.Nominal == nil {
+		return
+	}
+	var skip func(*unstructured.Unstructured) bool
+	if released != nil {
+		skip = func(w *unstructured.Unstructured) bool {
+			return w.GetNamespace() == released.GetNamespace() && w.GetName() == released.GetName()
+		}
+	}
+	now := Demotions(t, f, list(), nil, skip)
+	c.updateMu.Lock()
+	defer c.updateMu.Unlock()
+	type change struct {
+		key      string
+		qw       *queueWeight
+		from, to float64
+		flavor   string
+	}
+	var changes []change
+	c.mu.Lock()
+	was := c.demoted
+	c.demoted = now
+	for key, qw := range c.weights {
+		before, after := was[qw.team] != "", now[qw.team] != ""
+		switch {
+		case !before && after:
+			changes = append(changes, change{key, qw, qw.weight, demotedWeight, now[qw.team]})
+		case before && !after:
+			changes = append(changes, change{key, qw, demotedWeight, qw.weight, ""})
+		}
+	}
+	c.mu.Unlock()
+	sort.Slice(changes, func(i, k int) bool { return changes[i].key < changes[k].key })
+	for _, ch := range changes {
+		ns, name, _ := strings.Cut(ch.key, "/")
+		ref := corev1.ObjectReference{Kind: "LocalQueue", Namespace: ns, Name: name}
+		// No Event: a demotion lasts from one answer to another, seconds
+		// in a busy cluster; the log says why.
+		if err := c.setWeight(ctx, localQueuesGVR, ref, ch.from, ch.to, "", ch.qw, "team", ch.qw.team, "demotedFor", ch.flavor); err != nil {
+			c.Stats.Errors.Add(1)
+			c.o.Log.Warn("demotion not written", "localQueue", ch.key, "err", err)
+		}
+	}
 }
 
 // flavorTargets reads the Kueue objects the targets need and decides.

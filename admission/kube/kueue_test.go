@@ -709,9 +709,10 @@ func TestLeaderElection(t *testing.T) {
 // check: the money-fair split gives research the H100s and vision the
 // A100s. research's first workload takes both H100s; vision runs one A100
 // and waits with a second of 2 GPUs. research's next workload, which
-// Kueue puts on the free A100, is held, with a message naming vision; once
-// vision no longer waits (its second workload is deleted) the retry
-// admits it.
+// Kueue puts on the free A100, is held, with a message naming vision, and
+// research's LocalQueue is demoted (weight 0.001); once vision no longer
+// waits (its second workload is deleted) the retry admits it and the
+// weight is given back.
 func TestFlavorTargetsOnKueue(t *testing.T) {
 	testenv.Slow(t, "a Kubernetes control plane")
 	s := kubetest.Start(t, kubetest.Options{})
@@ -761,6 +762,22 @@ spec: {controllerName: gpuledger.io/budget}
 	if kubetest.Admitted(workload(t, s, "vision", "v1")) {
 		t.Fatal("vision's 2-GPU workload admitted with 1 A100 free")
 	}
+	// research's next workload would land on the free A100 and be held
+	// again: its LocalQueue goes last in Admission Fair Sharing's order.
+	lqWeight := func(ns string) func() bool {
+		return func() bool {
+			u, err := s.Dynamic.Resource(localQueuesGVR).Namespace(ns).Get(ctx, "q", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight")
+			return w != nil && quantity(w) == demotedWeight
+		}
+	}
+	kubetest.WaitFor(t, time.Minute, "research's LocalQueue demoted", lqWeight("research"))
+	if lqWeight("vision")() {
+		t.Error("vision, under its share, demoted")
+	}
 	if err := s.Dynamic.Resource(workloadsGVR).Namespace("vision").Delete(ctx, "v1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -768,4 +785,5 @@ spec: {controllerName: gpuledger.io/budget}
 	if f := admittedFlavor(workload(t, s, "research", r2.GetName()), gpuResource); f != "a100" {
 		t.Errorf("research's second workload on %q, want a100", f)
 	}
+	kubetest.WaitFor(t, time.Minute, "research's LocalQueue weight given back", func() bool { return !lqWeight("research")() })
 }

@@ -29,6 +29,9 @@ type Flavors struct {
 	GPUs map[string]float64
 	// Labels are each ResourceFlavor's spec.nodeLabels.
 	Labels map[string]map[string]string
+	// Nominal is each ClusterQueue's nominal quota of each flavor, in
+	// GPUs.
+	Nominal map[string]map[string]float64
 	// ByClusterQueue are the flavors of each ClusterQueue's GPU resources,
 	// in its order.
 	ByClusterQueue map[string][]string
@@ -40,15 +43,17 @@ type Flavors struct {
 // LocalQueues.
 func ReadFlavors(clusterQueues, resourceFlavors, localQueues []unstructured.Unstructured) Flavors {
 	f := Flavors{GPUs: map[string]float64{}, Labels: map[string]map[string]string{}, ByClusterQueue: map[string][]string{},
-		LocalQueues: map[string]string{}}
+		Nominal: map[string]map[string]float64{}, LocalQueues: map[string]string{}}
 	for _, rf := range resourceFlavors {
 		l, _, _ := unstructured.NestedStringMap(rf.Object, "spec", "nodeLabels")
 		f.Labels[rf.GetName()] = l
 	}
 	for i := range clusterQueues {
 		cq := &clusterQueues[i]
+		f.Nominal[cq.GetName()] = map[string]float64{}
 		nominalGPUs(cq, func(flavor string, gpus float64) {
 			f.GPUs[flavor] += gpus
+			f.Nominal[cq.GetName()][flavor] += gpus
 			if !slices.Contains(f.ByClusterQueue[cq.GetName()], flavor) {
 				f.ByClusterQueue[cq.GetName()] = append(f.ByClusterQueue[cq.GetName()], flavor)
 			}
@@ -172,25 +177,136 @@ func FlavorTargets(t *Teams, f Flavors, u *unstructured.Unstructured, workloads 
 	if team == "" {
 		return Verdict{Ready: true}
 	}
-	held := map[string]map[string]float64{} // team → flavor → money an hour
-	waiting := map[string][]string{team: f.allowed(u, cq)}
-	for _, w := range workloads {
-		if w.GetNamespace() == u.GetNamespace() && w.GetName() == u.GetName() {
+	s := readTargetState(t, f, workloads, func(w *unstructured.Unstructured) bool {
+		return w.GetNamespace() == u.GetNamespace() && w.GetName() == u.GetName()
+	}, undecided)
+	for _, fl := range f.allowed(u, cq) {
+		if !slices.Contains(s.waiting[team], fl) {
+			s.waiting[team] = append(s.waiting[team], fl)
+		}
+	}
+	targets := s.targets(t, f)
+	assigned := demand(u).GPUsByFlavor
+	flavors := make([]string, 0, len(assigned))
+	for fl := range assigned {
+		flavors = append(flavors, fl)
+	}
+	sort.Strings(flavors)
+	for _, fl := range flavors {
+		if targets.AllowsHeld(team, fl, assigned[fl]*float64(t.PriceMicrosPerGPUHour[fl]), s.heldOf) {
 			continue
 		}
+		other, _ := targets.Under(team, fl, s.heldOf)
+		return Verdict{RetryAfter: retryAfter, Message: fmt.Sprintf("gpuledger: held: team %s holds %s an hour of %s, its money-fair share is %s, and team %s, under its share of %s (%s of %s an hour), waits for it; retried in %s",
+			team, ledger.FormatCents(int64(s.heldOf(team, fl))), fl, ledger.FormatCents(int64(targets.Target[team][fl])), other, fl,
+			ledger.FormatCents(int64(s.heldOf(other, fl))), ledger.FormatCents(int64(targets.Target[other][fl])), retryAfter)}
+	}
+	return Verdict{Ready: true}
+}
+
+// Demotions are the teams whose next workload Kueue would reserve quota
+// for only to have the check hold it: one of its pending workloads fits
+// the free quota of a flavor, the first such of its ClusterQueue's
+// flavors that its pods allow (the one Kueue would assign), on which the
+// team holds its money-fair share while a team under its own waits. It
+// returns each such team with that flavor.
+//
+// Why: Kueue tries one workload of a ClusterQueue a cycle, in Admission
+// Fair Sharing's order of its LocalQueues. A team first in that order and
+// over its share of the flavor that is free gets workload after workload
+// reserved and held, each a cycle and a reservation, while the team the
+// flavor is kept for waits behind them; the simulator, which tries every
+// pending job in one cycle, passes the held ones over at no cost. The
+// controller puts a demoted team's LocalQueues last in that order
+// (demotedWeight) until the answer after which it is no longer demoted.
+//
+// released, when not nil, is a reservation just answered Retry that the
+// informer's copy may still show reserved: it counts as pending. Free
+// quota is the ClusterQueue's nominal quota less its reservations that
+// will run; what may be borrowed from a cohort is not counted.
+func Demotions(t *Teams, f Flavors, workloads []*unstructured.Unstructured, undecided func(*unstructured.Unstructured) bool, released func(*unstructured.Unstructured) bool) map[string]string {
+	s := readTargetState(t, f, workloads, released, undecided)
+	if len(s.pending) == 0 {
+		return nil
+	}
+	targets := s.targets(t, f)
+	free := map[string]map[string]float64{}
+	for cq, fls := range f.Nominal {
+		free[cq] = map[string]float64{}
+		for fl, g := range fls {
+			free[cq][fl] = g - s.reserved[cq][fl]
+		}
+	}
+	out := map[string]string{}
+	for _, p := range s.pending {
+		if _, done := out[p.team]; done {
+			continue
+		}
+		for _, fl := range f.ByClusterQueue[p.cq] {
+			if !slices.Contains(p.allowed, fl) || free[p.cq][fl] < p.gpus-1e-9 {
+				continue
+			}
+			if !targets.AllowsHeld(p.team, fl, p.gpus*float64(t.PriceMicrosPerGPUHour[fl]), s.heldOf) {
+				out[p.team] = fl
+			}
+			break
+		}
+	}
+	return out
+}
+
+// targetState is what the flavor targets are computed from.
+type targetState struct {
+	// held is what each team's reservations that will run hold of each
+	// flavor, money an hour.
+	held map[string]map[string]float64
+	// waiting are the flavors each team's pending work may use.
+	waiting map[string][]string
+	// pending are the pending workloads, in the order of the list.
+	pending []pendingWorkload
+	// reserved are the GPUs of each ClusterQueue's flavors reserved by
+	// workloads that will run on their reservation.
+	reserved map[string]map[string]float64
+}
+
+type pendingWorkload struct {
+	team, cq string
+	allowed  []string
+	gpus     float64
+}
+
+func (s *targetState) heldOf(team, flavor string) float64 { return s.held[team][flavor] }
+
+// readTargetState reads the state from the Workloads, passing over the
+// finished. A reservation counts as held unless it will not run on it
+// (heldBack), undecided says it is still to be answered, or skip says so
+// (nil: none); one not held counts as pending (its team waits), and one
+// neither held back nor skipped counts as reserved.
+func readTargetState(t *Teams, f Flavors, workloads []*unstructured.Unstructured, skip, undecided func(*unstructured.Unstructured) bool) *targetState {
+	s := &targetState{held: map[string]map[string]float64{}, waiting: map[string][]string{}, reserved: map[string]map[string]float64{}}
+	for _, w := range workloads {
 		if _, finished := condition(w, "Finished"); finished {
 			continue
 		}
-		if wcq, admitted, _ := unstructured.NestedString(w.Object, "status", "admission", "clusterQueue"); admitted &&
-			!heldBack(w) && (undecided == nil || !undecided(w)) {
-			wt := t.Team(w.GetNamespace(), wcq)
-			if held[wt] == nil {
-				held[wt] = map[string]float64{}
+		skipped := skip != nil && skip(w)
+		if wcq, admitted, _ := unstructured.NestedString(w.Object, "status", "admission", "clusterQueue"); admitted && !skipped && !heldBack(w) {
+			if s.reserved[wcq] == nil {
+				s.reserved[wcq] = map[string]float64{}
 			}
-			for fl, g := range demand(w).GPUsByFlavor {
-				held[wt][fl] += g * float64(t.PriceMicrosPerGPUHour[fl])
+			gpus := demand(w).GPUsByFlavor
+			for fl, g := range gpus {
+				s.reserved[wcq][fl] += g
 			}
-			continue
+			if undecided == nil || !undecided(w) {
+				wt := t.Team(w.GetNamespace(), wcq)
+				if s.held[wt] == nil {
+					s.held[wt] = map[string]float64{}
+				}
+				for fl, g := range gpus {
+					s.held[wt][fl] += g * float64(t.PriceMicrosPerGPUHour[fl])
+				}
+				continue
+			}
 		}
 		if active, ok, _ := unstructured.NestedBool(w.Object, "spec", "active"); ok && !active {
 			continue
@@ -201,14 +317,25 @@ func FlavorTargets(t *Teams, f Flavors, u *unstructured.Unstructured, workloads 
 		if wt == "" {
 			continue
 		}
-		for _, fl := range f.allowed(w, wcq) {
-			if !slices.Contains(waiting[wt], fl) {
-				waiting[wt] = append(waiting[wt], fl)
+		allowed := f.allowed(w, wcq)
+		for _, fl := range allowed {
+			if !slices.Contains(s.waiting[wt], fl) {
+				s.waiting[wt] = append(s.waiting[wt], fl)
 			}
 		}
+		var gpus float64
+		for _, g := range demand(w).GPUsByFlavor {
+			gpus += g
+		}
+		s.pending = append(s.pending, pendingWorkload{team: wt, cq: wcq, allowed: allowed, gpus: gpus})
 	}
-	teams := make([]string, 0, len(waiting))
-	for tm := range waiting {
+	return s
+}
+
+// targets are the money-fair targets of the teams with pending work.
+func (s *targetState) targets(t *Teams, f Flavors) *admission.MoneyTargets {
+	teams := make([]string, 0, len(s.waiting))
+	for tm := range s.waiting {
 		teams = append(teams, tm)
 	}
 	sort.Strings(teams)
@@ -218,30 +345,13 @@ func FlavorTargets(t *Teams, f Flavors, u *unstructured.Unstructured, workloads 
 		if w <= 0 {
 			w = 1
 		}
-		ds = append(ds, admission.MoneyDemand{Queue: tm, Weight: w, Flavors: waiting[tm]})
+		ds = append(ds, admission.MoneyDemand{Queue: tm, Weight: w, Flavors: s.waiting[tm]})
 	}
 	capacity := map[string]float64{}
 	for fl, g := range f.GPUs {
 		capacity[fl] = g * float64(t.PriceMicrosPerGPUHour[fl])
 	}
-	targets := &admission.MoneyTargets{Target: admission.MoneyFairTargets(ds, capacity), Flavors: waiting}
-	heldOf := func(tm, fl string) float64 { return held[tm][fl] }
-	assigned := demand(u).GPUsByFlavor
-	flavors := make([]string, 0, len(assigned))
-	for fl := range assigned {
-		flavors = append(flavors, fl)
-	}
-	sort.Strings(flavors)
-	for _, fl := range flavors {
-		if targets.AllowsHeld(team, fl, assigned[fl]*float64(t.PriceMicrosPerGPUHour[fl]), heldOf) {
-			continue
-		}
-		other, _ := targets.Under(team, fl, heldOf)
-		return Verdict{RetryAfter: retryAfter, Message: fmt.Sprintf("gpuledger: held: team %s holds %s an hour of %s, its money-fair share is %s, and team %s, under its share of %s (%s of %s an hour), waits for it; retried in %s",
-			team, ledger.FormatCents(int64(heldOf(team, fl))), fl, ledger.FormatCents(int64(targets.Target[team][fl])), other, fl,
-			ledger.FormatCents(int64(heldOf(other, fl))), ledger.FormatCents(int64(targets.Target[other][fl])), retryAfter)}
-	}
-	return Verdict{Ready: true}
+	return &admission.MoneyTargets{Target: admission.MoneyFairTargets(ds, capacity), Flavors: s.waiting}
 }
 
 // heldBack says whether a workload with a quota reservation will not run

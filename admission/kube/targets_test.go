@@ -1,22 +1,30 @@
 package kube
 
 import (
+	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpuledger/gpuledger/ledger/embedded/embeddedtest"
 )
 
-// TestFlavorTargets: a ClusterQueue of 2 H100s and 4 A100s shared by
-// research (any flavor) and vision (its pods' affinity allows A100s
-// only). The money-fair split gives research the H100s and vision the
-// A100s. research's workload that Kueue put on an A100, while research
-// holds the H100s and vision waits with no A100 of its own, is held with
-// a message that names both teams and the flavor; the same workload is
-// let through once vision holds its share, or has nothing pending, and a
-// workload on the H100s is never held for vision, which cannot use them.
-func TestFlavorTargets(t *testing.T) {
+// workloadOf makes a Workload of one pod set (count pods of one GPU) of
+// the targets' fixture: onlyA100 pins it by node affinity, and a flavor
+// makes it reserved on that flavor.
+type workloadOf func(ns, name string, gpus int64, onlyA100 bool, flavor string) *unstructured.Unstructured
+
+// targetsFixture is a ClusterQueue "shared" of 2 H100s (6.00 an hour)
+// and 4 A100s (2.00) with the LocalQueues of research and vision.
+func targetsFixture(t *testing.T) (*Teams, Flavors, workloadOf) {
+	t.Helper()
 	teams := &Teams{ByNamespace: map[string]string{"research": "research", "vision": "vision"},
 		PriceMicrosPerGPUHour: map[string]int64{"h100": 6_000_000, "a100": 2_000_000}}
 	cq := obj(map[string]any{"metadata": map[string]any{"name": "shared"}, "spec": map[string]any{"resourceGroups": []any{map[string]any{
@@ -35,7 +43,7 @@ func TestFlavorTargets(t *testing.T) {
 	if f.GPUs["h100"] != 2 || f.GPUs["a100"] != 4 || strings.Join(f.ByClusterQueue["shared"], ",") != "h100,a100" {
 		t.Fatalf("flavors %+v", f)
 	}
-	wl := func(ns, name string, gpus int64, onlyA100 bool, flavor string) *unstructured.Unstructured {
+	var wl workloadOf = func(ns, name string, gpus int64, onlyA100 bool, flavor string) *unstructured.Unstructured {
 		spec := map[string]any{"containers": []any{map[string]any{"resources": map[string]any{"requests": map[string]any{"nvidia.com/gpu": "1"}}}}}
 		if onlyA100 {
 			spec["affinity"] = map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
@@ -50,6 +58,19 @@ func TestFlavorTargets(t *testing.T) {
 		u := obj(m)
 		return &u
 	}
+	return teams, f, wl
+}
+
+// TestFlavorTargets: a ClusterQueue of 2 H100s and 4 A100s shared by
+// research (any flavor) and vision (its pods' affinity allows A100s
+// only). The money-fair split gives research the H100s and vision the
+// A100s. research's workload that Kueue put on an A100, while research
+// holds the H100s and vision waits with no A100 of its own, is held with
+// a message that names both teams and the flavor; the same workload is
+// let through once vision holds its share, or has nothing pending, and a
+// workload on the H100s is never held for vision, which cannot use them.
+func TestFlavorTargets(t *testing.T) {
+	teams, f, wl := targetsFixture(t)
 	onH100 := wl("research", "r-running", 2, false, "h100")
 	candidate := wl("research", "r-new", 1, false, "a100")
 	visionWaits := wl("vision", "v-waiting", 2, true, "")
@@ -121,6 +142,103 @@ func TestFlavorTargets(t *testing.T) {
 	stray := wl("elsewhere", "x", 1, false, "a100")
 	if v := FlavorTargets(teams, f, stray, []*unstructured.Unstructured{visionWaits}, nil, time.Minute); !v.Ready {
 		t.Errorf("a workload of no team: %+v, want ready", v)
+	}
+}
+
+// TestDemotions: research, which may run anywhere, holds both H100s, its
+// money-fair share; vision may use the A100s only. While an A100 is free
+// and vision waits for it, research's next workload would land there and
+// be held, so research is demoted on a100; not when the A100s are full,
+// when vision waits for nothing, when an H100 is free (its workload goes
+// there, within its share), nor when its only pending workload asks for
+// more than is free. vision, under its share, is never demoted. A
+// reservation just held counts as pending and its GPUs as free.
+func TestDemotions(t *testing.T) {
+	teams, f, wl := targetsFixture(t)
+	research2 := wl("research", "r-running", 2, false, "h100")
+	research1 := wl("research", "r-one", 1, false, "h100")
+	rPending := wl("research", "r-next", 1, false, "")
+	vPending := wl("vision", "v-next", 2, true, "")
+	vAll := wl("vision", "v-all", 4, true, "a100")
+	cases := []struct {
+		name      string
+		workloads []*unstructured.Unstructured
+		want      string
+	}{
+		{"an A100 free, vision waits", []*unstructured.Unstructured{research2, rPending, vPending}, "research:a100"},
+		{"the A100s full", []*unstructured.Unstructured{research2, vAll, rPending, vPending}, ""},
+		{"vision waits for nothing", []*unstructured.Unstructured{research2, rPending}, ""},
+		{"an H100 free", []*unstructured.Unstructured{research1, rPending, vPending}, ""},
+		{"too big for what is free", []*unstructured.Unstructured{research2, wl("vision", "v-3", 3, true, "a100"), wl("research", "r-big", 2, false, ""), vPending}, ""},
+	}
+	for _, c := range cases {
+		var got []string
+		for team, fl := range Demotions(teams, f, c.workloads, nil, nil) {
+			got = append(got, team+":"+fl)
+		}
+		if strings.Join(got, ",") != c.want {
+			t.Errorf("%s: demoted %v, want %q", c.name, got, c.want)
+		}
+	}
+	// research's reservation of an A100 just answered Retry, still shown
+	// reserved: without released it fills the A100 research would take.
+	rHeld := wl("research", "r-held", 4, false, "a100")
+	if d := Demotions(teams, f, []*unstructured.Unstructured{research2, rHeld, vPending}, nil, nil); len(d) != 0 {
+		t.Errorf("the held reservation counted as reserved: demoted %v, want none (no A100 free)", d)
+	}
+	released := func(w *unstructured.Unstructured) bool { return w.GetName() == "r-held" }
+	if d := Demotions(teams, f, []*unstructured.Unstructured{research2, rHeld, vPending}, nil, released); d["research"] != "a100" || len(d) != 1 {
+		t.Errorf("the held reservation released: demoted %v, want research on a100", d)
+	}
+}
+
+// TestDemotionWeights: the controller writes demotedWeight into a
+// demoted team's LocalQueue after an answer, keeps it there when it
+// updates the weights, and gives the weight back after the answer that
+// finds the team no longer demoted; the other team's is left alone.
+func TestDemotionWeights(t *testing.T) {
+	teams, f, wl := targetsFixture(t)
+	teams.Cluster = "test"
+	lq := func(ns string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "LocalQueue",
+			"metadata": map[string]any{"name": "q", "namespace": ns}, "spec": map[string]any{"clusterQueue": "shared"}}}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{clusterQsGVR: "ClusterQueueList", localQueuesGVR: "LocalQueueList", workloadsGVR: "WorkloadList"},
+		lq("research"), lq("vision"))
+	var workloads []*unstructured.Unstructured
+	c := &Controller{o: Options{Store: embeddedtest.Open(t), HalfLife: time.Hour, Hysteresis: 0.1, FlavorTargets: true,
+		Now: func() time.Time { return testNow }, Log: slog.New(slog.DiscardHandler)},
+		dyn: dyn, core: kubefake.NewClientset(), teams: *teams, checks: map[string]bool{}, answeredReady: map[string]time.Time{},
+		weights: map[string]*queueWeight{}, flavors: f, flavorsAt: time.Now(),
+		workloads: func() []*unstructured.Unstructured { return workloads }}
+	ctx := context.Background()
+	weight := func(ns string) float64 {
+		t.Helper()
+		u := getObject(t, dyn, localQueuesGVR, ns, "q")
+		if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
+			return quantity(w)
+		}
+		return 1
+	}
+	if err := c.UpdateWeights(ctx); err != nil {
+		t.Fatal(err)
+	}
+	workloads = []*unstructured.Unstructured{wl("research", "r-running", 2, false, "h100"), wl("research", "r-next", 1, false, ""), wl("vision", "v-next", 2, true, "")}
+	c.updateDemotions(ctx, teams, nil)
+	if r, v := weight("research"), weight("vision"); r != demotedWeight || v != 1 {
+		t.Fatalf("research demoted: weights research %g, vision %g; want %g and 1", r, v, demotedWeight)
+	}
+	if err := c.UpdateWeights(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := weight("research"); r != demotedWeight {
+		t.Errorf("after a weight update research's weight is %g, want it still demoted (%g)", r, demotedWeight)
+	}
+	workloads = append(workloads, wl("vision", "v-all", 4, true, "a100"))
+	c.updateDemotions(ctx, teams, nil)
+	if r := weight("research"); r != 1 {
+		t.Errorf("the A100s full: research's weight %g, want 1 back", r)
 	}
 }
 

@@ -75,9 +75,14 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 		keepWeight(c.weights, weights, q.Key(), q.Team, "", target[q.Key()])
 	}
 	c.weights = weights
+	demoted := c.demoted
 	c.mu.Unlock()
 	for _, q := range queues {
 		w := target[q.Key()]
+		if demoted[q.Team] != "" {
+			// updateDemotions gives the weight back.
+			w = demotedWeight
+		}
 		if !Changed(q.Weight, w, c.o.Hysteresis) {
 			continue
 		}
@@ -93,8 +98,8 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 
 // setWeight writes weight to (from from) into the spec.fairSharing.weight
 // of the LocalQueue or ClusterQueue ref names (not in dry-run mode),
-// counts the change in qw, records an Event with msg on the queue and
-// logs it with the given key-value pairs.
+// counts the change in qw, records an Event with msg on the queue (none
+// when msg is empty) and logs it with the given key-value pairs.
 func (c *Controller) setWeight(ctx context.Context, gvr schema.GroupVersionResource, ref corev1.ObjectReference, from, to float64, msg string,
 	qw *queueWeight, logArgs ...any) error {
 	reason := "FairSharingWeight"
@@ -116,7 +121,9 @@ func (c *Controller) setWeight(ctx context.Context, gvr schema.GroupVersionResou
 	c.mu.Lock()
 	qw.changes++
 	c.mu.Unlock()
-	c.event(ctx, ref, reason, msg)
+	if msg != "" {
+		c.event(ctx, ref, reason, msg)
+	}
 	c.o.Log.Info("fair-sharing weight", append([]any{strings.ToLower(ref.Kind[:1]) + ref.Kind[1:], objectKey(ref)},
 		append(logArgs, "from", from, "to", to, "dryRun", c.o.DryRun)...)...)
 	return nil
