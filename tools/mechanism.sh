@@ -30,8 +30,8 @@
 # tries one waiting workload of a ClusterQueue per scheduling cycle, so
 # with hundreds waiting a freed GPU waits for a pass over all of them,
 # which at 60x is trace minutes; a bounded backlog keeps the pass short
-# (MAXPENDING=8: both worlds started within 1% of each other's jobs over
-# 48 h, docs/policy-eval/mechanism-real.txt at 83f8f39).
+# (MAXPENDING=8: both worlds started within 1-2.2% of each other's jobs
+# over 48 h in four runs, docs/policy-eval/mechanism-real.txt).
 # The simulator's figures then go to docs/policy-eval/
 # mechanism-maxpending<n>.txt, without the idle penalty section.
 # POLICIES (default kueue,kueue-afs,costfair,costfair+targets) picks the
