@@ -476,7 +476,7 @@ func (c *Controller) updateDemotions(ctx context.Context, t *Teams, released *un
 			return w.GetNamespace() == released.GetNamespace() && w.GetName() == released.GetName()
 		}
 	}
-	now := Demotions(t, f, list(), nil, skip)
+	now := Demotions(t, f, list(), skip)
 	c.updateMu.Lock()
 	defer c.updateMu.Unlock()
 	type change struct {

@@ -220,12 +220,14 @@ func FlavorTargets(t *Teams, f Flavors, u *unstructured.Unstructured, workloads 
 // controller puts a demoted team's LocalQueues last in that order
 // (demotedWeight) until the answer after which it is no longer demoted.
 //
-// released, when not nil, is a reservation just answered Retry that the
-// informer's copy may still show reserved: it counts as pending. Free
+// Every reservation that will run counts as held, those still to be
+// answered included: the answer comes within the second. released, when
+// not nil, is a reservation just answered Retry that the informer's copy
+// may still show reserved: it counts as pending. Free
 // quota is the ClusterQueue's nominal quota less its reservations that
 // will run; what may be borrowed from a cohort is not counted.
-func Demotions(t *Teams, f Flavors, workloads []*unstructured.Unstructured, undecided func(*unstructured.Unstructured) bool, released func(*unstructured.Unstructured) bool) map[string]string {
-	s := readTargetState(t, f, workloads, released, undecided)
+func Demotions(t *Teams, f Flavors, workloads []*unstructured.Unstructured, released func(*unstructured.Unstructured) bool) map[string]string {
+	s := readTargetState(t, f, workloads, released, nil)
 	if len(s.pending) == 0 {
 		return nil
 	}

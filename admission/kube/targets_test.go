@@ -173,7 +173,7 @@ func TestDemotions(t *testing.T) {
 	}
 	for _, c := range cases {
 		var got []string
-		for team, fl := range Demotions(teams, f, c.workloads, nil, nil) {
+		for team, fl := range Demotions(teams, f, c.workloads, nil) {
 			got = append(got, team+":"+fl)
 		}
 		if strings.Join(got, ",") != c.want {
@@ -183,11 +183,11 @@ func TestDemotions(t *testing.T) {
 	// research's reservation of an A100 just answered Retry, still shown
 	// reserved: without released it fills the A100 research would take.
 	rHeld := wl("research", "r-held", 4, false, "a100")
-	if d := Demotions(teams, f, []*unstructured.Unstructured{research2, rHeld, vPending}, nil, nil); len(d) != 0 {
+	if d := Demotions(teams, f, []*unstructured.Unstructured{research2, rHeld, vPending}, nil); len(d) != 0 {
 		t.Errorf("the held reservation counted as reserved: demoted %v, want none (no A100 free)", d)
 	}
 	released := func(w *unstructured.Unstructured) bool { return w.GetName() == "r-held" }
-	if d := Demotions(teams, f, []*unstructured.Unstructured{research2, rHeld, vPending}, nil, released); d["research"] != "a100" || len(d) != 1 {
+	if d := Demotions(teams, f, []*unstructured.Unstructured{research2, rHeld, vPending}, released); d["research"] != "a100" || len(d) != 1 {
 		t.Errorf("the held reservation released: demoted %v, want research on a100", d)
 	}
 }
