@@ -88,6 +88,13 @@ type ReplayOptions struct {
 	// counts the ledger's idle cost (admission.LedgerSpend). Default 0
 	// (none). Without Ledger only.
 	IdlePenalty float64
+	// SettledSpend, when positive, has costfair read each queue's spend
+	// as gpuledger's controller reads the ledger: whole trace hours only,
+	// once they have ended, each decayed from its middle
+	// (admission.LedgerSpend), re-read every SettledSpend of the trace
+	// clock (the controller's weight interval). 0: the spend decayed up
+	// to the moment, continuously. Without Ledger only.
+	SettledSpend time.Duration
 	// Limit stops the replay this long after the start; 0 runs until every
 	// job has finished.
 	Limit time.Duration
@@ -239,7 +246,13 @@ type replay struct {
 	// from the ledger (which knows what was spent, not what was charged).
 	penalties *admission.Decayed
 	loop      *loop
-	rec       *recorder // the pods' holds on the devices
+	// settled is costfair's spend by queue and trace hour, and
+	// settledShare what was last read from it, with SettledSpend;
+	// nextSettled is when it is read again.
+	settled      map[string]map[int]float64
+	settledShare map[string]float64
+	nextSettled  time.Duration
+	rec          *recorder // the pods' holds on the devices
 	names     []string  // the queues, sorted: sums in one order
 	// The workloads waiting, per queue (admission's queue manager).
 	queues *admission.Queues
@@ -572,6 +585,7 @@ func (r *replay) advance(t time.Duration) {
 				r.decayed.Add(j.Queue, g)
 			case "costfair":
 				r.decayed.Add(j.Queue, cost*(1+r.opts.IdlePenalty*j.Idle))
+				r.settle(j.Queue, t, cost*(1+r.opts.IdlePenalty*j.Idle))
 			case "costfair-drs":
 				r.decayed.Add(j.Queue, cost)
 			}
@@ -588,6 +602,7 @@ func (r *replay) advance(t time.Duration) {
 				// Held, idle GPUs of a partial gang cost the queue and
 				// are penalised.
 				r.decayed.Add(p.Queue, g*r.model.Rates[r.ungated]*(1+r.opts.IdlePenalty))
+				r.settle(p.Queue, t, g*r.model.Rates[r.ungated]*(1+r.opts.IdlePenalty))
 			case "costfair-drs":
 				r.decayed.Add(p.Queue, g*r.model.Rates[r.ungated])
 			}

@@ -4,7 +4,9 @@ package sim
 // policy's order, the decisions carried out, preemptions and charges.
 
 import (
+	"math"
 	"slices"
+	"time"
 
 	"github.com/gpuledger/gpuledger/admission"
 )
@@ -62,7 +64,10 @@ func (r *replay) cycle() {
 	if r.opts.Gating && free < smallest && !r.mayReclaim() {
 		return
 	}
-	if r.opts.Policy == "kueue-afs" || (r.opts.Policy == "costfair" && r.loop == nil) {
+	switch {
+	case r.opts.Policy == "costfair" && r.loop == nil && r.opts.SettledSpend > 0:
+		r.snap.Share = r.settledShares()
+	case r.opts.Policy == "kueue-afs" || (r.opts.Policy == "costfair" && r.loop == nil):
 		r.snap.Share = r.decayed.Shares(r.snap.Queues)
 	}
 	if r.opts.Policy == "costfair-drs" {
@@ -189,7 +194,7 @@ func (r *replay) mayReclaim() bool {
 
 // charge keeps an admission penalty for the next cycles' shares.
 func (r *replay) charge(queue string, v float64) {
-	if r.loop != nil && r.opts.Policy == "costfair" {
+	if (r.loop != nil || r.opts.SettledSpend > 0) && r.opts.Policy == "costfair" {
 		r.penalties.Add(queue, v)
 		return
 	}
@@ -216,4 +221,54 @@ func (r *replay) preempt(run *admission.Running) *replayJob {
 	r.preempted++
 	r.release(j)
 	return j
+}
+
+// settle adds what queue spent from now to to, v spread evenly over the
+// interval, to the trace hours it falls in (SettledSpend).
+func (r *replay) settle(queue string, to time.Duration, v float64) {
+	if r.opts.SettledSpend <= 0 || to <= r.now {
+		return
+	}
+	if r.settled == nil {
+		r.settled = map[string]map[int]float64{}
+	}
+	hours := r.settled[queue]
+	if hours == nil {
+		hours = map[int]float64{}
+		r.settled[queue] = hours
+	}
+	perSec := v / (to - r.now).Seconds()
+	for from := r.now; from < to; {
+		h := from.Truncate(time.Hour)
+		end := min(h+time.Hour, to)
+		hours[int(h/time.Hour)] += perSec * (end - from).Seconds()
+		from = end
+	}
+}
+
+// settledShares is each queue's spend over its weight as the controller
+// reads it at now: the hours that have ended, each decayed from its
+// middle, as admission.LedgerSpend does, read again every SettledSpend.
+func (r *replay) settledShares() map[string]float64 {
+	if r.settledShare == nil || r.now >= r.nextSettled {
+		through := int(r.now / time.Hour)
+		r.settledShare = make(map[string]float64, len(r.snap.Queues))
+		for q, cq := range r.snap.Queues {
+			var v float64
+			for h, c := range r.settled[q] {
+				if h >= through {
+					continue
+				}
+				age := r.now - (time.Duration(h)*time.Hour + 30*time.Minute)
+				v += c * math.Exp2(-age.Seconds()/r.opts.HalfLife.Seconds())
+			}
+			r.settledShare[q] = v / cq.Weight
+		}
+		r.nextSettled = r.now.Truncate(r.opts.SettledSpend) + r.opts.SettledSpend
+	}
+	out := r.penalties.Shares(r.snap.Queues)
+	for q, v := range r.settledShare {
+		out[q] += v
+	}
+	return out
 }

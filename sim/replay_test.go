@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/attribution"
 	"github.com/gpuledger/gpuledger/ingest"
 	"github.com/gpuledger/gpuledger/internal/testenv"
@@ -425,4 +426,46 @@ func TestFlavorQuotasFitTheirGPUs(t *testing.T) {
 			t.Errorf("one flavor: %s has %d GPUs of quota, want its own %d", q.Name, n, q.NominalGPUs)
 		}
 	}
+}
+
+// TestSettledSpend: with SettledSpend costfair's spend is spread over the
+// trace hours it falls in and read as the controller reads the ledger:
+// only the hours that have ended, each decayed from its middle, read
+// again every SettledSpend, with the admission penalties on top.
+func TestSettledSpend(t *testing.T) {
+	r := &replay{opts: ReplayOptions{Policy: "costfair", SettledSpend: 10 * time.Minute, HalfLife: time.Hour},
+		snap:      &admission.Snapshot{Queues: map[string]*admission.ClusterQueue{"a": {Weight: 2}, "b": {Weight: 1}}},
+		penalties: admission.NewDecayed(time.Hour.Milliseconds())}
+	r.now = 30 * time.Minute
+	r.settle("a", 90*time.Minute, 60) // 30 in hour 0, 30 in hour 1
+	r.settle("b", 90*time.Minute, 6)
+	if got := r.settled["a"]; math.Abs(got[0]-30) > 1e-9 || math.Abs(got[1]-30) > 1e-9 || len(got) != 2 {
+		t.Fatalf("a's hours %v, want 30 in hour 0 and 30 in hour 1", got)
+	}
+	r.now = 90 * time.Minute
+	// Hour 0 has ended, its middle an hour ago: half of a's 30 over a's
+	// weight 2, half of b's 3.
+	want := map[string]float64{"a": 15.0 / 2, "b": 1.5}
+	check := func(when string, want map[string]float64) {
+		t.Helper()
+		got := r.settledShares()
+		for q, w := range want {
+			if math.Abs(got[q]-w) > 1e-9 {
+				t.Errorf("%s: %s's share %g, want %g (all %v)", when, q, got[q], w, got)
+			}
+		}
+	}
+	check("at 1:30", want)
+	// Read again at 1:40, not before: at 1:35 the shares stand.
+	r.now = 95 * time.Minute
+	r.settle("a", 125*time.Minute, 60)
+	check("at 1:35", want)
+	// At 2:05 hour 1 (a: 30 + 50 of the second 60) has ended too.
+	r.now = 125 * time.Minute
+	age := func(mid time.Duration) float64 { return math.Exp2(-(125*time.Minute - mid).Hours()) }
+	check("at 2:05", map[string]float64{"a": (30*age(30*time.Minute) + 80*age(90*time.Minute)) / 2, "b": 3*age(30*time.Minute) + 3*age(90*time.Minute)})
+	// An admission penalty counts at once.
+	r.penalties.Add("b", 4)
+	r.now = 126 * time.Minute
+	check("with b's penalty", map[string]float64{"b": 3*age(30*time.Minute) + 3*age(90*time.Minute) + 4})
 }

@@ -73,6 +73,10 @@ type Options struct {
 	// Interactive is the mechanism's share of notebook jobs; IdlePenalty
 	// the simulator's costfair idle penalty.
 	Interactive, IdlePenalty float64
+	// SimSettled has the simulator's costfair read the spend as the
+	// controller reads the ledger: whole trace hours once ended, every
+	// WeightInterval (sim.ReplayOptions.SettledSpend).
+	SimSettled bool
 	// MaxPending bounds each team's jobs waiting in the queue in both
 	// worlds (sim.ReplayOptions.MaxPending); 0: none.
 	MaxPending int
@@ -148,6 +152,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.Interactive, "mechanism.interactive", 0, "with -workload mechanism: the share of research's jobs that are notebooks holding one GPU 80% idle")
 	fs.IntVar(&o.MaxPending, "maxPending", 0, "each team has at most this many jobs waiting in the queue, in both worlds; its next job enters when one of them starts (its wait still counts from its submission), which keeps a backlogged team's queue, and Kueue's scheduling cycles, short; 0: no bound")
 	fs.Float64Var(&o.IdlePenalty, "idlePenalty", 0, "an experiment: the simulator's costfair counts an idle GPU-hour as 1+this GPU-hours of spend (the replay's ledger has no idle time, so the real controller's -idlePenalty would have nothing to count)")
+	fs.BoolVar(&o.SimSettled, "sim.settled", false, "the simulator's costfair reads the spend as the controller reads the ledger: the trace hours that have ended, every -weightInterval (default: the spend up to the moment)")
 	fs.IntVar(&o.Runs, "runs", 1, "real runs of each policy (min/median/max over them)")
 	fs.StringVar(&o.Layout, "layout", "shared", "shared (every team a LocalQueue of one ClusterQueue; policies kueue, kueue-afs, costfair, costfair+targets) or cohort (every team a ClusterQueue of its own in one cohort, its nominal quota its share of every flavor, Kueue's cohort fair sharing on; policies kueue and costfair-drs, whose ClusterQueue weights the controller sets)")
 	fs.StringVar(&o.Out, "out", "gpuledger-sim/sim-to-real", "folder for the stacks' logs, the outcomes (outcomes.csv) and, a real run each, the control plane's load by trace hour (POLICY-RUN/control-plane.csv; tools/control-plane-table.sh sums it up)")
@@ -266,6 +271,9 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		}
 		ropts := sim.ReplayOptions{Policy: policy, Gating: true, HalfLife: o.HalfLife, AdmissionPenalty: penalty,
 			Flavors: flavors, Limit: o.Limit, IdlePenalty: o.IdlePenalty, MaxPending: o.MaxPending}
+		if o.SimSettled {
+			ropts.SettledSpend = o.WeightInterval
+		}
 		if policy == "costfair+targets" {
 			ropts.Policy, ropts.FlavorTargets = "costfair", true
 		}
