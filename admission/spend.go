@@ -36,8 +36,16 @@ type LedgerSpend struct {
 // Spend returns each team's (or ClusterQueue's) decayed spend at now over
 // the hours written up to through (micros).
 func (l LedgerSpend) Spend(ctx context.Context, now, through time.Time) (map[string]float64, error) {
+	out, _, err := l.SpendThrough(ctx, now, through)
+	return out, err
+}
+
+// SpendThrough is Spend, and the end of the newest hour it read (zero when
+// it read none): what the ledger has settled, and so where an estimate of
+// the spend since has to start.
+func (l LedgerSpend) SpendThrough(ctx context.Context, now, through time.Time) (map[string]float64, time.Time, error) {
 	if err := CheckIdlePenalty(l.IdlePenalty); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	from := through.Add(-20 * l.HalfLife)
 	if from.Before(l.Epoch) {
@@ -49,15 +57,19 @@ func (l LedgerSpend) Spend(ctx context.Context, now, through time.Time) (map[str
 		by = ledger.DimTeam
 	case ledger.DimTeam, ledger.DimClusterQueue:
 	default:
-		return nil, fmt.Errorf("spend by %q: want %s or %s", by, ledger.DimTeam, ledger.DimClusterQueue)
+		return nil, time.Time{}, fmt.Errorf("spend by %q: want %s or %s", by, ledger.DimTeam, ledger.DimClusterQueue)
 	}
 	rows, err := l.Store.Query(ctx, ledger.Query{From: from, To: through, Step: ledger.StepHour,
 		GroupBy: []ledger.Dimension{by}, Cluster: l.Cluster})
 	if err != nil {
-		return nil, fmt.Errorf("read the %ss' spend from the ledger: %w", by, err)
+		return nil, time.Time{}, fmt.Errorf("read the %ss' spend from the ledger: %w", by, err)
 	}
 	out := map[string]float64{}
+	var settled time.Time
 	for _, r := range rows {
+		if end := r.Hour.Add(time.Hour); end.After(settled) {
+			settled = end
+		}
 		key := r.Team
 		if by == ledger.DimClusterQueue {
 			key = r.ClusterQueue
@@ -69,7 +81,7 @@ func (l LedgerSpend) Spend(ctx context.Context, now, through time.Time) (map[str
 		v := float64(r.CostMicros+r.EnergyCostMicros) + l.IdlePenalty*float64(r.IdleCostMicros)
 		out[key] += v * math.Exp2(-age.Seconds()/l.HalfLife.Seconds())
 	}
-	return out, nil
+	return out, settled, nil
 }
 
 // CheckIdlePenalty refuses an idle penalty LedgerSpend cannot count: a

@@ -57,6 +57,10 @@ func TestLedgerSpendBy(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("got %v, want the teams %v only", got, want)
 	}
+	// The newest hour read ends at h0 + 2 h: the ledger is settled to there.
+	if _, settled, err := l.SpendThrough(context.Background(), now, now); err != nil || !settled.Equal(h0.Add(2*time.Hour)) {
+		t.Errorf("settled through %s (%v), want %s", settled, err, h0.Add(2*time.Hour))
+	}
 	l.By = ledger.DimClusterQueue
 	got, err = l.Spend(context.Background(), now, now)
 	if err != nil {

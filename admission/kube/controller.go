@@ -83,6 +83,10 @@ type Options struct {
 	IdlePenalty float64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// ObjectTime maps a time Kubernetes wrote (a Workload condition's
+	// lastTransitionTime) onto Now's clock; nil: the same clock. A replay
+	// on a compressed clock sets it.
+	ObjectTime func(time.Time) time.Time
 	Log *slog.Logger
 }
 

@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gpuledger/gpuledger/admission"
-	"github.com/gpuledger/gpuledger/ledger"
 )
 
 // ClusterQueue is what the cohort weights need of one ClusterQueue.
@@ -195,8 +194,7 @@ func (c *Controller) updateClusterQueueWeights(ctx context.Context, t *Teams, cq
 		cohorts = append(cohorts, ReadCohort(&list.Items[i], t.PriceMicrosPerGPUHour))
 	}
 	now := c.o.Now()
-	spend, err := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife, IdlePenalty: c.o.IdlePenalty,
-		By: ledger.DimClusterQueue}.Spend(ctx, now, now)
+	spend, err := c.spend(ctx, t, now, true)
 	if err != nil {
 		return err
 	}

@@ -467,6 +467,9 @@ func (r *kueueReplay) run(parent context.Context) ([]ReplayOutcome, error) {
 	r.begin = time.Now()
 	// The controller's clock is the trace's: the ledger's hours are.
 	r.c.o.Now = func() time.Time { return r.o.Epoch.Add(r.clock()) }
+	r.c.o.ObjectTime = func(at time.Time) time.Time {
+		return r.o.Epoch.Add(time.Duration(float64(at.Sub(r.begin)) * r.o.Speedup))
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); r.submit(ctx) }()

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gpuledger/gpuledger/admission"
+	"github.com/gpuledger/gpuledger/ledger"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -55,7 +57,7 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 		queues = append(queues, q)
 	}
 	now := c.o.Now()
-	spend, err := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife, IdlePenalty: c.o.IdlePenalty}.Spend(ctx, now, now)
+	spend, err := c.spend(ctx, t, now, false)
 	if err != nil {
 		return err
 	}
@@ -94,6 +96,29 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// spend is each team's (or with byCQ ClusterQueue's) decayed spend at
+// now: the ledger's settled hours, and what the admitted Workloads have
+// cost since the newest of them (openSpend) once Run watches the Workloads.
+func (c *Controller) spend(ctx context.Context, t *Teams, now time.Time, byCQ bool) (map[string]float64, error) {
+	ls := admission.LedgerSpend{Store: c.o.Store, Cluster: t.Cluster, HalfLife: c.o.HalfLife, IdlePenalty: c.o.IdlePenalty}
+	if byCQ {
+		ls.By = ledger.DimClusterQueue
+	}
+	spend, settled, err := ls.SpendThrough(ctx, now, now)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	list := c.workloads
+	c.mu.Unlock()
+	if list != nil {
+		for k, v := range openSpend(t, list(), now, settled, c.o.HalfLife, c.o.ObjectTime, byCQ) {
+			spend[k] += v
+		}
+	}
+	return spend, nil
 }
 
 // setWeight writes weight to (from from) into the spec.fairSharing.weight
