@@ -253,7 +253,7 @@ type replay struct {
 	settledShare map[string]float64
 	nextSettled  time.Duration
 	rec          *recorder // the pods' holds on the devices
-	names     []string  // the queues, sorted: sums in one order
+	names        []string  // the queues, sorted: sums in one order
 	// The workloads waiting, per queue (admission's queue manager).
 	queues *admission.Queues
 

@@ -87,7 +87,7 @@ type Options struct {
 	// lastTransitionTime) onto Now's clock; nil: the same clock. A replay
 	// on a compressed clock sets it.
 	ObjectTime func(time.Time) time.Time
-	Log *slog.Logger
+	Log        *slog.Logger
 }
 
 // Stats counts what the controller did, for its metrics.
