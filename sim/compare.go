@@ -26,6 +26,10 @@ type RunFigures struct {
 	// MoneyGap and MoneyGapP95 are ReplayResult's, sampled hourly the
 	// same way, every queue entitled to the same.
 	MoneyGap, MoneyGapP95 float64
+	// MoneyGapByBlock is the money gap over each GapBlock of the trace
+	// from its start, the last one ending at end (NaN: no hour of the
+	// block had two queues waiting with spend): where two runs part.
+	MoneyGapByBlock []float64
 	// GPUHoursByFlavor is what the started jobs held, up to end.
 	GPUHoursByFlavor map[string]float64
 	// IdlePaidGPUHours is ReplayResult's, sampled hourly the same way.
@@ -37,6 +41,9 @@ type RunFigures struct {
 	LongestStall map[string]time.Duration
 	MaxStall     time.Duration
 }
+
+// GapBlock is the span of RunFigures.MoneyGapByBlock's blocks.
+const GapBlock = 12 * time.Hour
 
 // Figures computes RunFigures of jobs from the outcomes of those that
 // started, up to end (a job still running then holds until end), with
@@ -76,6 +83,7 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 	var sum float64
 	n := 0
 	var gaps moneyGaps
+	blocks := make([]moneyGaps, (end+GapBlock-1)/GapBlock)
 	entitled := map[string]float64{}
 	for q := range queues {
 		entitled[q] = 1
@@ -104,6 +112,7 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 			continue
 		}
 		gaps.sample(slices.Sorted(maps.Keys(waiting)), rate, entitled)
+		blocks[t/GapBlock].sample(slices.Sorted(maps.Keys(waiting)), rate, entitled)
 		var xs []float64
 		for q := range waiting {
 			xs = append(xs, rate[q])
@@ -120,6 +129,13 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 		f.JainBacklogged = sum / float64(n)
 	}
 	f.MoneyGap, f.MoneyGapP95, _, _ = gaps.result()
+	for _, b := range blocks {
+		g, _, n, _ := b.result()
+		if n == 0 {
+			g = math.NaN()
+		}
+		f.MoneyGapByBlock = append(f.MoneyGapByBlock, g)
+	}
 	f.LongestStall = longestStalls(jobs, started, end)
 	for _, d := range f.LongestStall {
 		f.MaxStall = max(f.MaxStall, d)

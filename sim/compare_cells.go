@@ -87,3 +87,16 @@ func ErrorCells(s, r RunFigures) string {
 		rel(s.JainBacklogged, r.JainBacklogged), rel(s.MoneyGap, r.MoneyGap), rel(s.IdlePaidGPUHours, r.IdlePaidGPUHours),
 		rel(float64(s.MaxStall), float64(r.MaxStall))}, "\t")
 }
+
+// BlockCells are MoneyGapByBlock's gaps, tab-separated ("-" for a block
+// without a sample).
+func (f RunFigures) BlockCells() string {
+	cells := make([]string, len(f.MoneyGapByBlock))
+	for i, g := range f.MoneyGapByBlock {
+		cells[i] = "-"
+		if !math.IsNaN(g) {
+			cells[i] = fmt.Sprintf("%.3f", g)
+		}
+	}
+	return strings.Join(cells, "\t")
+}

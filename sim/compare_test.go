@@ -52,6 +52,36 @@ func TestFigures(t *testing.T) {
 	}
 }
 
+// TestMoneyGapByBlock: the money gap of each 12 trace hours, the last
+// block cut at the end, and NaN for a block in which no two queues waited.
+func TestMoneyGapByBlock(t *testing.T) {
+	h := time.Hour
+	jobs := []TraceJob{
+		{ID: "a1", Queue: "a", GPUs: 2}, {ID: "a2", Queue: "a", GPUs: 2}, {ID: "a3", Queue: "a", GPUs: 99},
+		{ID: "b1", Queue: "b", GPUs: 2}, {ID: "b2", Queue: "b", GPUs: 99},
+	}
+	// a holds two H100s (8) for 12 h, then a and b two T4s (2) each for
+	// 12 h, then b alone: gaps 0.5, 0 and 0.5; a3 and b2 wait throughout.
+	outs := []JobOutcome{
+		{ID: "a1", Queue: "a", Flavor: "h100", GPUs: 2, Start: 0, Finish: 12 * h},
+		{ID: "a2", Queue: "a", Flavor: "t4", GPUs: 2, Start: 12 * h, Finish: 24 * h},
+		{ID: "b1", Queue: "b", Flavor: "t4", GPUs: 2, Start: 12 * h},
+	}
+	prices := map[string]int64{"h100": 4, "t4": 1}
+	f := Figures(jobs, outs, prices, 30*h)
+	if want := []float64{0.5, 0, 0.5}; len(f.MoneyGapByBlock) != 3 || f.MoneyGapByBlock[0] != 0.5 || f.MoneyGapByBlock[1] != 0 || f.MoneyGapByBlock[2] != 0.5 {
+		t.Errorf("money gap by block %v, want %v", f.MoneyGapByBlock, want)
+	}
+	if got := f.BlockCells(); got != "0.500\t0.000\t0.500" {
+		t.Errorf("block cells %q", got)
+	}
+	// Queue a alone waits: no block has a sample.
+	f = Figures(jobs[:3], outs[:2], prices, 12*h)
+	if len(f.MoneyGapByBlock) != 1 || !math.IsNaN(f.MoneyGapByBlock[0]) || f.BlockCells() != "-" {
+		t.Errorf("with one queue: %v (%q), want one NaN block", f.MoneyGapByBlock, f.BlockCells())
+	}
+}
+
 // TestSharedModel: with SharedGPUs every queue may use every GPU of its
 // flavor and the cluster is those GPUs, one node per flavor.
 func TestSharedModel(t *testing.T) {

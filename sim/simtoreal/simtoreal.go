@@ -264,6 +264,8 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmoney gap\tidle paid GPU-h\tlongest stall\tmean |Δwait| vs sim\tsame flavor\t")
 	began := time.Now()
+	// blocks are the money gap's rows by GapBlock, printed after the table.
+	var blocks []string
 	for _, policy := range o.Policies {
 		m, err := newModel(queues, flavors, gpus)
 		if err != nil {
@@ -284,6 +286,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		writeOutcomes(policy, "sim", 0, res.Outcomes)
 		simFig := sim.Figures(jobs, res.Outcomes, prices, o.Limit)
 		fmt.Fprintf(tw, "%s\tsimulator\t%s\t\t\n", policy, simFig.Cells())
+		blocks = append(blocks, fmt.Sprintf("%s/simulator\t%s\t", policy, simFig.BlockCells()))
 		if !o.Real {
 			continue
 		}
@@ -298,6 +301,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 			fig := sim.Figures(jobs, outs, prices, o.Limit)
 			div := sim.Diverge(res.Outcomes, outs)
 			realFigs = append(realFigs, fig)
+			blocks = append(blocks, fmt.Sprintf("%s/kueue-%d\t%s\t", policy, run, fig.BlockCells()))
 			fmt.Fprintf(tw, "%s\tKueue run %d\t%s\t%s\t%.0f%%\t\n", policy, run, fig.Cells(), div.MeanAbsWait.Round(time.Minute), 100*div.SameFlavor)
 		}
 		if o.Runs > 1 {
@@ -306,6 +310,14 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		fmt.Fprintf(tw, "%s\tsimulator error\t%s\t\t\t\n", policy, sim.ErrorCells(simFig, sim.MedianFigures(realFigs)))
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nmoney gap by %g trace hours, from the start (-: no hour with two teams waiting):\n", sim.GapBlock.Hours())
+	bw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, b := range blocks {
+		fmt.Fprintln(bw, b)
+	}
+	if err := bw.Flush(); err != nil {
 		return err
 	}
 	if o.Real {
