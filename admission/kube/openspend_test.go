@@ -1,11 +1,19 @@
 package kube
 
 import (
+	"context"
+	"log/slog"
 	"math"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpuledger/gpuledger/ledger/embedded/embeddedtest"
 )
 
 // TestOpenSpend: what the admitted Workloads cost since the ledger's
@@ -66,5 +74,61 @@ func TestOpenSpend(t *testing.T) {
 	// A ledger settled past now leaves nothing open.
 	if got := openSpend(teams, workloads, now, now.Add(time.Hour), time.Hour, objectTime, false); len(got) != 0 {
 		t.Errorf("with the hour settled past now: %v, want nothing", got)
+	}
+}
+
+// TestOpenSpendWeights: with an empty ledger the teams' weights come from
+// what Kueue says they were admitted: research, which has held two H100s
+// (6.00 an hour) for half an hour, spent six times vision's one A100
+// (2.00) for as long, so with the same consumed usage research's weight is
+// a sixth of vision's; without the Workloads both keep weight 1.
+func TestOpenSpendWeights(t *testing.T) {
+	teams, f, wl := targetsFixture(t)
+	teams.Cluster = "test"
+	teams.Entitlement = map[string]float64{"research": 1, "vision": 1}
+	lq := func(ns string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "LocalQueue",
+			"metadata": map[string]any{"name": "q", "namespace": ns}, "spec": map[string]any{"clusterQueue": "shared"},
+			"status": map[string]any{"fairSharing": map[string]any{"admissionFairSharingStatus": map[string]any{
+				"consumedResources": map[string]any{"nvidia.com/gpu": "2"}}}}}}
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{clusterQsGVR: "ClusterQueueList", localQueuesGVR: "LocalQueueList", workloadsGVR: "WorkloadList"},
+		lq("research"), lq("vision"))
+	admitted := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		if err := unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "Admitted", "status": "True",
+			"lastTransitionTime": testNow.Add(-30 * time.Minute).Format(time.RFC3339)}}, "status", "conditions"); err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	var workloads []*unstructured.Unstructured
+	c := &Controller{o: Options{Store: embeddedtest.Open(t), HalfLife: time.Hour, Hysteresis: 0.1,
+		Now: func() time.Time { return testNow }, Log: slog.New(slog.DiscardHandler)},
+		dyn: dyn, core: kubefake.NewClientset(), teams: *teams, checks: map[string]bool{}, answeredReady: map[string]time.Time{},
+		weights: map[string]*queueWeight{}, flavors: f, flavorsAt: time.Now(),
+		workloads: func() []*unstructured.Unstructured { return workloads }}
+	weight := func(ns string) float64 {
+		t.Helper()
+		u := getObject(t, dyn, localQueuesGVR, ns, "q")
+		if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
+			return quantity(w)
+		}
+		return 1
+	}
+	ctx := context.Background()
+	if err := c.UpdateWeights(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, v := weight("research"), weight("vision"); r != 1 || v != 1 {
+		t.Fatalf("nothing admitted, nothing in the ledger: weights %g and %g, want 1 and 1", r, v)
+	}
+	workloads = []*unstructured.Unstructured{admitted(wl("research", "r", 2, false, "h100")), admitted(wl("vision", "v", 1, true, "a100"))}
+	if err := c.UpdateWeights(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// consumed / share, 1/6 against 1, scaled to average 1: 2/7 and 12/7.
+	if r, v := weight("research"), weight("vision"); math.Abs(r-2.0/7) > 0.001 || math.Abs(v-12.0/7) > 0.001 {
+		t.Errorf("weights research %g, vision %g; want 2/7 and 12/7", r, v)
 	}
 }
