@@ -6,13 +6,7 @@
 #   bash tools/explain-demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -n "$(git status --porcelain -- ':!docs')" ]; then
-	echo "explain-demo.sh: the working tree has changes outside docs/; commit them so that the file names the code it ran" >&2
-	exit 1
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/gpuledger" ./cmd/gpuledger
+. tools/lib/docs-build.sh explain-demo.sh
 "$tmp/gpuledger" demo -serve=false -month=2026-10 -out "$tmp/demo" -log.level=warn > /dev/null
 out=docs/explain/demo-explain.txt
 {

@@ -45,14 +45,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${1:-5}
-commit=$(git rev-parse --short HEAD)
-if [ -n "$(git status --porcelain -- ':!docs')" ]; then
-	echo "mechanism.sh: the working tree has changes outside docs/; commit them so that the file names the code it ran" >&2
-	exit 1
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/gpuledger" ./cmd/gpuledger
+. tools/lib/docs-build.sh mechanism.sh
 # idle_penalty prints the idle penalty's section (the shared layout).
 idle_penalty() {
 	echo

@@ -13,14 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=${1:-5}
 hours=${HOURS:-48}
-commit=$(git rev-parse --short HEAD)
-if [ -n "$(git status --porcelain -- ':!docs')" ]; then
-	echo "settled-spend.sh: the working tree has changes outside docs/; commit them so that the file names the code it ran" >&2
-	exit 1
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/gpuledger" ./cmd/gpuledger
+. tools/lib/docs-build.sh settled-spend.sh
 out=docs/policy-eval/mechanism-settled.txt
 {
 	echo "# at $commit: bash tools/settled-spend.sh $seeds (HOURS=$hours)"
