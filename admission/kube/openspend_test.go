@@ -2,18 +2,11 @@ package kube
 
 import (
 	"context"
-	"log/slog"
 	"math"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
-	kubefake "k8s.io/client-go/kubernetes/fake"
-
-	"github.com/gpuledger/gpuledger/ledger/embedded/embeddedtest"
 )
 
 // TestOpenSpend: what the admitted Workloads cost since the ledger's
@@ -84,17 +77,7 @@ func TestOpenSpend(t *testing.T) {
 // a sixth of vision's; without the Workloads both keep weight 1.
 func TestOpenSpendWeights(t *testing.T) {
 	teams, f, wl := targetsFixture(t)
-	teams.Cluster = "test"
 	teams.Entitlement = map[string]float64{"research": 1, "vision": 1}
-	lq := func(ns string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "LocalQueue",
-			"metadata": map[string]any{"name": "q", "namespace": ns}, "spec": map[string]any{"clusterQueue": "shared"},
-			"status": map[string]any{"fairSharing": map[string]any{"admissionFairSharingStatus": map[string]any{
-				"consumedResources": map[string]any{"nvidia.com/gpu": "2"}}}}}}
-	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{clusterQsGVR: "ClusterQueueList", localQueuesGVR: "LocalQueueList", workloadsGVR: "WorkloadList"},
-		lq("research"), lq("vision"))
 	admitted := func(u *unstructured.Unstructured) *unstructured.Unstructured {
 		if err := unstructured.SetNestedSlice(u.Object, []any{map[string]any{"type": "Admitted", "status": "True",
 			"lastTransitionTime": testNow.Add(-30 * time.Minute).Format(time.RFC3339)}}, "status", "conditions"); err != nil {
@@ -103,19 +86,8 @@ func TestOpenSpendWeights(t *testing.T) {
 		return u
 	}
 	var workloads []*unstructured.Unstructured
-	c := &Controller{o: Options{Store: embeddedtest.Open(t), HalfLife: time.Hour, Hysteresis: 0.1,
-		Now: func() time.Time { return testNow }, Log: slog.New(slog.DiscardHandler)},
-		dyn: dyn, core: kubefake.NewClientset(), teams: *teams, checks: map[string]bool{}, answeredReady: map[string]time.Time{},
-		weights: map[string]*queueWeight{}, flavors: f, flavorsAt: time.Now(),
-		workloads: func() []*unstructured.Unstructured { return workloads }}
-	weight := func(ns string) float64 {
-		t.Helper()
-		u := getObject(t, dyn, localQueuesGVR, ns, "q")
-		if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
-			return quantity(w)
-		}
-		return 1
-	}
+	c, weight := weightsController(t, teams, f, map[string]any{"fairSharing": map[string]any{"admissionFairSharingStatus": map[string]any{
+		"consumedResources": map[string]any{"nvidia.com/gpu": "2"}}}}, func() []*unstructured.Unstructured { return workloads })
 	ctx := context.Background()
 	if err := c.UpdateWeights(ctx); err != nil {
 		t.Fatal(err)

@@ -198,29 +198,10 @@ func TestDemotions(t *testing.T) {
 // finds the team no longer demoted; the other team's is left alone.
 func TestDemotionWeights(t *testing.T) {
 	teams, f, wl := targetsFixture(t)
-	teams.Cluster = "test"
-	lq := func(ns string) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "LocalQueue",
-			"metadata": map[string]any{"name": "q", "namespace": ns}, "spec": map[string]any{"clusterQueue": "shared"}}}
-	}
-	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{clusterQsGVR: "ClusterQueueList", localQueuesGVR: "LocalQueueList", workloadsGVR: "WorkloadList"},
-		lq("research"), lq("vision"))
 	var workloads []*unstructured.Unstructured
-	c := &Controller{o: Options{Store: embeddedtest.Open(t), HalfLife: time.Hour, Hysteresis: 0.1, FlavorTargets: true,
-		Now: func() time.Time { return testNow }, Log: slog.New(slog.DiscardHandler)},
-		dyn: dyn, core: kubefake.NewClientset(), teams: *teams, checks: map[string]bool{}, answeredReady: map[string]time.Time{},
-		weights: map[string]*queueWeight{}, flavors: f, flavorsAt: time.Now(),
-		workloads: func() []*unstructured.Unstructured { return workloads }}
+	c, weight := weightsController(t, teams, f, nil, func() []*unstructured.Unstructured { return workloads })
+	c.o.FlavorTargets = true
 	ctx := context.Background()
-	weight := func(ns string) float64 {
-		t.Helper()
-		u := getObject(t, dyn, localQueuesGVR, ns, "q")
-		if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
-			return quantity(w)
-		}
-		return 1
-	}
 	if err := c.UpdateWeights(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +221,39 @@ func TestDemotionWeights(t *testing.T) {
 	if r := weight("research"); r != 1 {
 		t.Errorf("the A100s full: research's weight %g, want 1 back", r)
 	}
+}
+
+// weightsController is a controller over a fake API server holding the
+// LocalQueues "q" of research and vision in the fixture's ClusterQueue,
+// with status (nil: none), an empty ledger and the Workloads list gives;
+// weight reads a LocalQueue's fairSharing.weight (1 when unset).
+func weightsController(t *testing.T, teams *Teams, f Flavors, status map[string]any, list func() []*unstructured.Unstructured) (*Controller, func(ns string) float64) {
+	t.Helper()
+	teams.Cluster = "test"
+	lq := func(ns string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": kueueGroup + "/v1beta2", "kind": "LocalQueue",
+			"metadata": map[string]any{"name": "q", "namespace": ns}, "spec": map[string]any{"clusterQueue": "shared"}}}
+		if status != nil {
+			u.Object["status"] = status
+		}
+		return u
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{clusterQsGVR: "ClusterQueueList", localQueuesGVR: "LocalQueueList", workloadsGVR: "WorkloadList"},
+		lq("research"), lq("vision"))
+	c := &Controller{o: Options{Store: embeddedtest.Open(t), HalfLife: time.Hour, Hysteresis: 0.1,
+		Now: func() time.Time { return testNow }, Log: slog.New(slog.DiscardHandler)},
+		dyn: dyn, core: kubefake.NewClientset(), teams: *teams, checks: map[string]bool{}, answeredReady: map[string]time.Time{},
+		weights: map[string]*queueWeight{}, flavors: f, flavorsAt: time.Now(), workloads: list}
+	weight := func(ns string) float64 {
+		t.Helper()
+		u := getObject(t, dyn, localQueuesGVR, ns, "q")
+		if w, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "fairSharing", "weight"); ok {
+			return quantity(w)
+		}
+		return 1
+	}
+	return c, weight
 }
 
 // TestUndecided: a reservation whose check of ours is Pending is
