@@ -95,6 +95,17 @@ type ReplayOptions struct {
 	// clock (the controller's weight interval). 0: the spend decayed up
 	// to the moment, continuously. Without Ledger only.
 	SettledSpend time.Duration
+	// ControllerWeights, when positive, runs costfair as gpuledger's
+	// controller makes a real Kueue run it: Admission Fair Sharing orders
+	// the queues by their decayed GPU usage (its admission penalty
+	// included) over a weight, and every ControllerWeights of the trace
+	// clock the controller sets each weight to usage / money share,
+	// scaled to average 1 over the queues with both, bounded to
+	// [0.01, 100], written only when it moves by more than Hysteresis
+	// (admission/kube Weights and Changed). 0: costfair's own order, the
+	// money share itself. Without Ledger only.
+	ControllerWeights time.Duration
+	Hysteresis        float64
 	// Limit stops the replay this long after the start; 0 runs until every
 	// job has finished.
 	Limit time.Duration
@@ -250,6 +261,11 @@ type replay struct {
 	// settledShare what was last read from it, with SettledSpend;
 	// nextSettled is when it is read again.
 	settled      map[string]map[int]float64
+	// consumed is Admission Fair Sharing's decayed usage and
+	// nextWeights when the controller sets the weights again, with
+	// ControllerWeights.
+	consumed    *admission.Decayed
+	nextWeights time.Duration
 	settledShare map[string]float64
 	nextSettled  time.Duration
 	rec          *recorder // the pods' holds on the devices
@@ -402,7 +418,12 @@ func newReplay(m *Model, jobs []TraceJob, opts ReplayOptions) (*replay, error) {
 	if r.speeds, err = newSpeeds(m.flavors); err != nil {
 		return nil, err
 	}
-	if r.policy, err = admission.NewPolicy(opts.Policy, admission.PolicyParams{HalfLifeMs: opts.HalfLife.Milliseconds(),
+	order := opts.Policy
+	if r.viaWeights() {
+		// Kueue orders; the controller's weights carry the money.
+		order = "kueue-afs"
+	}
+	if r.policy, err = admission.NewPolicy(order, admission.PolicyParams{HalfLifeMs: opts.HalfLife.Milliseconds(),
 		PenaltyMs: opts.AdmissionPenalty.Milliseconds(), Rates: m.Rates}); err != nil {
 		return nil, err
 	}
@@ -421,7 +442,7 @@ func newReplay(m *Model, jobs []TraceJob, opts ReplayOptions) (*replay, error) {
 				cq.Preemption.WithinClusterQueue = admission.Never
 			}
 		}
-		if opts.Policy == "costfair" {
+		if opts.Policy == "costfair" && !r.viaWeights() {
 			// A team's weight is what its quota is worth: one entitled
 			// to more may spend more before it waits behind others.
 			cq.Weight = m.value[name] * 3600 / 1e6 // dollars per hour
@@ -466,6 +487,9 @@ func newReplay(m *Model, jobs []TraceJob, opts ReplayOptions) (*replay, error) {
 	}
 	r.decayed = admission.NewDecayed(opts.HalfLife.Milliseconds())
 	r.penalties = admission.NewDecayed(opts.HalfLife.Milliseconds())
+	if r.viaWeights() {
+		r.consumed = admission.NewDecayed(opts.HalfLife.Milliseconds())
+	}
 	return r, nil
 }
 
@@ -586,6 +610,9 @@ func (r *replay) advance(t time.Duration) {
 			case "costfair":
 				r.decayed.Add(j.Queue, cost*(1+r.opts.IdlePenalty*j.Idle))
 				r.settle(j.Queue, t, cost*(1+r.opts.IdlePenalty*j.Idle))
+				if r.consumed != nil {
+					r.consumed.Add(j.Queue, g)
+				}
 			case "costfair-drs":
 				r.decayed.Add(j.Queue, cost)
 			}
@@ -603,6 +630,9 @@ func (r *replay) advance(t time.Duration) {
 				// are penalised.
 				r.decayed.Add(p.Queue, g*r.model.Rates[r.ungated]*(1+r.opts.IdlePenalty))
 				r.settle(p.Queue, t, g*r.model.Rates[r.ungated]*(1+r.opts.IdlePenalty))
+				if r.consumed != nil {
+					r.consumed.Add(p.Queue, g)
+				}
 			case "costfair-drs":
 				r.decayed.Add(p.Queue, g*r.model.Rates[r.ungated])
 			}
@@ -610,6 +640,9 @@ func (r *replay) advance(t time.Duration) {
 	}
 	r.now = t
 	r.decayed.Advance(t.Milliseconds() + 1)
+	if r.consumed != nil {
+		r.consumed.Advance(t.Milliseconds() + 1)
+	}
 	r.penalties.Advance(t.Milliseconds() + 1)
 }
 

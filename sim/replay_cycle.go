@@ -65,6 +65,9 @@ func (r *replay) cycle() {
 		return
 	}
 	switch {
+	case r.viaWeights():
+		r.controllerWeights()
+		r.snap.Share = r.consumed.Shares(r.snap.Queues)
 	case r.opts.Policy == "costfair" && r.loop == nil && r.opts.SettledSpend > 0:
 		r.snap.Share = r.settledShares()
 	case r.opts.Policy == "kueue-afs" || (r.opts.Policy == "costfair" && r.loop == nil):
@@ -194,6 +197,10 @@ func (r *replay) mayReclaim() bool {
 
 // charge keeps an admission penalty for the next cycles' shares.
 func (r *replay) charge(queue string, v float64) {
+	if r.viaWeights() {
+		r.consumed.Add(queue, v)
+		return
+	}
 	if (r.loop != nil || r.opts.SettledSpend > 0) && r.opts.Policy == "costfair" {
 		r.penalties.Add(queue, v)
 		return
@@ -246,23 +253,31 @@ func (r *replay) settle(queue string, to time.Duration, v float64) {
 	}
 }
 
+// settledSpend is each queue's spend at now over the trace hours that
+// have ended, each decayed from its middle (admission.LedgerSpend).
+func (r *replay) settledSpend() map[string]float64 {
+	through := int(r.now / time.Hour)
+	out := map[string]float64{}
+	for q, hours := range r.settled {
+		for h, c := range hours {
+			if h < through {
+				age := r.now - (time.Duration(h)*time.Hour + 30*time.Minute)
+				out[q] += c * math.Exp2(-age.Seconds()/r.opts.HalfLife.Seconds())
+			}
+		}
+	}
+	return out
+}
+
 // settledShares is each queue's spend over its weight as the controller
 // reads it at now: the hours that have ended, each decayed from its
 // middle, as admission.LedgerSpend does, read again every SettledSpend.
 func (r *replay) settledShares() map[string]float64 {
 	if r.settledShare == nil || r.now >= r.nextSettled {
-		through := int(r.now / time.Hour)
+		spend := r.settledSpend()
 		r.settledShare = make(map[string]float64, len(r.snap.Queues))
 		for q, cq := range r.snap.Queues {
-			var v float64
-			for h, c := range r.settled[q] {
-				if h >= through {
-					continue
-				}
-				age := r.now - (time.Duration(h)*time.Hour + 30*time.Minute)
-				v += c * math.Exp2(-age.Seconds()/r.opts.HalfLife.Seconds())
-			}
-			r.settledShare[q] = v / cq.Weight
+			r.settledShare[q] = spend[q] / cq.Weight
 		}
 		r.nextSettled = r.now.Truncate(r.opts.SettledSpend) + r.opts.SettledSpend
 	}
@@ -271,4 +286,46 @@ func (r *replay) settledShares() map[string]float64 {
 		out[q] += v
 	}
 	return out
+}
+
+// viaWeights says whether costfair runs through Kueue's order and the
+// controller's weights (ReplayOptions.ControllerWeights).
+func (r *replay) viaWeights() bool {
+	return r.opts.Policy == "costfair" && r.opts.ControllerWeights > 0 && r.opts.Ledger == nil
+}
+
+// controllerWeights sets the queues' weights as gpuledger's controller
+// sets the LocalQueues' (admission/kube Weights), when they are due: each
+// queue's usage over its money share (decayed spend, as SettledSpend
+// reads it, over its quota's value), scaled to average 1, bounded, moved
+// only past Hysteresis.
+func (r *replay) controllerWeights() {
+	if r.now < r.nextWeights {
+		return
+	}
+	r.nextWeights = r.now.Truncate(r.opts.ControllerWeights) + r.opts.ControllerWeights
+	usage := r.consumed.Values()
+	spend := r.decayed.Values()
+	if r.opts.SettledSpend > 0 {
+		spend = r.settledSpend()
+	}
+	raw := map[string]float64{}
+	var sum float64
+	for _, q := range r.names {
+		share := spend[q] / r.model.value[q]
+		if usage[q] > 0 && share > 0 {
+			raw[q] = usage[q] / share
+			sum += raw[q]
+		}
+	}
+	for _, q := range r.names {
+		w := 1.0
+		if v, ok := raw[q]; ok {
+			w = min(max(v/(sum/float64(len(raw))), 0.01), 100)
+		}
+		cq := r.snap.Queues[q]
+		if cq.Weight <= 0 || math.Abs(w/cq.Weight-1) > r.opts.Hysteresis {
+			cq.Weight = w
+		}
+	}
 }

@@ -469,3 +469,53 @@ func TestSettledSpend(t *testing.T) {
 	r.now = 126 * time.Minute
 	check("with b's penalty", map[string]float64{"b": 3*age(30*time.Minute) + 3*age(90*time.Minute) + 4})
 }
+
+// TestControllerWeights: with ControllerWeights costfair's queues carry
+// the weights gpuledger's controller would write, every interval and only
+// past the hysteresis: usage over money share, scaled to average 1.
+func TestControllerWeights(t *testing.T) {
+	r := &replay{opts: ReplayOptions{Policy: "costfair", ControllerWeights: 10 * time.Minute, Hysteresis: 0.1, HalfLife: time.Hour},
+		model: &Model{value: map[string]float64{"a": 1, "b": 1, "c": 1}}, names: []string{"a", "b", "c"},
+		snap:     &admission.Snapshot{Queues: map[string]*admission.ClusterQueue{"a": {Weight: 1}, "b": {Weight: 1}, "c": {Weight: 1}}},
+		consumed: admission.NewDecayed(time.Hour.Milliseconds()), decayed: admission.NewDecayed(time.Hour.Milliseconds())}
+	if !r.viaWeights() {
+		t.Fatal("costfair with ControllerWeights: not via the weights")
+	}
+	// a and b used the same GPU time; a's was three times the money. c used
+	// nothing and keeps 1.
+	r.consumed.Add("a", 100)
+	r.consumed.Add("b", 100)
+	r.decayed.Add("a", 30)
+	r.decayed.Add("b", 10)
+	r.controllerWeights()
+	weights := func() [3]float64 {
+		return [3]float64{r.snap.Queues["a"].Weight, r.snap.Queues["b"].Weight, r.snap.Queues["c"].Weight}
+	}
+	// raw 100/30 and 100/10, mean 20/3: 0.5 and 1.5.
+	if got := weights(); math.Abs(got[0]-0.5) > 1e-9 || math.Abs(got[1]-1.5) > 1e-9 || got[2] != 1 {
+		t.Fatalf("weights %v, want [0.5 1.5 1]", got)
+	}
+	if shares := r.consumed.Shares(r.snap.Queues); math.Abs(shares["a"]-200) > 1e-9 || math.Abs(shares["b"]-100/1.5) > 1e-9 {
+		t.Errorf("Kueue's order keys %v, want usage over weight", shares)
+	}
+	// Not yet due: nothing moves.
+	r.decayed.Add("b", 20)
+	r.now = 5 * time.Minute
+	r.controllerWeights()
+	if got := weights(); got[1] != 1.5 {
+		t.Errorf("before the interval: weights %v, want b still 1.5", got)
+	}
+	// Due: a and b now spent alike, both move to 1.
+	r.now = 10 * time.Minute
+	r.controllerWeights()
+	if got := weights(); math.Abs(got[0]-1) > 1e-9 || math.Abs(got[1]-1) > 1e-9 {
+		t.Errorf("after the interval: weights %v, want 1 and 1", got)
+	}
+	// A move within the hysteresis (a: 2%) is not written.
+	r.decayed.Add("a", 1)
+	r.now = 20 * time.Minute
+	r.controllerWeights()
+	if got := weights(); got[0] != 1 || got[1] != 1 {
+		t.Errorf("a 2%% move: weights %v, want 1 and 1 kept", got)
+	}
+}

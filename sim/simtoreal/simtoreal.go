@@ -77,6 +77,10 @@ type Options struct {
 	// controller reads the ledger: whole trace hours once ended, every
 	// WeightInterval (sim.ReplayOptions.SettledSpend).
 	SimSettled bool
+	// SimWeights runs the simulator's costfair through Kueue's Admission
+	// Fair Sharing and the controller's weights, set every WeightInterval
+	// with the controller's hysteresis (sim.ReplayOptions.ControllerWeights).
+	SimWeights bool
 	// MaxPending bounds each team's jobs waiting in the queue in both
 	// worlds (sim.ReplayOptions.MaxPending); 0: none.
 	MaxPending int
@@ -153,6 +157,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxPending, "maxPending", 0, "each team has at most this many jobs waiting in the queue, in both worlds; its next job enters when one of them starts (its wait still counts from its submission), which keeps a backlogged team's queue, and Kueue's scheduling cycles, short; 0: no bound")
 	fs.Float64Var(&o.IdlePenalty, "idlePenalty", 0, "an experiment: the simulator's costfair counts an idle GPU-hour as 1+this GPU-hours of spend (the replay's ledger has no idle time, so the real controller's -idlePenalty would have nothing to count)")
 	fs.BoolVar(&o.SimSettled, "sim.settled", false, "the simulator's costfair reads the spend as the controller reads the ledger: the trace hours that have ended, every -weightInterval (default: the spend up to the moment)")
+	fs.BoolVar(&o.SimWeights, "sim.weights", false, "the simulator's costfair runs as the controller makes a real Kueue run it: Admission Fair Sharing's usage over the LocalQueue weights the controller sets every -weightInterval, moved only past its 10% hysteresis (default: costfair orders by the money share itself)")
 	fs.IntVar(&o.Runs, "runs", 1, "real runs of each policy (min/median/max over them)")
 	fs.StringVar(&o.Layout, "layout", "shared", "shared (every team a LocalQueue of one ClusterQueue; policies kueue, kueue-afs, costfair, costfair+targets) or cohort (every team a ClusterQueue of its own in one cohort, its nominal quota its share of every flavor, Kueue's cohort fair sharing on; policies kueue and costfair-drs, whose ClusterQueue weights the controller sets)")
 	fs.StringVar(&o.Out, "out", "gpuledger-sim/sim-to-real", "folder for the stacks' logs, the outcomes (outcomes.csv) and, a real run each, the control plane's load by trace hour (POLICY-RUN/control-plane.csv; tools/control-plane-table.sh sums it up)")
@@ -275,6 +280,9 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 			Flavors: flavors, Limit: o.Limit, IdlePenalty: o.IdlePenalty, MaxPending: o.MaxPending}
 		if o.SimSettled {
 			ropts.SettledSpend = o.WeightInterval
+		}
+		if o.SimWeights {
+			ropts.ControllerWeights, ropts.Hysteresis = o.WeightInterval, kube.DefaultHysteresis
 		}
 		if policy == "costfair+targets" {
 			ropts.Policy, ropts.FlavorTargets = "costfair", true
