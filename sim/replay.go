@@ -260,12 +260,12 @@ type replay struct {
 	// settled is costfair's spend by queue and trace hour, and
 	// settledShare what was last read from it, with SettledSpend;
 	// nextSettled is when it is read again.
-	settled      map[string]map[int]float64
+	settled map[string]map[int]float64
 	// consumed is Admission Fair Sharing's decayed usage and
 	// nextWeights when the controller sets the weights again, with
 	// ControllerWeights.
-	consumed    *admission.Decayed
-	nextWeights time.Duration
+	consumed     *admission.Decayed
+	nextWeights  time.Duration
 	settledShare map[string]float64
 	nextSettled  time.Duration
 	rec          *recorder // the pods' holds on the devices
