@@ -12,8 +12,9 @@
 #             10% hysteresis, the spend up to the moment (-sim.weights: the
 #             controller with openSpend, as the real Kueue runs it);
 #   weights+settled: both (the controller before openSpend on Kueue).
-# Writes docs/policy-eval/mechanism-controller.txt with the commit, the
-# command and, per seed and policy, the money gap of each.
+# Writes docs/policy-eval/mechanism-controller.txt (-HOURSh.txt when HOURS
+# is not 48) with the commit, the command and, per seed and policy, the
+# money gap of each.
 # Usage: [HOURS=n] bash tools/controller-model.sh [SEEDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,9 @@ seeds=${1:-5}
 hours=${HOURS:-48}
 . tools/lib/docs-build.sh controller-model.sh
 out=docs/policy-eval/mechanism-controller.txt
+if [ "$hours" != 48 ]; then
+	out=docs/policy-eval/mechanism-controller-${hours}h.txt
+fi
 modes=(own settled weights weights+settled)
 flags=("" "-sim.settled" "-sim.weights" "-sim.weights -sim.settled")
 {
