@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # How the simulator's model of gpuledger's controller moves the money gap:
 # the mechanism scenario (sim-to-real -workload mechanism -maxPending 8,
-# 1-hour half-life) over HOURS (48) trace hours, seeds 1-SEEDS (5), for
+# 1-hour half-life, -speedup 60 as the real runs: the admission penalty is
+# Kueue's 1-s sampling at 60x) over HOURS (48) trace hours, seeds 1-SEEDS (5), for
 # costfair and costfair+targets, four ways:
 #   own:      costfair's own order by the money share, the spend decayed up
 #             to the moment (the simulator's default);
@@ -29,7 +30,7 @@ modes=(own settled weights weights+settled)
 flags=("" "-sim.settled" "-sim.weights" "-sim.weights -sim.settled")
 {
 	echo "# at $commit: bash tools/controller-model.sh $seeds (HOURS=$hours)"
-	echo "# gpuledger sim-to-real -workload mechanism -layout shared -worlds sim -hours $hours -limit $hours -halfLife 1h -policies costfair,costfair+targets -maxPending 8 -seed SEED [-sim.settled] [-sim.weights]"
+	echo "# gpuledger sim-to-real -workload mechanism -layout shared -worlds sim -hours $hours -limit $hours -speedup 60 -halfLife 1h -policies costfair,costfair+targets -maxPending 8 -seed SEED [-sim.settled] [-sim.weights]"
 	echo "# money gap by seed; own: costfair's order, spend up to the moment; settled: -sim.settled; weights: -sim.weights; weights+settled: both"
 	printf '%-6s %-18s %8s %8s %8s %16s\n' seed policy "${modes[@]}"
 	for s in $(seq "$seeds"); do
@@ -37,7 +38,7 @@ flags=("" "-sim.settled" "-sim.weights" "-sim.weights -sim.settled")
 		for i in "${!modes[@]}"; do
 			echo "progress: seed $s of $seeds, ${modes[$i]}" >&2
 			# shellcheck disable=SC2086 # the flags are words
-			"$tmp/gpuledger" sim-to-real -workload mechanism -layout shared -worlds sim -hours "$hours" -limit "$hours" -halfLife 1h \
+			"$tmp/gpuledger" sim-to-real -workload mechanism -layout shared -worlds sim -hours "$hours" -limit "$hours" -speedup 60 -halfLife 1h \
 				-policies costfair,costfair+targets -maxPending 8 -seed "$s" ${flags[$i]} -out "$tmp/s2r" |
 				awk -v m="${modes[$i]}" '$2 == "simulator" { print m, $1, $(NF-2) }' >> "$tmp/seed"
 		done
