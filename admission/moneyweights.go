@@ -1,6 +1,10 @@
 package admission
 
-import "math"
+import (
+	"maps"
+	"math"
+	"slices"
+)
 
 // MoneyWeightBound bounds MoneyWeights: no queue's weight is more than this
 // many times, or less than one over this many times, the weight of a queue
@@ -48,4 +52,58 @@ func MoneyWeights(spend, entitlement map[string]float64) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// The bounds of UsageWeights, so that one queue never drowns the others in
+// the scheduler's arithmetic.
+const (
+	MinUsageWeight = 0.01
+	MaxUsageWeight = 100.0
+)
+
+// DefaultHysteresis is how far a weight moves before it is written
+// (WeightChanged): 10%.
+const DefaultHysteresis = 0.1
+
+// UsageWeights are the weights that make a scheduler which orders queues
+// by usage / weight, lowest first (Kueue's Admission Fair Sharing), order
+// them by their money share instead: usage / share for each queue with
+// both above 0, scaled so that those average 1 and bounded to
+// [MinUsageWeight, MaxUsageWeight]; a queue in either map without usage or
+// share gets 1 (there is nothing to correct). The keys are the caller's:
+// the queues one scheduler orders against each other.
+func UsageWeights(usage, share map[string]float64) map[string]float64 {
+	keys := slices.Collect(maps.Keys(usage))
+	for k := range share {
+		if _, ok := usage[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys) // sums in one order
+	raw := make(map[string]float64, len(keys))
+	var sum float64
+	for _, k := range keys {
+		if u, s := usage[k], share[k]; u > 0 && s > 0 {
+			raw[k] = u / s
+			sum += raw[k]
+		}
+	}
+	out := make(map[string]float64, len(keys))
+	for _, k := range keys {
+		w := 1.0
+		if v, ok := raw[k]; ok {
+			w = v / (sum / float64(len(raw)))
+		}
+		out[k] = math.Min(math.Max(w, MinUsageWeight), MaxUsageWeight)
+	}
+	return out
+}
+
+// WeightChanged says whether a weight moved enough to be written: by more
+// than hysteresis, relative; always when current is unset (0 or less).
+func WeightChanged(current, target, hysteresis float64) bool {
+	if current <= 0 {
+		return true
+	}
+	return math.Abs(target/current-1) > hysteresis
 }

@@ -62,3 +62,25 @@ func TestMoneyWeightsReorderBorrowers(t *testing.T) {
 		t.Errorf("names %q and %q", p.Name(), KueueFairSharing{}.Name())
 	}
 }
+
+// TestUsageWeights: usage / share for the queues with both, scaled to
+// average 1, so that usage / weight is in the ratio of the shares; a queue
+// with usage but no share, or a share but no usage, gets 1; the bounds
+// hold; a weight is written only past the hysteresis.
+func TestUsageWeights(t *testing.T) {
+	w := UsageWeights(map[string]float64{"a": 100, "b": 100, "c": 50}, map[string]float64{"a": 3, "b": 1, "d": 2})
+	if math.Abs(w["a"]-0.5) > 1e-12 || math.Abs(w["b"]-1.5) > 1e-12 || w["c"] != 1 || w["d"] != 1 || len(w) != 4 {
+		t.Errorf("weights %v, want a 0.5, b 1.5, c and d 1", w)
+	}
+	if ka, kb := 100/w["a"], 100/w["b"]; math.Abs(ka/kb-3) > 1e-12 {
+		t.Errorf("usage / weight %g and %g, want the shares' ratio 3", ka, kb)
+	}
+	w = UsageWeights(map[string]float64{"x": 1e9, "y": 1e-9}, map[string]float64{"x": 1, "y": 1})
+	// x's raw weight is twice the mean; y's, far under it, is bounded.
+	if math.Abs(w["x"]-2) > 1e-9 || w["y"] != MinUsageWeight {
+		t.Errorf("weights %v, want x 2 and y the bound %g", w, MinUsageWeight)
+	}
+	if WeightChanged(1, 1.05, DefaultHysteresis) || !WeightChanged(1, 1.2, DefaultHysteresis) || !WeightChanged(0, 1, DefaultHysteresis) {
+		t.Error("hysteresis: want 5% kept, 20% written, an unset weight written")
+	}
+}

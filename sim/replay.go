@@ -102,7 +102,7 @@ type ReplayOptions struct {
 	// clock the controller sets each weight to usage / money share,
 	// scaled to average 1 over the queues with both, bounded to
 	// [0.01, 100], written only when it moves by more than Hysteresis
-	// (admission/kube Weights and Changed). 0: costfair's own order, the
+	// (admission.UsageWeights and WeightChanged). 0: costfair's own order, the
 	// money share itself. Without Ledger only.
 	ControllerWeights time.Duration
 	Hysteresis        float64
@@ -260,16 +260,16 @@ type replay struct {
 	// settled is costfair's spend by queue and trace hour, and
 	// settledShare what was last read from it, with SettledSpend;
 	// nextSettled is when it is read again.
-	settled map[string]map[int]float64
+	settled      map[string]map[int]float64
+	settledShare map[string]float64
+	nextSettled  time.Duration
 	// consumed is Admission Fair Sharing's decayed usage and
 	// nextWeights when the controller sets the weights again, with
 	// ControllerWeights.
-	consumed     *admission.Decayed
-	nextWeights  time.Duration
-	settledShare map[string]float64
-	nextSettled  time.Duration
-	rec          *recorder // the pods' holds on the devices
-	names        []string  // the queues, sorted: sums in one order
+	consumed    *admission.Decayed
+	nextWeights time.Duration
+	rec         *recorder // the pods' holds on the devices
+	names       []string  // the queues, sorted: sums in one order
 	// The workloads waiting, per queue (admission's queue manager).
 	queues *admission.Queues
 
@@ -608,8 +608,9 @@ func (r *replay) advance(t time.Duration) {
 			case "kueue-afs":
 				r.decayed.Add(j.Queue, g)
 			case "costfair":
-				r.decayed.Add(j.Queue, cost*(1+r.opts.IdlePenalty*j.Idle))
-				r.settle(j.Queue, t, cost*(1+r.opts.IdlePenalty*j.Idle))
+				spent := cost * (1 + r.opts.IdlePenalty*j.Idle)
+				r.decayed.Add(j.Queue, spent)
+				r.settle(j.Queue, t, spent)
 				if r.consumed != nil {
 					r.consumed.Add(j.Queue, g)
 				}
@@ -628,8 +629,9 @@ func (r *replay) advance(t time.Duration) {
 			case "costfair":
 				// Held, idle GPUs of a partial gang cost the queue and
 				// are penalised.
-				r.decayed.Add(p.Queue, g*r.model.Rates[r.ungated]*(1+r.opts.IdlePenalty))
-				r.settle(p.Queue, t, g*r.model.Rates[r.ungated]*(1+r.opts.IdlePenalty))
+				spent := g * r.model.Rates[r.ungated] * (1 + r.opts.IdlePenalty)
+				r.decayed.Add(p.Queue, spent)
+				r.settle(p.Queue, t, spent)
 				if r.consumed != nil {
 					r.consumed.Add(p.Queue, g)
 				}

@@ -295,36 +295,25 @@ func (r *replay) viaWeights() bool {
 }
 
 // controllerWeights sets the queues' weights as gpuledger's controller
-// sets the LocalQueues' (admission/kube Weights), when they are due: each
-// queue's usage over its money share (decayed spend, as SettledSpend
-// reads it, over its quota's value), scaled to average 1, bounded, moved
-// only past Hysteresis.
+// sets the LocalQueues' (admission/kube Weights), when they are due: the
+// admission.UsageWeights of the queues' usage and money share (decayed
+// spend, as SettledSpend reads it, over the quota's value), each written
+// only past Hysteresis (admission.WeightChanged).
 func (r *replay) controllerWeights() {
 	if r.now < r.nextWeights {
 		return
 	}
 	r.nextWeights = r.now.Truncate(r.opts.ControllerWeights) + r.opts.ControllerWeights
-	usage := r.consumed.Values()
 	spend := r.decayed.Values()
 	if r.opts.SettledSpend > 0 {
 		spend = r.settledSpend()
 	}
-	raw := map[string]float64{}
-	var sum float64
+	share := map[string]float64{}
 	for _, q := range r.names {
-		share := spend[q] / r.model.value[q]
-		if usage[q] > 0 && share > 0 {
-			raw[q] = usage[q] / share
-			sum += raw[q]
-		}
+		share[q] = spend[q] / r.model.value[q]
 	}
-	for _, q := range r.names {
-		w := 1.0
-		if v, ok := raw[q]; ok {
-			w = min(max(v/(sum/float64(len(raw))), 0.01), 100)
-		}
-		cq := r.snap.Queues[q]
-		if cq.Weight <= 0 || math.Abs(w/cq.Weight-1) > r.opts.Hysteresis {
+	for q, w := range admission.UsageWeights(r.consumed.Values(), share) {
+		if cq := r.snap.Queues[q]; admission.WeightChanged(cq.Weight, w, r.opts.Hysteresis) {
 			cq.Weight = w
 		}
 	}

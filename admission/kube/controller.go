@@ -90,10 +90,6 @@ type Options struct {
 	Log        *slog.Logger
 }
 
-// DefaultHysteresis is Options.Hysteresis's default: a weight is written
-// when it moves by more than 10%.
-const DefaultHysteresis = 0.1
-
 // Stats counts what the controller did, for its metrics.
 type Stats struct {
 	WeightChanges, ChecksReady, ChecksHeld, ChecksFailedOpen, Errors atomic.Int64
@@ -146,7 +142,7 @@ func New(cfg *rest.Config, o Options) (*Controller, error) {
 		o.HalfLife = 7 * 24 * time.Hour
 	}
 	if o.Hysteresis <= 0 {
-		o.Hysteresis = DefaultHysteresis
+		o.Hysteresis = admission.DefaultHysteresis
 	}
 	if o.DefaultDuration <= 0 {
 		o.DefaultDuration = 24 * time.Hour

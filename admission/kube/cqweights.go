@@ -218,7 +218,7 @@ func (c *Controller) updateClusterQueueWeights(ctx context.Context, t *Teams, cq
 	c.mu.Unlock()
 	for _, q := range queues {
 		w, ok := cqTarget[q.Name]
-		if !ok || !Changed(q.Weight, w.Weight, c.o.Hysteresis) {
+		if !ok || !admission.WeightChanged(q.Weight, w.Weight, c.o.Hysteresis) {
 			continue
 		}
 		msg := fmt.Sprintf("fairSharing.weight %.3g → %.3g: ClusterQueue %s spent %.4g (decayed) against an entitlement of %.4g an hour, in cohort %s; so that Kueue's cohort fair sharing orders its borrowers by money",
@@ -230,7 +230,7 @@ func (c *Controller) updateClusterQueueWeights(ctx context.Context, t *Teams, cq
 	}
 	for _, co := range cohorts {
 		w, ok := cohortTarget[co.Name]
-		if !ok || !Changed(co.Weight, w.Weight, c.o.Hysteresis) {
+		if !ok || !admission.WeightChanged(co.Weight, w.Weight, c.o.Hysteresis) {
 			continue
 		}
 		msg := fmt.Sprintf("fairSharing.weight %.3g → %.3g: the ClusterQueues under Cohort %s spent %.4g (decayed) against an entitlement of %.4g an hour, in cohort %s; so that Kueue's fair sharing orders the cohorts by money",

@@ -11,12 +11,14 @@ package kube
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/ledger"
 )
 
@@ -63,57 +65,31 @@ type LocalQueue struct {
 // Key names the LocalQueue: namespace/name.
 func (q LocalQueue) Key() string { return q.Namespace + "/" + q.Name }
 
-// Weights are bounded so that one queue never drowns the others in Kueue's
-// arithmetic.
-const (
-	minWeight = 0.01
-	maxWeight = 100.0
-)
-
 // Weights returns the fairSharing.weight each LocalQueue should have so
 // that Kueue's Admission Fair Sharing, which orders the LocalQueues of a
 // ClusterQueue by consumed / weight (lowest first), orders them by their
-// team's share instead (decayed spend / entitlement): weight = consumed /
-// share, scaled so that the weights of a ClusterQueue average 1. A queue
-// Kueue has seen consume nothing, or whose team has no share, keeps weight
-// 1: there is nothing to correct.
+// team's share instead (decayed spend / entitlement): the
+// admission.UsageWeights of each ClusterQueue's LocalQueues. A queue Kueue
+// has seen consume nothing, or whose team has no share, keeps weight 1.
 func Weights(queues []LocalQueue, share map[string]float64) map[string]float64 {
-	byCQ := map[string][]LocalQueue{}
+	type group struct{ usage, share map[string]float64 }
+	byCQ := map[string]group{}
 	for _, q := range queues {
-		byCQ[q.ClusterQueue] = append(byCQ[q.ClusterQueue], q)
+		g, ok := byCQ[q.ClusterQueue]
+		if !ok {
+			g = group{map[string]float64{}, map[string]float64{}}
+			byCQ[q.ClusterQueue] = g
+		}
+		g.usage[q.Key()] = q.Consumed
+		if q.Team != "" {
+			g.share[q.Key()] = share[q.Team]
+		}
 	}
 	out := make(map[string]float64, len(queues))
-	for _, qs := range byCQ {
-		raw := make([]float64, len(qs))
-		var sum float64
-		n := 0
-		for i, q := range qs {
-			s := share[q.Team]
-			if q.Consumed <= 0 || s <= 0 || q.Team == "" {
-				continue
-			}
-			raw[i] = q.Consumed / s
-			sum += raw[i]
-			n++
-		}
-		for i, q := range qs {
-			w := 1.0
-			if raw[i] > 0 {
-				w = raw[i] / (sum / float64(n))
-			}
-			out[q.Key()] = math.Min(math.Max(w, minWeight), maxWeight)
-		}
+	for _, g := range byCQ {
+		maps.Copy(out, admission.UsageWeights(g.usage, g.share))
 	}
 	return out
-}
-
-// Changed says whether a weight moved enough to be written: by more than
-// hysteresis, relative.
-func Changed(current, target, hysteresis float64) bool {
-	if current <= 0 {
-		return true
-	}
-	return math.Abs(target/current-1) > hysteresis
 }
 
 // FormatWeight writes a weight as a Kubernetes quantity (milli-units).

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuledger/gpuledger/admission"
 )
 
 // TestWeightsOrderByMoney: after the weights, Kueue's key consumed/weight
@@ -36,13 +38,13 @@ func TestWeightsOrderByMoney(t *testing.T) {
 	// Bounded.
 	w = Weights([]LocalQueue{{Namespace: "x", Name: "q", ClusterQueue: "s", Team: "x", Consumed: 1e9}, {Namespace: "y", Name: "q", ClusterQueue: "s", Team: "y", Consumed: 1e-9}},
 		map[string]float64{"x": 1, "y": 1})
-	if w["x/q"] > maxWeight || w["y/q"] < minWeight {
-		t.Errorf("weights %v out of [%g, %g]", w, minWeight, maxWeight)
+	if w["x/q"] > admission.MaxUsageWeight || w["y/q"] < admission.MinUsageWeight {
+		t.Errorf("weights %v out of [%g, %g]", w, admission.MinUsageWeight, admission.MaxUsageWeight)
 	}
 }
 
 func TestChangedAndFormat(t *testing.T) {
-	if Changed(1, 1.05, 0.1) || !Changed(1, 1.2, 0.1) || !Changed(0, 1, 0.1) {
+	if admission.WeightChanged(1, 1.05, 0.1) || !admission.WeightChanged(1, 1.2, 0.1) || !admission.WeightChanged(0, 1, 0.1) {
 		t.Error("hysteresis")
 	}
 	if got := FormatWeight(1.2345); got != "1235m" {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"time"
 
+	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/config"
 )
 
@@ -12,7 +13,7 @@ import (
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Interval, "interval", 2*time.Minute, "how often the fair-sharing weights are computed")
 	fs.DurationVar(&o.HalfLife, "halfLife", 7*24*time.Hour, "half-life of the decayed spend the weights follow")
-	fs.Float64Var(&o.Hysteresis, "hysteresis", DefaultHysteresis, "write a weight only when it moves by more than this fraction")
+	fs.Float64Var(&o.Hysteresis, "hysteresis", admission.DefaultHysteresis, "write a weight only when it moves by more than this fraction")
 	fs.BoolVar(&o.DryRun, "dryRun", false, "compute the weights and write Events, but change no weight")
 	fs.DurationVar(&o.DefaultDuration, "defaultDuration", 24*time.Hour, "how long a workload without maximumExecutionTimeSeconds is priced for by the budget check")
 	fs.DurationVar(&o.RetryAfter, "retryAfter", 5*time.Minute, "requeueAfterSeconds of a workload held over its team's limit")

@@ -17,8 +17,9 @@ import (
 //
 // The ledger holds an hour once it has ended and been ingested, so the
 // weights it alone gives lag the spend by an hour or more: on the
-// mechanism scenario at a one-hour half-life that alone doubled costfair's
-// money gap in the simulator (sim-to-real -sim.settled). What Kueue says
+// mechanism scenario at a one-hour half-life that raised costfair's money
+// gap in the simulator's model of the controller by 0.027-0.045
+// (docs/policy-eval/mechanism-controller.txt). What Kueue says
 // was admitted is the next best fact until the hour settles. A Workload
 // evicted before it finished, and so no longer Admitted, is not counted:
 // its ledger hour counts it when it settles. objectTime maps the times

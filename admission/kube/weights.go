@@ -85,7 +85,7 @@ func (c *Controller) UpdateWeights(ctx context.Context) error {
 			// updateDemotions gives the weight back.
 			w = demotedWeight
 		}
-		if !Changed(q.Weight, w, c.o.Hysteresis) {
+		if !admission.WeightChanged(q.Weight, w, c.o.Hysteresis) {
 			continue
 		}
 		msg := fmt.Sprintf("fairSharing.weight %.3g → %.3g: Kueue's consumed usage %.4g over team %s's decayed spend per entitlement %.4g, so that Admission Fair Sharing orders by money",

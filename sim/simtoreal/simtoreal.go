@@ -18,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/admission/kube"
 	"github.com/gpuledger/gpuledger/internal/flagutil"
 	"github.com/gpuledger/gpuledger/internal/kubetest"
@@ -282,7 +283,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 			ropts.SettledSpend = o.WeightInterval
 		}
 		if o.SimWeights {
-			ropts.ControllerWeights, ropts.Hysteresis = o.WeightInterval, kube.DefaultHysteresis
+			ropts.ControllerWeights, ropts.Hysteresis = o.WeightInterval, admission.DefaultHysteresis
 		}
 		if policy == "costfair+targets" {
 			ropts.Policy, ropts.FlavorTargets = "costfair", true
