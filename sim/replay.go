@@ -102,8 +102,9 @@ type ReplayOptions struct {
 	// clock the controller sets each weight to usage / money share,
 	// scaled to average 1 over the queues with both, bounded to
 	// [0.01, 100], written only when it moves by more than Hysteresis
-	// (admission.UsageWeights and WeightChanged). 0: costfair's own order, the
-	// money share itself. Without Ledger only.
+	// (admission.UsageWeights and WeightChanged; 0 or less:
+	// admission.DefaultHysteresis, as the controller). 0: costfair's own
+	// order, the money share itself. Without Ledger only.
 	ControllerWeights time.Duration
 	Hysteresis        float64
 	// Limit stops the replay this long after the start; 0 runs until every
@@ -317,6 +318,9 @@ func (opts ReplayOptions) withDefaults() ReplayOptions {
 	}
 	opts.AdmissionPenalty = max(opts.AdmissionPenalty, 0)
 	opts.IdlePenalty = max(opts.IdlePenalty, 0)
+	if opts.Hysteresis <= 0 {
+		opts.Hysteresis = admission.DefaultHysteresis // the controller's default
+	}
 	if opts.NodesPerRack <= 0 {
 		opts.NodesPerRack = 8
 	}

@@ -18,7 +18,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gpuledger/gpuledger/admission"
 	"github.com/gpuledger/gpuledger/admission/kube"
 	"github.com/gpuledger/gpuledger/internal/flagutil"
 	"github.com/gpuledger/gpuledger/internal/kubetest"
@@ -283,7 +282,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 			ropts.SettledSpend = o.WeightInterval
 		}
 		if o.SimWeights {
-			ropts.ControllerWeights, ropts.Hysteresis = o.WeightInterval, admission.DefaultHysteresis
+			ropts.ControllerWeights = o.WeightInterval // at the controller's default hysteresis
 		}
 		if policy == "costfair+targets" {
 			ropts.Policy, ropts.FlavorTargets = "costfair", true
