@@ -30,6 +30,14 @@ type RunFigures struct {
 	// from its start, the last one ending at end (NaN: no hour of the
 	// block had two queues waiting with spend): where two runs part.
 	MoneyGapByBlock []float64
+	// ShareByBlock is, per block, each queue's mean share of the
+	// backlogged queues' spend less its share of their entitlements, over
+	// the block's samples in which it was backlogged (moneyGaps.shares):
+	// which queue the gap is made of. HeldByBlock is, per block, the GPUs
+	// (units of a flavor's resource) each queue held of each flavor, the
+	// mean over the block's hourly samples.
+	ShareByBlock []map[string]float64
+	HeldByBlock  []map[string]map[string]float64
 	// GPUHoursByFlavor is what the started jobs held, up to end.
 	GPUHoursByFlavor map[string]float64
 	// IdlePaidGPUHours is ReplayResult's, sampled hourly the same way.
@@ -88,7 +96,14 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 	for q := range queues {
 		entitled[q] = 1
 	}
+	held := make([]map[string]map[string]float64, len(blocks))
+	samples := make([]int, len(blocks))
 	for t := time.Duration(0); t < end; t += time.Hour {
+		b := t / GapBlock
+		if held[b] == nil {
+			held[b] = map[string]map[string]float64{}
+		}
+		samples[b]++
 		waiting := map[string]bool{}
 		rate := map[string]float64{}
 		idle := map[string]float64{}
@@ -101,6 +116,10 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 			case o.Finish == 0 || o.Finish > t:
 				rate[j.Queue] += float64(o.GPUs) * float64(pricePerGPUHour[o.Flavor])
 				idle[j.Queue] += float64(o.GPUs) * j.Idle
+				if held[b][j.Queue] == nil {
+					held[b][j.Queue] = map[string]float64{}
+				}
+				held[b][j.Queue][o.Flavor] += float64(o.GPUs)
 			}
 		}
 		for q, g := range idle {
@@ -112,7 +131,7 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 			continue
 		}
 		gaps.sample(slices.Sorted(maps.Keys(waiting)), rate, entitled)
-		blocks[t/GapBlock].sample(slices.Sorted(maps.Keys(waiting)), rate, entitled)
+		blocks[b].sample(slices.Sorted(maps.Keys(waiting)), rate, entitled)
 		var xs []float64
 		for q := range waiting {
 			xs = append(xs, rate[q])
@@ -129,12 +148,19 @@ func Figures(jobs []TraceJob, outs []JobOutcome, pricePerGPUHour map[string]int6
 		f.JainBacklogged = sum / float64(n)
 	}
 	f.MoneyGap, f.MoneyGapP95, _, _ = gaps.result()
-	for _, b := range blocks {
+	for i, b := range blocks {
 		g, _, n, _ := b.result()
 		if n == 0 {
 			g = math.NaN()
 		}
 		f.MoneyGapByBlock = append(f.MoneyGapByBlock, g)
+		f.ShareByBlock = append(f.ShareByBlock, b.shares())
+		for _, byFlavor := range held[i] {
+			for fl := range byFlavor {
+				byFlavor[fl] /= float64(samples[i])
+			}
+		}
+		f.HeldByBlock = append(f.HeldByBlock, held[i])
 	}
 	f.LongestStall = longestStalls(jobs, started, end)
 	for _, d := range f.LongestStall {

@@ -2,7 +2,9 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -97,6 +99,40 @@ func (f RunFigures) BlockCells() string {
 		if !math.IsNaN(g) {
 			cells[i] = fmt.Sprintf("%.3f", g)
 		}
+	}
+	return strings.Join(cells, "\t")
+}
+
+// Queues are the queues of ShareByBlock and HeldByBlock, sorted.
+func (f RunFigures) Queues() []string {
+	seen := map[string]bool{}
+	for i := range f.ShareByBlock {
+		for q := range f.ShareByBlock[i] {
+			seen[q] = true
+		}
+		for q := range f.HeldByBlock[i] {
+			seen[q] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// QueueBlockCells are queue's cells by GapBlock, tab-separated: its mean
+// share of the backlogged queues' spend less its share of their
+// entitlements ("-" when it was never backlogged with another), then the
+// GPUs it held of each flavor, the mean over the block's hours.
+func (f RunFigures) QueueBlockCells(queue string) string {
+	cells := make([]string, len(f.ShareByBlock))
+	for i := range f.ShareByBlock {
+		cell := "-"
+		if d, ok := f.ShareByBlock[i][queue]; ok {
+			cell = fmt.Sprintf("%+.3f", d)
+		}
+		held := f.HeldByBlock[i][queue]
+		for _, fl := range slices.Sorted(maps.Keys(held)) {
+			cell += fmt.Sprintf(" %s:%.1f", fl, held[fl])
+		}
+		cells[i] = cell
 	}
 	return strings.Join(cells, "\t")
 }

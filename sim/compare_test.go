@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,16 @@ func TestMoneyGapByBlock(t *testing.T) {
 	}
 	if got := f.BlockCells(); got != "0.500\t0.000\t0.500" {
 		t.Errorf("block cells %q", got)
+	}
+	// Who the gap is made of: a over its share, then b.
+	if got, want := f.QueueBlockCells("a"), "+0.500 h100:2.0\t+0.000 t4:2.0\t-0.500"; got != want {
+		t.Errorf("queue a's cells %q, want %q", got, want)
+	}
+	if got, want := f.QueueBlockCells("b"), "-0.500\t+0.000 t4:2.0\t+0.500 t4:2.0"; got != want {
+		t.Errorf("queue b's cells %q, want %q", got, want)
+	}
+	if got := f.Queues(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("queues %v", got)
 	}
 	// Queue a alone waits: no block has a sample.
 	f = Figures(jobs[:3], outs[:2], prices, 12*h)

@@ -16,6 +16,11 @@ import (
 type moneyGaps struct {
 	gaps    []float64
 	starved int
+	// share sums, per queue, its share of the backlogged queues' spend
+	// less its share of their entitlements over the samples with shares
+	// in which it was backlogged; shareN counts those samples.
+	share  map[string]float64
+	shareN map[string]int
 }
 
 // sample takes one sample: the backlogged queues, each one's spend rate
@@ -33,11 +38,29 @@ func (m *moneyGaps) sample(backlogged []string, spend, entitled map[string]float
 		m.starved++
 		return
 	}
+	if m.share == nil {
+		m.share, m.shareN = map[string]float64{}, map[string]int{}
+	}
 	var gap float64
 	for _, q := range backlogged {
-		gap = max(gap, math.Abs(spend[q]/s-entitled[q]/e))
+		d := spend[q]/s - entitled[q]/e
+		gap = max(gap, math.Abs(d))
+		m.share[q] += d
+		m.shareN[q]++
 	}
 	m.gaps = append(m.gaps, gap)
+}
+
+// shares are each queue's mean signed deviation (its share of the
+// backlogged queues' spend less its share of their entitlements) over
+// the samples with shares in which it was backlogged: who the gap is made
+// of, and in which direction.
+func (m *moneyGaps) shares() map[string]float64 {
+	out := make(map[string]float64, len(m.share))
+	for q, d := range m.share {
+		out[q] = d / float64(m.shareN[q])
+	}
+	return out
 }
 
 // result is the mean gap over the samples (time-weighted: the samples

@@ -5,11 +5,13 @@
 package simtoreal
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -90,6 +92,10 @@ type Options struct {
 	Layout string
 	// Out is the folder for the stacks' logs and outcomes.csv.
 	Out string
+	// KueueOutcomes, when set, is an outcomes.csv of an earlier run whose
+	// real Kueue runs are analysed again instead of running Kueue
+	// (ReadOutcomes): the same workload flags must be given.
+	KueueOutcomes string
 	// Command is echoed in the output's first line.
 	Command string
 	// Progress receives a line per real run and its progress.
@@ -160,6 +166,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.SimWeights, "sim.weights", false, "the simulator's costfair runs as the controller makes a real Kueue run it: Admission Fair Sharing's usage over the LocalQueue weights the controller sets every -weightInterval, moved only past its 10% hysteresis (default: costfair orders by the money share itself)")
 	fs.IntVar(&o.Runs, "runs", 1, "real runs of each policy (min/median/max over them)")
 	fs.StringVar(&o.Layout, "layout", "shared", "shared (every team a LocalQueue of one ClusterQueue; policies kueue, kueue-afs, costfair, costfair+targets) or cohort (every team a ClusterQueue of its own in one cohort, its nominal quota its share of every flavor, Kueue's cohort fair sharing on; policies kueue and costfair-drs, whose ClusterQueue weights the controller sets)")
+	fs.StringVar(&o.KueueOutcomes, "kueue.outcomes", "", "analyse the real Kueue's runs kept in this outcomes.csv (an earlier sim-to-real's, with -worlds sim,kueue) instead of running Kueue again; give the flags that run used")
 	fs.StringVar(&o.Out, "out", "gpuledger-sim/sim-to-real", "folder for the stacks' logs, the outcomes (outcomes.csv) and, a real run each, the control plane's load by trace hour (POLICY-RUN/control-plane.csv; tools/control-plane-table.sh sums it up)")
 }
 
@@ -168,7 +175,15 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	if o.Real {
+	// A kept run's outcomes are read before outcomes.csv is written,
+	// which may be the same file.
+	var kept []byte
+	if o.KueueOutcomes != "" {
+		var err error
+		if kept, err = os.ReadFile(o.KueueOutcomes); err != nil {
+			return fmt.Errorf("-kueue.outcomes: %w", err)
+		}
+	} else if o.Real {
 		if err := kubetest.Built(); err != nil {
 			return err
 		}
@@ -269,8 +284,14 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\tworld\tstarted\tfinished\tavg JCT\tmean wait\tp90 wait\tmax wait\tJain (backlogged)\tmoney gap\tidle paid GPU-h\tlongest stall\tmean |Δwait| vs sim\tsame flavor\t")
 	began := time.Now()
-	// blocks are the money gap's rows by GapBlock, printed after the table.
-	var blocks []string
+	// blocks are the money gap's rows by GapBlock, printed after the
+	// table, and teams each queue's share of it.
+	var blocks, teams []string
+	addTeams := func(label string, f sim.RunFigures) {
+		for _, q := range f.Queues() {
+			teams = append(teams, fmt.Sprintf("%s\t%s\t%s\t", label, q, f.QueueBlockCells(q)))
+		}
+	}
 	for _, policy := range o.Policies {
 		m, err := newModel(queues, flavors, gpus)
 		if err != nil {
@@ -295,24 +316,39 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		simFig := sim.Figures(jobs, res.Outcomes, prices, o.Limit)
 		fmt.Fprintf(tw, "%s\tsimulator\t%s\t\t\n", policy, simFig.Cells())
 		blocks = append(blocks, fmt.Sprintf("%s/simulator\t%s\t", policy, simFig.BlockCells()))
+		addTeams(policy+"/simulator", simFig)
 		if !o.Real {
 			continue
 		}
+		var keptRuns map[int][]sim.JobOutcome
+		runs := o.Runs
+		if kept != nil {
+			if keptRuns, err = ReadOutcomes(bytes.NewReader(kept), policy); err != nil {
+				return fmt.Errorf("-kueue.outcomes %s: %w", o.KueueOutcomes, err)
+			}
+			runs = len(keptRuns)
+		}
 		var realFigs []sim.RunFigures
-		for run := 1; run <= o.Runs; run++ {
-			fmt.Fprintf(o.Progress, "sim-to-real: %s on Kueue, run %d of %d (%s so far)\n", policy, run, o.Runs, time.Since(began).Round(time.Second))
-			outs, err := o.realRun(ctx, filepath.Join(o.Out, fmt.Sprintf("%s-%d", policy, run)), rj, kf, quotas, policy)
-			if err != nil {
-				return fmt.Errorf("%s on Kueue, run %d: %w", policy, run, err)
+		for run := 1; run <= runs; run++ {
+			outs, ok := keptRuns[run]
+			if kept != nil && !ok {
+				return fmt.Errorf("-kueue.outcomes %s: policy %s has runs %v: want them numbered from 1", o.KueueOutcomes, policy, slices.Sorted(maps.Keys(keptRuns)))
+			}
+			if kept == nil {
+				fmt.Fprintf(o.Progress, "sim-to-real: %s on Kueue, run %d of %d (%s so far)\n", policy, run, runs, time.Since(began).Round(time.Second))
+				if outs, err = o.realRun(ctx, filepath.Join(o.Out, fmt.Sprintf("%s-%d", policy, run)), rj, kf, quotas, policy); err != nil {
+					return fmt.Errorf("%s on Kueue, run %d: %w", policy, run, err)
+				}
 			}
 			writeOutcomes(policy, "kueue", run, outs)
 			fig := sim.Figures(jobs, outs, prices, o.Limit)
 			div := sim.Diverge(res.Outcomes, outs)
 			realFigs = append(realFigs, fig)
 			blocks = append(blocks, fmt.Sprintf("%s/kueue-%d\t%s\t", policy, run, fig.BlockCells()))
+			addTeams(fmt.Sprintf("%s/kueue-%d", policy, run), fig)
 			fmt.Fprintf(tw, "%s\tKueue run %d\t%s\t%s\t%.0f%%\t\n", policy, run, fig.Cells(), div.MeanAbsWait.Round(time.Minute), 100*div.SameFlavor)
 		}
-		if o.Runs > 1 {
+		if runs > 1 {
 			fmt.Fprintf(tw, "%s\tKueue min/median/max\t%s\t\t\t\n", policy, sim.SpreadCells(realFigs))
 		}
 		fmt.Fprintf(tw, "%s\tsimulator error\t%s\t\t\t\n", policy, sim.ErrorCells(simFig, sim.MedianFigures(realFigs)))
@@ -326,6 +362,14 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		fmt.Fprintln(bw, b)
 	}
 	if err := bw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\neach team's share of the waiting teams' spend less its share of their entitlements (mean of the hours it waited), and the GPUs it held by flavor (mean of the hours), by %g trace hours:\n", sim.GapBlock.Hours())
+	qw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, t := range teams {
+		fmt.Fprintln(qw, t)
+	}
+	if err := qw.Flush(); err != nil {
 		return err
 	}
 	if o.Real {
