@@ -356,20 +356,10 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nmoney gap by %g trace hours, from the start (-: no hour with two teams waiting):\n", sim.GapBlock.Hours())
-	bw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	for _, b := range blocks {
-		fmt.Fprintln(bw, b)
-	}
-	if err := bw.Flush(); err != nil {
+	if err := printRows(w, fmt.Sprintf("money gap by %g trace hours, from the start (-: no hour with two teams waiting):", sim.GapBlock.Hours()), blocks); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\neach team's share of the waiting teams' spend less its share of their entitlements (mean of the hours it waited), and the GPUs it held by flavor (mean of the hours), by %g trace hours:\n", sim.GapBlock.Hours())
-	qw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	for _, t := range teams {
-		fmt.Fprintln(qw, t)
-	}
-	if err := qw.Flush(); err != nil {
+	if err := printRows(w, fmt.Sprintf("each team's share of the waiting teams' spend less its share of their entitlements (mean of the hours it waited), and the GPUs it held by flavor (mean of the hours), by %g trace hours:", sim.GapBlock.Hours()), teams); err != nil {
 		return err
 	}
 	if o.Real {
@@ -378,6 +368,17 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		fmt.Fprintf(w, "\nEvery outcome in %s.\n", filepath.Join(o.Out, "outcomes.csv"))
 	}
 	return nil
+}
+
+// printRows prints a blank line, title and the tab-separated rows,
+// aligned right.
+func printRows(w io.Writer, title string, rows []string) error {
+	fmt.Fprintf(w, "\n%s\n", title)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for _, r := range rows {
+		fmt.Fprintln(tw, r)
+	}
+	return tw.Flush()
 }
 
 // fitting leaves out the jobs larger than every flavor: they would wait
