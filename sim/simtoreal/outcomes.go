@@ -13,7 +13,8 @@ import (
 	"github.com/gpuledger/gpuledger/sim"
 )
 
-// outcomesHeader is outcomes.csv's first line, as Run writes it.
+// outcomesHeader is outcomes.csv's first line: Run writes it and
+// ReadOutcomes wants it.
 var outcomesHeader = []string{"policy", "world", "run", "job", "queue", "gpus", "flavor", "submit_s", "start_s", "finish_s"}
 
 // ReadOutcomes reads the real Kueue's outcomes of policy from an

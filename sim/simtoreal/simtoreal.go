@@ -273,7 +273,7 @@ func Run(ctx context.Context, w io.Writer, o Options) error {
 		return err
 	}
 	defer csv.Close()
-	fmt.Fprintln(csv, "policy,world,run,job,queue,gpus,flavor,submit_s,start_s,finish_s")
+	fmt.Fprintln(csv, strings.Join(outcomesHeader, ","))
 	writeOutcomes := func(policy, world string, run int, outs []sim.JobOutcome) {
 		for _, o := range outs {
 			fmt.Fprintf(csv, "%s,%s,%d,%s,%s,%d,%s,%.0f,%.0f,%.0f\n", policy, world, run, o.ID, o.Queue, o.GPUs, o.Flavor,
